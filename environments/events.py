@@ -14,6 +14,7 @@ Events serialise to flat JSON dicts (``to_dict``/``from_dict``) keyed by
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 import time
@@ -37,7 +38,7 @@ class Event:
     ts: float = field(default_factory=_now)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+        # (no super() call: slots=True rebuilds the class, which breaks zero-arg super)
         kind = cls.__dict__.get("kind")
         if kind:
             _EVENT_TYPES[kind] = cls
@@ -231,6 +232,16 @@ class ItemFailed(Event):
     group_id: str
     error: str
     error_kind: str = "exception"  # exception | timeout
+
+
+# --------------------------------------------------------------------------- attribution
+
+# A host that drives the env sets these before calling collect_trajectories so
+# the env's events carry the host's ids; without a host the env makes its own.
+current_group_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
+    "hermes_current_group_id", default=None
+)
+current_phase: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("hermes_current_phase", default=None)
 
 
 # --------------------------------------------------------------------------- emission
