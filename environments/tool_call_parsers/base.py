@@ -1,0 +1,251 @@
+"""The parser interface every model family implements, plus shared helpers.
+
+A parser turns raw model text into OpenAI-style tool calls and back:
+
+* ``parse(text) -> (content, calls)``. No calls → ``(text, None)``; calls found →
+  ``(text before the first call marker, stripped, or None if empty, [calls])``;
+  any internal exception → ``(text, None)``.
+* ``format_tool_calls(content, calls) -> str`` renders ``[{"name", "arguments": dict}]``
+  the way that family writes them (the simulator uses it to emit Phase 2 text).
+
+Malformed calls: a payload that cannot be turned into a call (bad JSON, no name,
+arguments that are not an object) is dropped and described in ``last_errors``; the
+valid calls next to it are kept. Upstream dropped *every* call when one payload was
+bad, which hid the good calls and told the model nothing.
+
+Reasoning: call markers inside a closed ``<think>…</think>`` block are ignored (models
+quote the syntax while thinking), and nothing after an unclosed ``<think>`` counts (the
+output was cut off mid-reasoning). The reasoning stays in the returned content.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+import string
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
+
+from environments.redact import safe_head
+
+ToolCall = dict[str, Any]
+ParseResult = tuple[str | None, list[ToolCall] | None]
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+_JSON = json.JSONDecoder()
+# ast.literal_eval on huge input can exhaust the stack; no sane argument is this long.
+_LITERAL_EVAL_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class FoundCall:
+    """One call recovered from text, before it gets its final id."""
+
+    name: str
+    arguments: str  # JSON object text
+    call_id: str | None = None  # a family-specific id taken from the text (kimi_k2)
+
+
+@dataclass
+class Extraction:
+    """What a family found: where the first call marker starts, and the calls."""
+
+    marker: int | None = None
+    calls: list[FoundCall] | None = None
+
+    def add(self, call: FoundCall) -> None:
+        if self.calls is None:
+            self.calls = []
+        self.calls.append(call)
+
+    def mark(self, index: int) -> None:
+        if self.marker is None or index < self.marker:
+            self.marker = index
+
+
+class ToolCallParser(ABC):
+    """Base class: runs the family's extraction under the shared contract."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        # Descriptions of payloads that looked like calls but could not be used,
+        # from the latest parse() only. The agent loop reports them to the model.
+        self.last_errors: list[str] = []
+
+    def parse(self, text: str) -> ParseResult:
+        self.last_errors = []
+        if not isinstance(text, str) or not text:
+            return text, None
+        try:
+            start, end = reasoning_bounds(text)
+            found = self._extract(text[:end], start)
+            if not found.calls:
+                return text, None
+            calls = self._finish(found.calls)
+        except Exception as exc:  # contract: a parser never raises on model output
+            self.error(f"parser {self.name or type(self).__name__} failed: {type(exc).__name__}: {exc}")
+            return text, None
+        marker = found.marker if found.marker is not None else 0
+        return text[:marker].strip() or None, calls
+
+    @abstractmethod
+    def _extract(self, text: str, start: int) -> Extraction:
+        """Find calls in ``text`` at or after ``start``; record failures with ``error``."""
+
+    @abstractmethod
+    def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:
+        """Render ``calls`` (``{"name": str, "arguments": dict}``) after ``content``."""
+
+    def new_call_id(self) -> str:
+        return "call_" + uuid.uuid4().hex[:8]
+
+    def error(self, message: str) -> None:
+        self.last_errors.append(message)
+
+    def _finish(self, found: list[FoundCall]) -> list[ToolCall]:
+        used: set[str] = set()
+        calls: list[ToolCall] = []
+        for call in found:
+            call_id = call.call_id or self.new_call_id()
+            while call_id in used:
+                # Text-supplied ids can repeat and random ones can collide: ids must be unique.
+                call_id = f"{call.call_id}_{len(used)}" if call.call_id else self.new_call_id()
+            used.add(call_id)
+            calls.append(
+                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            )
+        return calls
+
+
+# --- helpers shared by the families -------------------------------------------------
+
+
+def reasoning_bounds(text: str) -> tuple[int, int]:
+    """The slice of ``text`` where call markers count: after the last ``</think>``,
+    and before an unclosed ``<think>``."""
+    close = text.rfind(THINK_CLOSE)
+    start = close + len(THINK_CLOSE) if close != -1 else 0
+    unclosed = text.find(THINK_OPEN, start)
+    return start, (unclosed if unclosed != -1 else len(text))
+
+
+def dump_arguments(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def normalize_arguments(raw: Any) -> dict[str, Any]:
+    """Arguments as a dict: missing → {}, a JSON-object string is decoded (double encoding).
+
+    Raises ValueError saying what was wrong otherwise.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments string is not valid JSON ({exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"arguments must be a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def call_from_object(obj: Any, *, allow_parameters: bool = True) -> FoundCall:
+    """A call from a decoded ``{"name": ..., "arguments"|"parameters": {...}}`` object.
+
+    Raises ValueError describing the problem (no name, bad arguments).
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object with a 'name', got {type(obj).__name__}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("tool call has no 'name'")
+    raw = obj.get("arguments")
+    if raw is None and allow_parameters:
+        raw = obj.get("parameters")
+    return FoundCall(name.strip(), dump_arguments(normalize_arguments(raw)))
+
+
+def decode_json_at(text: str, index: int) -> tuple[Any, int]:
+    """Decode one JSON value starting at ``index`` (leading whitespace skipped)."""
+    return _JSON.raw_decode(text, skip_whitespace(text, index))
+
+
+def skip_whitespace(text: str, index: int) -> int:
+    while index < len(text) and text[index].isspace():
+        index += 1
+    return index
+
+
+def describe(index: int, problem: str, payload: str) -> str:
+    """One ``last_errors`` entry: which call, what was wrong, and a redacted head of it."""
+    return f"tool call #{index}: {problem}: {safe_head(payload.strip(), 160)!r}"
+
+
+def typed_value(raw: str) -> Any:
+    """An XML-style parameter value: JSON, else a Python literal, else the string itself."""
+    candidate = raw.strip()
+    if not candidate:
+        return raw
+    try:
+        return json.loads(candidate)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    if len(candidate) <= _LITERAL_EVAL_LIMIT:
+        try:
+            value = ast.literal_eval(candidate)
+            json.dumps(value)  # sets, bytes, complex... are not tool arguments
+            return value
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return raw
+
+
+def render_value(value: Any) -> str:
+    """Inverse of ``typed_value`` for XML-style formats.
+
+    A string goes out raw only when it would read back as the same string; anything
+    else is JSON with ``<`` escaped so it cannot close a tag early.
+    """
+    if isinstance(value, str) and "<" not in value:
+        back = typed_value(value)
+        if isinstance(back, str) and back == value:
+            return value
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def check_calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Validate ``format_tool_calls`` input: each item needs a str name and dict arguments."""
+    checked: list[tuple[str, dict[str, Any]]] = []
+    for position, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise ValueError(f"calls[{position}] must be a mapping with 'name' and 'arguments', got {call!r}")
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"calls[{position}]['name'] must be a non-empty string, got {name!r}")
+        try:
+            arguments = normalize_arguments(call.get("arguments"))
+        except ValueError as exc:
+            raise ValueError(f"calls[{position}]['arguments']: {exc}") from None
+        checked.append((name, arguments))
+    return checked
+
+
+def with_content(content: str | None, rendered: str, separator: str = "\n") -> str:
+    """Content first (if any), then the rendered calls."""
+    if not content:
+        return rendered
+    return f"{content}{separator}{rendered}" if rendered else content
+
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+def random_alnum(length: int) -> str:
+    return "".join(secrets.choice(_ALNUM) for _ in range(length))

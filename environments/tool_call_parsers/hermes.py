@@ -1,0 +1,66 @@
+"""Hermes / Qwen: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Mapping, Sequence
+
+from environments.tool_call_parsers.base import (
+    Extraction,
+    ToolCallParser,
+    call_from_object,
+    check_calls,
+    decode_json_at,
+    describe,
+    with_content,
+)
+from environments.tool_call_parsers.registry import register_parser
+
+
+@register_parser("qwen")
+@register_parser("hermes")
+class HermesToolCallParser(ToolCallParser):
+    """JSON payloads between tags; a missing close tag on the last call is tolerated
+    (truncated output). Entries without a name and bad JSON go to ``last_errors``."""
+
+    name = "hermes"
+    open_tag: ClassVar[str] = "<tool_call>"
+    close_tag: ClassVar[str] = "</tool_call>"
+
+    def _extract(self, text: str, start: int) -> Extraction:
+        found = Extraction()
+        position = start
+        number = 0
+        while (opened := text.find(self.open_tag, position)) != -1:
+            number += 1
+            found.mark(opened)
+            body = opened + len(self.open_tag)
+            next_open = text.find(self.open_tag, body)
+            close = text.find(self.close_tag, body)
+            # The payload ends at the close tag, or the next call, or the end (truncated).
+            limit = min(i for i in (close, next_open, len(text)) if i != -1)
+            try:
+                # raw_decode, not a regex: a "</tool_call>" inside a JSON string is fine.
+                obj, end = decode_json_at(text, body)
+            except json.JSONDecodeError as exc:
+                self.error(describe(number, f"invalid JSON ({exc.msg})", text[body:limit]))
+                position = limit + len(self.close_tag) if limit == close else limit
+                continue
+            try:
+                found.add(call_from_object(obj))
+            except ValueError as exc:
+                self.error(describe(number, str(exc), text[body:end]))
+            close = text.find(self.close_tag, end)
+            next_open = text.find(self.open_tag, end)
+            if close != -1 and (next_open == -1 or close < next_open):
+                position = close + len(self.close_tag)
+            else:
+                position = end
+        return found
+
+    def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:
+        blocks = [
+            f"{self.open_tag}\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n{self.close_tag}"
+            for name, args in check_calls(calls)
+        ]
+        return with_content(content, "\n".join(blocks))

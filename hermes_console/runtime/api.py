@@ -1,0 +1,56 @@
+"""The surface the UI (and the headless printer, and tests) use to talk to a runtime.
+
+Only events and commands cross the thread boundary:
+- events flow out through :class:`EventSource.drain` (thread-safe, non-blocking);
+- commands flow in through the methods below, each returning a
+  ``concurrent.futures.Future`` that resolves once the runtime's own loop has
+  acted on it (the ack the responsiveness benchmark measures).
+
+A live host (:mod:`hermes_console.runtime.host`) and a replay of an event log
+(:mod:`hermes_console.runtime.replay`) both implement it; replay rejects
+commands with :class:`CommandUnavailable`.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Dict, List, Optional, Protocol, runtime_checkable
+
+from environments.events import Event
+
+
+class CommandUnavailable(RuntimeError):
+    """The command makes no sense for this runtime (e.g. pause during replay)."""
+
+
+@runtime_checkable
+class EventSource(Protocol):
+    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+        """Return (and forget) the events produced since the last call, oldest first."""
+        ...
+
+
+@runtime_checkable
+class RuntimeAPI(EventSource, Protocol):
+    # ---- lifecycle
+    def start(self) -> None: ...
+    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]": ...
+    @property
+    def is_live(self) -> bool:
+        """False for replay: controls are shown disabled."""
+        ...
+
+    # ---- intake gate
+    def pause(self) -> "Future[None]": ...  # stop calling get_next_item; in-flight groups finish (drain)
+    def resume(self) -> "Future[None]": ...
+    def cancel_in_flight(self) -> "Future[int]": ...  # returns number of groups cancelled
+
+    # ---- phase / evaluate
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> "Future[None]": ...
+    def evaluate(self, pause_intake: bool = False) -> "Future[Dict[str, Any]]": ...  # resolves with metrics
+
+    # ---- sandboxes
+    def kill_sandbox(self, task_id: str) -> "Future[bool]": ...
+    def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]": ...
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]": ...
+    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]": ...  # process tree, cwd, recent commands

@@ -1,0 +1,761 @@
+"""ConsoleState: everything the console shows, folded from events.
+
+``apply(event)`` is the only way state changes. It reads nothing but the
+event (never the clock, never the env), so the same event sequence always
+gives the same state: a recorded log replays to exactly what was on screen.
+Every collection is bounded; the full record lives on disk (jsonl groups and
+the optional event log), never only here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, OrderedDict, deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Deque, Dict, Iterable, List, Optional
+
+from environments import events as ev
+from hermes_console.runtime import events as rev
+
+# Bounds. Finished things are evicted oldest-first beyond these.
+MAX_FINISHED_GROUPS = 500
+MAX_FINISHED_ROLLOUTS = 2_000
+MAX_TURNS_PER_ROLLOUT = 200
+MAX_CLOSED_SANDBOXES = 200
+MAX_STREAM = 5_000
+MAX_TOOL_ROWS = 2_000
+MAX_RECENT_REWARDS = 4_096
+MAX_REWARD_STEPS = 1_000
+MAX_LOGS = 1_000
+MAX_EVALS = 50
+THROUGHPUT_WINDOW_S = 10.0
+
+
+@dataclass
+class TurnView:
+    turn: int
+    started_at: float
+    latency_s: Optional[float] = None
+    content: str = ""
+    reasoning: Optional[str] = None
+    tool_calls: int = 0
+    parsed_from_text: bool = False
+    error: Optional[str] = None
+
+
+@dataclass
+class ToolCallView:
+    seq: int
+    ts: float
+    rollout_id: str
+    group_id: str
+    turn: int
+    call_id: str
+    tool_name: str
+    args_head: str = ""
+    status: str = "running"  # running | ok | error
+    duration_s: Optional[float] = None
+    result_head: str = ""
+    error: Optional[str] = None
+    error_kind: Optional[str] = None
+    exit_code: Optional[int] = None
+
+
+@dataclass
+class RolloutView:
+    rollout_id: str
+    group_id: str
+    phase: int
+    started_at: float
+    item_summary: str = ""
+    status: str = "running"  # running | done | error
+    turn: int = 0
+    turns: Deque[TurnView] = field(default_factory=lambda: deque(maxlen=MAX_TURNS_PER_ROLLOUT))
+    tool_calls: List[ToolCallView] = field(default_factory=list)
+    tool_errors: int = 0
+    current_tool: Optional[str] = None
+    finished_at: Optional[float] = None
+    reward: Optional[float] = None
+    turns_used: int = 0
+    finished_naturally: bool = False
+    duration_s: Optional[float] = None
+    token_count: int = 0
+    node_count: int = 0
+    placeholder_tokens: bool = False
+    error: Optional[str] = None
+    reward_error: Optional[str] = None
+
+
+@dataclass
+class GroupView:
+    group_id: str
+    item_summary: str
+    started_at: float
+    group_size: int = 0
+    phase: int = 1
+    toolsets: List[str] = field(default_factory=list)
+    status: str = "running"  # running | completed | dropped | failed | cancelled
+    stage: str = "queued"  # queued | rolling out | scoring | sending | done
+    rollout_ids: List[str] = field(default_factory=list)
+    rollouts_done: int = 0
+    scores: List[float] = field(default_factory=list)
+    finished_at: Optional[float] = None
+    reason: Optional[str] = None
+
+
+@dataclass
+class SandboxView:
+    task_id: str
+    backend: str
+    workdir: str
+    created_at: float
+    lifetime_s: float
+    last_activity: float
+    state: str = "idle"  # idle | running | closed
+    running_command: Optional[str] = None
+    running_since: Optional[float] = None
+    running_timeout_s: Optional[float] = None
+    commands: int = 0
+    timeouts: int = 0
+    last_exit_code: Optional[int] = None
+    closed_reason: Optional[str] = None
+    closed_at: Optional[float] = None
+
+
+@dataclass
+class StreamEntry:
+    """One line of the agent-turns stream."""
+
+    seq: int
+    ts: float
+    rollout_id: str
+    group_id: str
+    kind: str  # turn | reasoning | tool | result | reward | error
+    text: str
+
+
+@dataclass
+class Accounting:
+    """received = completed + dropped + failed + cancelled + in_flight, always."""
+
+    received: int = 0
+    completed: int = 0
+    dropped: Dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def in_flight(self) -> int:
+        return self.received - self.completed - self.dropped_total - self.failed - self.cancelled
+
+    def holds(self) -> bool:
+        return self.in_flight >= 0
+
+
+@dataclass
+class StepRewards:
+    step: int
+    n: int
+    mean: float
+    p50: float
+    p90: float
+    identical: bool
+
+
+@dataclass
+class EvalView:
+    eval_id: str
+    started_at: float
+    status: str = "running"  # running | done | error
+    done: int = 0
+    total: int = 0
+    metrics: Dict[str, Any] = field(default_factory=dict)
+    samples_path: Optional[str] = None
+    error: Optional[str] = None
+    duration_s: float = 0.0
+
+
+@dataclass
+class PhaseSwitchView:
+    stage: str
+    from_phase: int
+    to_phase: int
+    in_flight: int
+    detail: str
+    ts: float
+
+
+@dataclass
+class RunInfo:
+    env_name: str = ""
+    mode: str = ""
+    phase: int = 1
+    group_size: int = 0
+    max_in_flight: int = 0
+    worker_timeout_s: float = 0.0
+    terminal_backend: str = ""
+    terminal_timeout_s: float = 0.0
+    terminal_lifetime_s: float = 0.0
+    total_steps: int = 0
+    jsonl_path: Optional[str] = None
+    servers: List[str] = field(default_factory=list)
+
+
+def percentile(sorted_values: List[float], q: float) -> float:
+    """Linear-interpolated percentile of an already sorted list (q in [0, 100])."""
+    if not sorted_values:
+        return math.nan
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+class ConsoleState:
+    """The console's model. Mutated only through :meth:`apply`."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.events_applied = 0
+        self.first_ts: Optional[float] = None
+        self.last_ts: Optional[float] = None
+        self.run = RunInfo()
+        self.status = "loading"
+        self.status_detail = ""
+        self.step = 0
+        self.accounting = Accounting()
+        self.groups: "OrderedDict[str, GroupView]" = OrderedDict()
+        self.rollouts: "OrderedDict[str, RolloutView]" = OrderedDict()
+        self.sandboxes: "OrderedDict[str, SandboxView]" = OrderedDict()
+        self.stream: Deque[StreamEntry] = deque(maxlen=MAX_STREAM)
+        self.stream_seq = 0
+        self.tool_rows: Deque[ToolCallView] = deque(maxlen=MAX_TOOL_ROWS)
+        self.tool_seq = 0
+        self._open_tools: Dict[str, ToolCallView] = {}
+        self.tool_calls_total = 0
+        self.tool_errors_total = 0
+        self.errors_by_kind: Counter[str] = Counter()
+        self.recent_rewards: Deque[float] = deque(maxlen=MAX_RECENT_REWARDS)
+        self.reward_steps: Deque[StepRewards] = deque(maxlen=MAX_REWARD_STEPS)
+        self.groups_scored = 0
+        self.identical_score_groups = 0
+        self.rollouts_finished = 0
+        self._rollout_finish_ts: Deque[float] = deque(maxlen=10_000)
+        self.evals: "OrderedDict[str, EvalView]" = OrderedDict()
+        self.phase_switch: Optional[PhaseSwitchView] = None
+        self.servers: List[Dict[str, Any]] = []
+        self.loop_lag_ms: float = 0.0
+        self.loop_lag_max_ms: float = 0.0
+        self.logs: Deque[rev.LogRecord] = deque(maxlen=MAX_LOGS)
+        self.trainer: Optional[rev.TrainerStatus] = None
+        self.sandboxes_closed_by: Counter[str] = Counter()
+        # Finished keys in finishing order, so eviction is O(1) per event.
+        self._finished_groups: Deque[str] = deque()
+        self._finished_rollouts: Deque[str] = deque()
+        self._closed_sandboxes: Deque[str] = deque()
+
+    # ------------------------------------------------------------------ queries
+
+    def rollouts_per_s(self, now: Optional[float] = None) -> float:
+        """Finished rollouts per second over the last window ending at ``now``
+        (defaults to the last event's time, which keeps replay deterministic)."""
+        end = now if now is not None else (self.last_ts or 0.0)
+        start = end - THROUGHPUT_WINDOW_S
+        n = sum(1 for t in self._rollout_finish_ts if start < t <= end)
+        span = THROUGHPUT_WINDOW_S
+        if self.first_ts is not None:
+            span = max(1e-6, min(THROUGHPUT_WINDOW_S, end - self.first_ts))
+        return n / span if span > 0 else 0.0
+
+    def active_groups(self) -> List[GroupView]:
+        return [g for g in self.groups.values() if g.status == "running"]
+
+    def live_sandboxes(self) -> List[SandboxView]:
+        return [s for s in self.sandboxes.values() if s.state != "closed"]
+
+    def reward_histogram(self, bins: int = 10, lo: float = 0.0, hi: float = 1.0) -> List[int]:
+        counts = [0] * bins
+        width = (hi - lo) / bins if hi > lo else 1.0
+        for r in self.recent_rewards:
+            idx = int((r - lo) / width) if width else 0
+            counts[min(max(idx, 0), bins - 1)] += 1
+        return counts
+
+    def reward_summary(self) -> Dict[str, float]:
+        values = sorted(self.recent_rewards)
+        if not values:
+            return {"n": 0, "mean": math.nan, "p50": math.nan, "p90": math.nan}
+        return {
+            "n": len(values),
+            "mean": sum(values) / len(values),
+            "p50": percentile(values, 50),
+            "p90": percentile(values, 90),
+        }
+
+    def identical_share(self) -> float:
+        return self.identical_score_groups / self.groups_scored if self.groups_scored else 0.0
+
+    def snapshot(self) -> Dict[str, Any]:
+        """A plain-data view of the whole state (used to compare live vs replay)."""
+        return {
+            "version": self.version,
+            "run": asdict(self.run),
+            "status": self.status,
+            "step": self.step,
+            "accounting": asdict(self.accounting),
+            "groups": {k: asdict(v) for k, v in self.groups.items()},
+            "rollouts": {k: _rollout_dict(v) for k, v in self.rollouts.items()},
+            "sandboxes": {k: asdict(v) for k, v in self.sandboxes.items()},
+            "stream": [asdict(s) for s in self.stream],
+            "tool_rows": [asdict(t) for t in self.tool_rows],
+            "errors_by_kind": dict(self.errors_by_kind),
+            "recent_rewards": list(self.recent_rewards),
+            "reward_steps": [asdict(s) for s in self.reward_steps],
+            "evals": {k: asdict(v) for k, v in self.evals.items()},
+            "phase_switch": asdict(self.phase_switch) if self.phase_switch else None,
+            "servers": self.servers,
+            "loop_lag_ms": self.loop_lag_ms,
+            "trainer": self.trainer.to_dict() if self.trainer else None,
+        }
+
+    # ------------------------------------------------------------------ apply
+
+    def apply_all(self, items: Iterable[ev.Event]) -> None:
+        for item in items:
+            self.apply(item)
+
+    def apply(self, event: ev.Event) -> None:
+        handler = _HANDLERS.get(type(event).kind)
+        self.events_applied += 1
+        if self.first_ts is None:
+            self.first_ts = event.ts
+        self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
+        if handler is not None:
+            handler(self, event)
+        self.version += 1
+
+    # ------------------------------------------------------------------ helpers
+
+    def _push_stream(self, ts: float, rollout_id: str, group_id: str, kind: str, text: str) -> None:
+        self.stream_seq += 1
+        self.stream.append(StreamEntry(self.stream_seq, ts, rollout_id, group_id, kind, text))
+
+    def _group_of(self, rollout_id: str) -> str:
+        r = self.rollouts.get(rollout_id)
+        return r.group_id if r else ""
+
+    def _ensure_group(self, group_id: str, ts: float, summary: str = "") -> GroupView:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = GroupView(group_id=group_id, item_summary=summary, started_at=ts, phase=self.run.phase)
+            self.groups[group_id] = g
+        return g
+
+    def _finish_group(self, group_id: str, ts: float, status: str, reason: Optional[str]) -> bool:
+        """Mark a group terminal once. Returns False if it was already terminal
+        (accounting must count every item exactly once)."""
+        g = self._ensure_group(group_id, ts)
+        if g.status != "running":
+            return False
+        g.status = status
+        g.reason = reason
+        g.stage = "done"
+        g.finished_at = ts
+        _evict_finished(self._finished_groups, self.groups, group_id, MAX_FINISHED_GROUPS)
+        return True
+
+
+def _evict_finished(order: Deque[str], table: Dict[str, Any], key: str, limit: int) -> None:
+    """Remember ``key`` as finished; drop the oldest finished entries past ``limit``."""
+    order.append(key)
+    while len(order) > limit:
+        table.pop(order.popleft(), None)
+
+
+def _rollout_dict(r: RolloutView) -> Dict[str, Any]:
+    d = asdict(r)
+    d["turns"] = [asdict(t) for t in r.turns]
+    return d
+
+
+# ---------------------------------------------------------------------- handlers
+
+
+def _on_run_configured(s: ConsoleState, e: rev.RunConfigured) -> None:
+    s.run = RunInfo(
+        env_name=e.env_name,
+        mode=e.mode,
+        phase=e.phase,
+        group_size=e.group_size,
+        max_in_flight=e.max_in_flight,
+        worker_timeout_s=e.worker_timeout_s,
+        terminal_backend=e.terminal_backend,
+        terminal_timeout_s=e.terminal_timeout_s,
+        terminal_lifetime_s=e.terminal_lifetime_s,
+        total_steps=e.total_steps,
+        jsonl_path=e.jsonl_path,
+        servers=list(e.servers),
+    )
+
+
+def _on_runtime_status(s: ConsoleState, e: rev.RuntimeStatus) -> None:
+    s.status = e.status
+    s.status_detail = e.detail
+
+
+def _on_item_received(s: ConsoleState, e: rev.ItemReceived) -> None:
+    s.accounting.received += 1
+    g = s._ensure_group(e.group_id, e.ts, e.item_summary)
+    g.item_summary = g.item_summary or e.item_summary
+
+
+def _on_item_completed(s: ConsoleState, e: rev.ItemCompleted) -> None:
+    if s._finish_group(e.group_id, e.ts, "completed", None):
+        s.accounting.completed += 1
+    s.step = max(s.step, e.step)
+
+
+def _on_item_dropped(s: ConsoleState, e: ev.ItemDropped) -> None:
+    if s._finish_group(e.group_id, e.ts, "dropped", e.reason):
+        s.accounting.dropped[e.reason] = s.accounting.dropped.get(e.reason, 0) + 1
+        s.errors_by_kind[f"dropped:{e.reason}"] += 1
+
+
+def _on_item_failed(s: ConsoleState, e: ev.ItemFailed) -> None:
+    if s._finish_group(e.group_id, e.ts, "failed", e.error):
+        s.accounting.failed += 1
+        s.errors_by_kind[f"item_{e.error_kind}"] += 1
+        s._push_stream(e.ts, "", e.group_id, "error", f"group failed ({e.error_kind}): {e.error}")
+
+
+def _on_item_cancelled(s: ConsoleState, e: rev.ItemCancelled) -> None:
+    if s._finish_group(e.group_id, e.ts, "cancelled", e.reason):
+        s.accounting.cancelled += 1
+
+
+def _on_group_started(s: ConsoleState, e: ev.GroupStarted) -> None:
+    g = s._ensure_group(e.group_id, e.ts, e.item_summary)
+    g.item_summary = e.item_summary or g.item_summary
+    g.group_size = e.group_size
+    g.phase = e.phase
+    g.toolsets = list(e.toolsets)
+    g.stage = "rolling out"
+
+
+def _on_group_finished(s: ConsoleState, e: ev.GroupFinished) -> None:
+    g = s.groups.get(e.group_id)
+    if g is not None:
+        g.scores = list(e.scores)
+        if g.status == "running":
+            g.stage = "sending"
+    if e.scores:
+        s.groups_scored += 1
+        identical = len(set(e.scores)) == 1 and len(e.scores) > 1
+        if identical:
+            s.identical_score_groups += 1
+        values = sorted(e.scores)
+        s.reward_steps.append(
+            StepRewards(
+                step=s.groups_scored,
+                n=len(values),
+                mean=sum(values) / len(values),
+                p50=percentile(values, 50),
+                p90=percentile(values, 90),
+                identical=identical,
+            )
+        )
+
+
+def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
+    s.rollouts[e.rollout_id] = RolloutView(
+        rollout_id=e.rollout_id, group_id=e.group_id, phase=e.phase, started_at=e.ts, item_summary=e.item_summary
+    )
+    g = s._ensure_group(e.group_id, e.ts, e.item_summary)
+    g.rollout_ids.append(e.rollout_id)
+
+
+def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
+    r = s.rollouts.get(e.rollout_id)
+    if r is None:
+        r = RolloutView(rollout_id=e.rollout_id, group_id=e.group_id, phase=e.phase, started_at=e.ts)
+        s.rollouts[e.rollout_id] = r
+    r.status = "error" if e.error else "done"
+    r.finished_at = e.ts
+    r.reward = e.reward
+    r.turns_used = e.turns_used
+    r.finished_naturally = e.finished_naturally
+    r.duration_s = e.duration_s
+    r.token_count = e.token_count
+    r.node_count = e.node_count
+    r.placeholder_tokens = e.placeholder_tokens
+    r.error = e.error
+    r.reward_error = e.reward_error
+    r.current_tool = None
+    _evict_finished(s._finished_rollouts, s.rollouts, e.rollout_id, MAX_FINISHED_ROLLOUTS)
+    s.rollouts_finished += 1
+    s._rollout_finish_ts.append(e.ts)
+    s.recent_rewards.append(e.reward)
+    g = s.groups.get(e.group_id)
+    if g is not None:
+        g.rollouts_done += 1
+        if g.group_size and g.rollouts_done >= g.group_size and g.status == "running":
+            g.stage = "scoring"
+    if e.reward_error:
+        s.errors_by_kind["reward_error"] += 1
+        s._push_stream(e.ts, e.rollout_id, e.group_id, "error", f"compute_reward raised: {e.reward_error}")
+    if e.error:
+        s.errors_by_kind["rollout_error"] += 1
+        s._push_stream(e.ts, e.rollout_id, e.group_id, "error", f"rollout ended early: {e.error}")
+    s._push_stream(
+        e.ts,
+        e.rollout_id,
+        e.group_id,
+        "reward",
+        f"reward {e.reward:.3f} after {e.turns_used} turn(s)"
+        + ("" if e.finished_naturally else " (did not finish)"),
+    )
+
+
+def _on_turn_started(s: ConsoleState, e: ev.TurnStarted) -> None:
+    r = s.rollouts.get(e.rollout_id)
+    if r is not None:
+        r.turn = e.turn
+        r.turns.append(TurnView(turn=e.turn, started_at=e.ts))
+
+
+def _on_turn_finished(s: ConsoleState, e: ev.TurnFinished) -> None:
+    r = s.rollouts.get(e.rollout_id)
+    group_id = r.group_id if r else ""
+    if r is not None:
+        t = r.turns[-1] if r.turns and r.turns[-1].turn == e.turn else None
+        if t is None:
+            t = TurnView(turn=e.turn, started_at=e.ts - e.latency_s)
+            r.turns.append(t)
+        t.latency_s = e.latency_s
+        t.content = e.content
+        t.reasoning = e.reasoning
+        t.tool_calls = e.tool_calls
+        t.parsed_from_text = e.parsed_from_text
+        t.error = e.error
+    if e.error:
+        s.errors_by_kind["api_error"] += 1
+        s._push_stream(e.ts, e.rollout_id, group_id, "error", f"turn {e.turn}: {e.error}")
+        return
+    if e.reasoning:
+        s._push_stream(e.ts, e.rollout_id, group_id, "reasoning", e.reasoning)
+    if e.content or not e.tool_calls:
+        s._push_stream(e.ts, e.rollout_id, group_id, "turn", e.content or "(empty reply)")
+
+
+def _on_tool_started(s: ConsoleState, e: ev.ToolCallStarted) -> None:
+    s.tool_seq += 1
+    s.tool_calls_total += 1
+    row = ToolCallView(
+        seq=s.tool_seq,
+        ts=e.ts,
+        rollout_id=e.rollout_id,
+        group_id=s._group_of(e.rollout_id),
+        turn=e.turn,
+        call_id=e.call_id,
+        tool_name=e.tool_name,
+        args_head=e.args_head,
+    )
+    s.tool_rows.append(row)
+    s._open_tools[f"{e.rollout_id}/{e.call_id}"] = row
+    r = s.rollouts.get(e.rollout_id)
+    if r is not None:
+        r.current_tool = e.tool_name
+        if len(r.tool_calls) < 500:
+            r.tool_calls.append(row)
+    s._push_stream(e.ts, e.rollout_id, row.group_id, "tool", f"{e.tool_name}({e.args_head})")
+
+
+def _on_tool_finished(s: ConsoleState, e: ev.ToolCallFinished) -> None:
+    row = s._open_tools.pop(f"{e.rollout_id}/{e.call_id}", None)
+    if row is None:
+        # Unknown tools / bad JSON are answered without a start event.
+        s.tool_seq += 1
+        s.tool_calls_total += 1
+        row = ToolCallView(
+            seq=s.tool_seq,
+            ts=e.ts,
+            rollout_id=e.rollout_id,
+            group_id=s._group_of(e.rollout_id),
+            turn=e.turn,
+            call_id=e.call_id,
+            tool_name=e.tool_name,
+        )
+        s.tool_rows.append(row)
+        r0 = s.rollouts.get(e.rollout_id)
+        if r0 is not None and len(r0.tool_calls) < 500:
+            r0.tool_calls.append(row)
+    row.status = "error" if e.error else "ok"
+    row.duration_s = e.duration_s
+    row.result_head = e.result_head
+    row.error = e.error
+    row.error_kind = e.error_kind
+    row.exit_code = e.exit_code
+    r = s.rollouts.get(e.rollout_id)
+    if r is not None:
+        r.current_tool = None
+        if e.error:
+            r.tool_errors += 1
+    if e.error:
+        s.tool_errors_total += 1
+        s.errors_by_kind[f"tool:{e.error_kind or 'error'}"] += 1
+        s._push_stream(e.ts, e.rollout_id, row.group_id, "error", f"{e.tool_name} failed: {e.error}")
+    else:
+        s._push_stream(e.ts, e.rollout_id, row.group_id, "result", e.result_head)
+
+
+def _on_sandbox_created(s: ConsoleState, e: ev.SandboxCreated) -> None:
+    s.sandboxes[e.task_id] = SandboxView(
+        task_id=e.task_id,
+        backend=e.backend,
+        workdir=e.workdir,
+        created_at=e.ts,
+        lifetime_s=e.lifetime_s,
+        last_activity=e.ts,
+    )
+
+
+def _sandbox(s: ConsoleState, task_id: str, ts: float) -> SandboxView:
+    sb = s.sandboxes.get(task_id)
+    if sb is None:
+        sb = SandboxView(task_id=task_id, backend="?", workdir="", created_at=ts, lifetime_s=0.0, last_activity=ts)
+        s.sandboxes[task_id] = sb
+    return sb
+
+
+def _on_sandbox_cmd_started(s: ConsoleState, e: ev.SandboxCommandStarted) -> None:
+    sb = _sandbox(s, e.task_id, e.ts)
+    sb.state = "running"
+    sb.running_command = e.command
+    sb.running_since = e.ts
+    sb.running_timeout_s = e.timeout_s
+    sb.last_activity = e.ts
+
+
+def _on_sandbox_cmd_finished(s: ConsoleState, e: ev.SandboxCommandFinished) -> None:
+    sb = _sandbox(s, e.task_id, e.ts)
+    if sb.state != "closed":
+        sb.state = "idle"
+    sb.running_command = None
+    sb.running_since = None
+    sb.running_timeout_s = None
+    sb.last_activity = e.ts
+    sb.commands += 1
+    sb.last_exit_code = e.exit_code
+    if e.timed_out:
+        sb.timeouts += 1
+        s.errors_by_kind["sandbox_timeout"] += 1
+
+
+def _on_sandbox_lifetime(s: ConsoleState, e: ev.SandboxLifetimeChanged) -> None:
+    _sandbox(s, e.task_id, e.ts).lifetime_s = e.lifetime_s
+
+
+def _on_sandbox_closed(s: ConsoleState, e: ev.SandboxClosed) -> None:
+    sb = _sandbox(s, e.task_id, e.ts)
+    if sb.state == "closed":
+        return
+    sb.state = "closed"
+    sb.closed_reason = e.reason
+    sb.closed_at = e.ts
+    sb.running_command = None
+    _evict_finished(s._closed_sandboxes, s.sandboxes, e.task_id, MAX_CLOSED_SANDBOXES)
+    s.sandboxes_closed_by[e.reason] += 1
+    if e.error:
+        s.errors_by_kind["sandbox_cleanup_error"] += 1
+
+
+def _on_phase_switch(s: ConsoleState, e: rev.PhaseSwitch) -> None:
+    s.phase_switch = PhaseSwitchView(e.stage, e.from_phase, e.to_phase, e.in_flight, e.detail, e.ts)
+    if e.stage == "done":
+        s.run.phase = e.to_phase
+    if e.stage == "failed":
+        s.errors_by_kind["phase_switch_failed"] += 1
+
+
+def _on_eval_started(s: ConsoleState, e: rev.EvalStarted) -> None:
+    s.evals[e.eval_id] = EvalView(eval_id=e.eval_id, started_at=e.ts)
+    while len(s.evals) > MAX_EVALS:
+        s.evals.popitem(last=False)
+
+
+def _on_eval_progress(s: ConsoleState, e: rev.EvalProgress) -> None:
+    view = s.evals.get(e.eval_id)
+    if view is not None:
+        view.done = e.done
+        view.total = e.total
+
+
+def _on_eval_finished(s: ConsoleState, e: rev.EvalFinished) -> None:
+    view = s.evals.get(e.eval_id)
+    if view is None:
+        view = EvalView(eval_id=e.eval_id, started_at=e.ts)
+        s.evals[e.eval_id] = view
+    view.status = "error" if e.error else "done"
+    view.metrics = dict(e.metrics)
+    view.samples_path = e.samples_path
+    view.error = e.error
+    view.duration_s = e.duration_s
+    if e.error:
+        s.errors_by_kind["eval_error"] += 1
+
+
+def _on_server_stats(s: ConsoleState, e: rev.ServerStats) -> None:
+    s.servers = [dict(x) for x in e.servers]
+
+
+def _on_loop_lag(s: ConsoleState, e: rev.LoopLag) -> None:
+    s.loop_lag_ms = e.lag_ms
+    s.loop_lag_max_ms = max(s.loop_lag_max_ms, e.lag_ms)
+
+
+def _on_log(s: ConsoleState, e: rev.LogRecord) -> None:
+    s.logs.append(e)
+    if e.level in ("ERROR", "CRITICAL"):
+        s.errors_by_kind["log_error"] += 1
+
+
+def _on_trainer(s: ConsoleState, e: rev.TrainerStatus) -> None:
+    s.trainer = e
+
+
+_HANDLERS = {
+    rev.RunConfigured.kind: _on_run_configured,
+    rev.RuntimeStatus.kind: _on_runtime_status,
+    rev.ItemReceived.kind: _on_item_received,
+    rev.ItemCompleted.kind: _on_item_completed,
+    rev.ItemCancelled.kind: _on_item_cancelled,
+    ev.ItemDropped.kind: _on_item_dropped,
+    ev.ItemFailed.kind: _on_item_failed,
+    ev.GroupStarted.kind: _on_group_started,
+    ev.GroupFinished.kind: _on_group_finished,
+    ev.RolloutStarted.kind: _on_rollout_started,
+    ev.RolloutFinished.kind: _on_rollout_finished,
+    ev.TurnStarted.kind: _on_turn_started,
+    ev.TurnFinished.kind: _on_turn_finished,
+    ev.ToolCallStarted.kind: _on_tool_started,
+    ev.ToolCallFinished.kind: _on_tool_finished,
+    ev.SandboxCreated.kind: _on_sandbox_created,
+    ev.SandboxCommandStarted.kind: _on_sandbox_cmd_started,
+    ev.SandboxCommandFinished.kind: _on_sandbox_cmd_finished,
+    ev.SandboxLifetimeChanged.kind: _on_sandbox_lifetime,
+    ev.SandboxClosed.kind: _on_sandbox_closed,
+    rev.PhaseSwitch.kind: _on_phase_switch,
+    rev.EvalStarted.kind: _on_eval_started,
+    rev.EvalProgress.kind: _on_eval_progress,
+    rev.EvalFinished.kind: _on_eval_finished,
+    rev.ServerStats.kind: _on_server_stats,
+    rev.LoopLag.kind: _on_loop_lag,
+    rev.LogRecord.kind: _on_log,
+    rev.TrainerStatus.kind: _on_trainer,
+}
