@@ -20,8 +20,9 @@ output was cut off mid-reasoning). The reasoning stays in the returned content.
 
 from __future__ import annotations
 
-import ast
+import bisect
 import json
+import re
 import secrets
 import string
 import uuid
@@ -38,8 +39,11 @@ THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
 _JSON = json.JSONDecoder()
-# ast.literal_eval on huge input can exhaust the stack; no sane argument is this long.
-_LITERAL_EVAL_LIMIT = 20_000
+# last_errors is shown to the model and the console: keep it short on garbage output.
+MAX_ERRORS = 20
+# After this many malformed payloads a parse stops looking: degenerate, repetitive
+# output (common in RL) must not cost quadratic time on every turn.
+MAX_MALFORMED = 64
 
 
 @dataclass(frozen=True)
@@ -72,24 +76,31 @@ class ToolCallParser(ABC):
     """Base class: runs the family's extraction under the shared contract."""
 
     name: ClassVar[str] = ""
+    # Substrings at least one of which any text with calls contains: a cheap pre-check
+    # for callers (the agent loop's fallback). Empty means "no such marker; parse it".
+    markers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         # Descriptions of payloads that looked like calls but could not be used,
         # from the latest parse() only. The agent loop reports them to the model.
         self.last_errors: list[str] = []
+        self._errors_dropped = 0
 
     def parse(self, text: str) -> ParseResult:
         self.last_errors = []
+        self._errors_dropped = 0
         if not isinstance(text, str) or not text:
             return text, None
         try:
             start, end = reasoning_bounds(text)
             found = self._extract(text[:end], start)
-            if not found.calls:
-                return text, None
-            calls = self._finish(found.calls)
+            calls = self._finish(found.calls) if found.calls else None
         except Exception as exc:  # contract: a parser never raises on model output
-            self.error(f"parser {self.name or type(self).__name__} failed: {type(exc).__name__}: {exc}")
+            self.error(f"parser {self.name or type(self).__name__} failed: {type(exc).__name__}: {safe_head(str(exc))}")
+            calls = None
+        if self._errors_dropped:
+            self.last_errors.append(f"... and {self._errors_dropped} more malformed tool call(s)")
+        if calls is None:
             return text, None
         marker = found.marker if found.marker is not None else 0
         return text[:marker].strip() or None, calls
@@ -106,7 +117,15 @@ class ToolCallParser(ABC):
         return "call_" + uuid.uuid4().hex[:8]
 
     def error(self, message: str) -> None:
-        self.last_errors.append(message)
+        if len(self.last_errors) < MAX_ERRORS:
+            self.last_errors.append(message)
+        else:
+            self._errors_dropped += 1
+
+    @property
+    def gave_up(self) -> bool:
+        """True once enough malformed payloads were seen that scanning should stop."""
+        return len(self.last_errors) + self._errors_dropped >= MAX_MALFORMED
 
     def _finish(self, found: list[FoundCall]) -> list[ToolCall]:
         used: set[str] = set()
@@ -172,9 +191,51 @@ def call_from_object(obj: Any, *, allow_parameters: bool = True) -> FoundCall:
     return FoundCall(name.strip(), dump_arguments(normalize_arguments(raw)))
 
 
+class JsonTooDeep(json.JSONDecodeError):
+    """Nesting beyond the interpreter's recursion limit: never a real tool call."""
+
+    def __init__(self, position: int) -> None:
+        # JSONDecodeError computes line numbers by counting over the text; skip that.
+        ValueError.__init__(self, "JSON nested too deeply")
+        self.msg, self.doc, self.pos, self.lineno, self.colno = "JSON nested too deeply", "", position, 0, 0
+
+
 def decode_json_at(text: str, index: int) -> tuple[Any, int]:
     """Decode one JSON value starting at ``index`` (leading whitespace skipped)."""
-    return _JSON.raw_decode(text, skip_whitespace(text, index))
+    index = skip_whitespace(text, index)
+    try:
+        return _JSON.raw_decode(text, index)
+    except RecursionError:
+        raise JsonTooDeep(index) from None
+
+
+# Where a JSON object with a key may start: the only candidates worth decoding.
+_OBJECT_START = re.compile(r'\{\s*"')
+
+
+def object_starts(text: str, start: int = 0, end: int | None = None) -> list[int]:
+    return [m.start() for m in _OBJECT_START.finditer(text, start, len(text) if end is None else end)]
+
+
+class TagIndex:
+    """Every position of one tag in a text, found once; ``next(pos)`` by bisection.
+
+    Repeating ``text.find(tag, pos)`` per call is quadratic on output full of opening
+    tags and no closing ones.
+    """
+
+    def __init__(self, text: str, tag: str) -> None:
+        self._positions = [m.start() for m in re.finditer(re.escape(tag), text)]
+
+    def next(self, position: int) -> int:
+        """First occurrence at or after ``position``, or -1."""
+        i = bisect.bisect_left(self._positions, position)
+        return self._positions[i] if i < len(self._positions) else -1
+
+
+def first_of(*positions: int, default: int) -> int:
+    """The smallest position that was found (-1 means not found)."""
+    return min((p for p in positions if p != -1), default=default)
 
 
 def skip_whitespace(text: str, index: int) -> int:
@@ -185,39 +246,8 @@ def skip_whitespace(text: str, index: int) -> int:
 
 def describe(index: int, problem: str, payload: str) -> str:
     """One ``last_errors`` entry: which call, what was wrong, and a redacted head of it."""
-    return f"tool call #{index}: {problem}: {safe_head(payload.strip(), 160)!r}"
-
-
-def typed_value(raw: str) -> Any:
-    """An XML-style parameter value: JSON, else a Python literal, else the string itself."""
-    candidate = raw.strip()
-    if not candidate:
-        return raw
-    try:
-        return json.loads(candidate)
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    if len(candidate) <= _LITERAL_EVAL_LIMIT:
-        try:
-            value = ast.literal_eval(candidate)
-            json.dumps(value)  # sets, bytes, complex... are not tool arguments
-            return value
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            pass
-    return raw
-
-
-def render_value(value: Any) -> str:
-    """Inverse of ``typed_value`` for XML-style formats.
-
-    A string goes out raw only when it would read back as the same string; anything
-    else is JSON with ``<`` escaped so it cannot close a tag early.
-    """
-    if isinstance(value, str) and "<" not in value:
-        back = typed_value(value)
-        if isinstance(back, str) and back == value:
-            return value
-    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+    # Cut before redacting: redaction is a regex pass and payloads can be huge.
+    return f"tool call #{index}: {problem}: {safe_head(payload[:1000].strip(), 160)!r}"
 
 
 def check_calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

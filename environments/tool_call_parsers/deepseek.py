@@ -15,10 +15,12 @@ from typing import Any, Iterator, Mapping, Sequence
 from environments.tool_call_parsers.base import (
     Extraction,
     FoundCall,
+    TagIndex,
     ToolCallParser,
     check_calls,
     describe,
     dump_arguments,
+    first_of,
     normalize_arguments,
     with_content,
 )
@@ -35,18 +37,17 @@ SEP = "<\uff5ctool\u2581sep\uff5c>"
 def call_segments(text: str, start: int, found: Extraction) -> Iterator[str]:
     """The text of each call (between its begin token and its end, or the next call)."""
     section = text.find(CALLS_BEGIN, start)
-    first_call = text.find(CALL_BEGIN, start)
     if section != -1:
         found.mark(section)
-    if first_call != -1:
-        found.mark(first_call)
-    position = first_call
+    begins, ends, section_ends = TagIndex(text, CALL_BEGIN), TagIndex(text, CALL_END), TagIndex(text, CALLS_END)
+    position = begins.next(start)
+    if position != -1:
+        found.mark(position)
     while position != -1:
         body = position + len(CALL_BEGIN)
-        ends = [i for i in (text.find(CALL_END, body), text.find(CALL_BEGIN, body), text.find(CALLS_END, body)) if i != -1]
-        stop = min(ends) if ends else len(text)
+        stop = first_of(ends.next(body), begins.next(body), section_ends.next(body), default=len(text))
         yield text[body:stop]
-        position = text.find(CALL_BEGIN, stop)
+        position = begins.next(stop)
 
 
 def decode_arguments(raw: str) -> str:
@@ -68,10 +69,13 @@ def strip_fence(raw: str) -> str:
 @register_parser("deepseek_v3")
 class DeepSeekV3ToolCallParser(ToolCallParser):
     name = "deepseek_v3"
+    markers = (CALL_BEGIN,)
 
     def _extract(self, text: str, start: int) -> Extraction:
         found = Extraction()
         for number, segment in enumerate(call_segments(text, start, found), 1):
+            if self.gave_up:
+                break
             try:
                 found.add(self._read_call(segment))
             except json.JSONDecodeError as exc:

@@ -14,15 +14,16 @@ from typing import Any, Mapping, Sequence
 from environments.tool_call_parsers.base import (
     Extraction,
     FoundCall,
+    TagIndex,
     ToolCallParser,
     check_calls,
     describe,
     dump_arguments,
-    render_value,
-    typed_value,
+    first_of,
     with_content,
 )
 from environments.tool_call_parsers.registry import register_parser
+from environments.tool_call_parsers.values import render_value, typed_value
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -34,24 +35,25 @@ _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|
 @register_parser("glm45")
 class Glm45ToolCallParser(ToolCallParser):
     name = "glm45"
+    markers = (OPEN,)
     separator = "\n"  # between the parts when rendering
 
     def _extract(self, text: str, start: int) -> Extraction:
         found = Extraction()
-        position = text.find(OPEN, start)
+        opens, closes = TagIndex(text, OPEN), TagIndex(text, CLOSE)
+        position = opens.next(start)
         number = 0
-        while position != -1:
+        while position != -1 and not self.gave_up:
             number += 1
             found.mark(position)
             body = position + len(OPEN)
-            stops = [i for i in (text.find(CLOSE, body), text.find(OPEN, body)) if i != -1]
-            stop = min(stops, default=len(text))
+            stop = first_of(closes.next(body), opens.next(body), default=len(text))
             segment = text[body:stop]
             try:
                 found.add(self._read_call(segment))
             except ValueError as exc:
                 self.error(describe(number, str(exc), segment))
-            position = text.find(OPEN, stop)
+            position = opens.next(stop)
         return found
 
     def _read_call(self, segment: str) -> FoundCall:

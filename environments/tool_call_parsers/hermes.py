@@ -11,7 +11,9 @@ from environments.tool_call_parsers.base import (
     call_from_object,
     check_calls,
     decode_json_at,
+    TagIndex,
     describe,
+    first_of,
     with_content,
 )
 from environments.tool_call_parsers.registry import register_parser
@@ -26,19 +28,20 @@ class HermesToolCallParser(ToolCallParser):
     name = "hermes"
     open_tag: ClassVar[str] = "<tool_call>"
     close_tag: ClassVar[str] = "</tool_call>"
+    markers = ("<tool_call>",)
 
     def _extract(self, text: str, start: int) -> Extraction:
         found = Extraction()
+        opens, closes = TagIndex(text, self.open_tag), TagIndex(text, self.close_tag)
         position = start
         number = 0
-        while (opened := text.find(self.open_tag, position)) != -1:
+        while (opened := opens.next(position)) != -1 and not self.gave_up:
             number += 1
             found.mark(opened)
             body = opened + len(self.open_tag)
-            next_open = text.find(self.open_tag, body)
-            close = text.find(self.close_tag, body)
+            close, next_open = closes.next(body), opens.next(body)
             # The payload ends at the close tag, or the next call, or the end (truncated).
-            limit = min(i for i in (close, next_open, len(text)) if i != -1)
+            limit = first_of(close, next_open, default=len(text))
             try:
                 # raw_decode, not a regex: a "</tool_call>" inside a JSON string is fine.
                 obj, end = decode_json_at(text, body)
@@ -50,8 +53,7 @@ class HermesToolCallParser(ToolCallParser):
                 found.add(call_from_object(obj))
             except ValueError as exc:
                 self.error(describe(number, str(exc), text[body:end]))
-            close = text.find(self.close_tag, end)
-            next_open = text.find(self.open_tag, end)
+            close, next_open = closes.next(end), opens.next(end)
             if close != -1 and (next_open == -1 or close < next_open):
                 position = close + len(self.close_tag)
             else:

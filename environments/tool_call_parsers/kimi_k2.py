@@ -14,10 +14,12 @@ from typing import Any, Mapping, Sequence
 from environments.tool_call_parsers.base import (
     Extraction,
     FoundCall,
+    TagIndex,
     ToolCallParser,
     check_calls,
     describe,
     dump_arguments,
+    first_of,
     normalize_arguments,
     with_content,
 )
@@ -39,21 +41,23 @@ def name_from_id(raw_id: str) -> str:
 @register_parser("kimi_k2")
 class KimiK2ToolCallParser(ToolCallParser):
     name = "kimi_k2"
+    markers = (CALL_BEGIN,)
 
     def _extract(self, text: str, start: int) -> Extraction:
         found = Extraction()
         for tag in SECTION_BEGINS:
             if (section := text.find(tag, start)) != -1:
                 found.mark(section)
-        position = text.find(CALL_BEGIN, start)
+        begins = TagIndex(text, CALL_BEGIN)
+        stop_tags = [begins, *(TagIndex(text, tag) for tag in (CALL_END, *SECTION_ENDS))]
+        position = begins.next(start)
         if position != -1:
             found.mark(position)
         number = 0
-        while position != -1:
+        while position != -1 and not self.gave_up:
             number += 1
             body = position + len(CALL_BEGIN)
-            stops = [text.find(t, body) for t in (CALL_END, CALL_BEGIN, *SECTION_ENDS)]
-            stop = min([i for i in stops if i != -1], default=len(text))
+            stop = first_of(*(tags.next(body) for tags in stop_tags), default=len(text))
             segment = text[body:stop]
             try:
                 found.add(self._read_call(segment))
@@ -61,7 +65,7 @@ class KimiK2ToolCallParser(ToolCallParser):
                 self.error(describe(number, f"invalid JSON arguments ({exc.msg})", segment))
             except ValueError as exc:
                 self.error(describe(number, str(exc), segment))
-            position = text.find(CALL_BEGIN, stop)
+            position = begins.next(stop)
         return found
 
     def _read_call(self, segment: str) -> FoundCall:

@@ -11,12 +11,15 @@ import json
 from typing import Any, Mapping, Sequence
 
 from environments.tool_call_parsers.base import (
+    MAX_MALFORMED,
     Extraction,
+    JsonTooDeep,
     ToolCallParser,
     call_from_object,
     check_calls,
     decode_json_at,
     describe,
+    object_starts,
     with_content,
 )
 from environments.tool_call_parsers.registry import register_parser
@@ -35,27 +38,32 @@ class LlamaToolCallParser(ToolCallParser):
         if tag != -1:
             found.mark(tag)  # after the tag everything is meant as calls
             start = tag + len(PYTHON_TAG)
-        number = 0
-        index = text.find("{", start)
-        while index != -1:
+        number, failures, end = 0, 0, start
+        for index in object_starts(text, start):
+            if index < end:
+                continue  # inside an object already decoded
             try:
-                obj, end = decode_json_at(text, index)
+                obj, end_of_obj = decode_json_at(text, index)
+            except JsonTooDeep:
+                self.error(describe(number + 1, "JSON nested too deeply", text[index:]))
+                break
             except json.JSONDecodeError as exc:
-                if tag != -1 and not text[start:index].replace(";", "").strip():
+                if tag != -1 and not text[end:index].replace(";", "").strip():
                     # Right after the tag or a previous call: a broken call, not prose.
                     number += 1
                     self.error(describe(number, f"invalid JSON ({exc.msg})", text[index:]))
-                index = text.find("{", index + 1)
+                failures += 1
+                if failures >= MAX_MALFORMED or self.gave_up:
+                    break
                 continue
+            end = end_of_obj
             if isinstance(obj, dict) and ("arguments" in obj or "parameters" in obj):
                 number += 1
+                found.mark(index)  # even a nameless call is not prose: keep it out of content
                 try:
                     found.add(call_from_object(obj))
-                    found.mark(index)
                 except ValueError as exc:
                     self.error(describe(number, str(exc), text[index:end]))
-            start = end
-            index = text.find("{", end)
         return found
 
     def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:

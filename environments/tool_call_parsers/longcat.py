@@ -15,3 +15,4 @@ class LongcatToolCallParser(HermesToolCallParser):
     name = "longcat"
     open_tag = "<longcat_tool_call>"
     close_tag = "</longcat_tool_call>"
+    markers = ("<longcat_tool_call>",)

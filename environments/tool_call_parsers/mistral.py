@@ -17,7 +17,9 @@ from typing import Any, Mapping, Sequence
 
 from environments.tool_call_parsers.base import (
     Extraction,
+    MAX_MALFORMED,
     FoundCall,
+    JsonTooDeep,
     ToolCallParser,
     call_from_object,
     check_calls,
@@ -25,6 +27,7 @@ from environments.tool_call_parsers.base import (
     describe,
     dump_arguments,
     normalize_arguments,
+    object_starts,
     random_alnum,
     skip_whitespace,
     with_content,
@@ -32,7 +35,6 @@ from environments.tool_call_parsers.base import (
 from environments.tool_call_parsers.registry import register_parser
 
 MARKER = "[TOOL_CALLS]"
-ARGS_TOKEN = "[ARGS]"
 # A v11 call head: the function name, optionally "[ARGS]", then the JSON object.
 _V11_HEAD = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\[ARGS\])?\s*(?=\{)")
 
@@ -40,6 +42,7 @@ _V11_HEAD = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\[ARGS\])?\s*(?=\{)")
 @register_parser("mistral")
 class MistralToolCallParser(ToolCallParser):
     name = "mistral"
+    markers = (MARKER,)
 
     def new_call_id(self) -> str:
         return random_alnum(9)  # Mistral's own id shape
@@ -50,65 +53,90 @@ class MistralToolCallParser(ToolCallParser):
         if first == -1:
             return found
         found.mark(first)
-        segments = text[first:].split(MARKER)[1:]
-        counter = [0]
-        for segment in segments:
-            if segment.lstrip().startswith(("[", "{")):
-                self._json_layout(segment, found, counter)
+        # A cursor, not text.split(MARKER): "[TOOL_CALLS]" may sit inside a JSON string.
+        position = first + len(MARKER)
+        number = 0
+        while not self.gave_up:
+            position = skip_whitespace(text, position)
+            if position >= len(text):
+                break
+            if text[position] in "[{":
+                position, number = self._json_layout(text, position, found, number)
+            elif head := _V11_HEAD.match(text, position):
+                position, number = self._v11_call(text, head, found, number)
             else:
-                self._v11_layout(segment, found, counter)
+                number += 1
+                self.error(describe(number, "expected 'name{json}' or a JSON array after [TOOL_CALLS]", text[position:]))
+                position = self._next_marker(text, position)
+                continue
+            position = skip_whitespace(text, position)
+            if text.startswith(MARKER, position):
+                position += len(MARKER)
+            elif not _V11_HEAD.match(text, position):
+                break  # trailing prose after the calls
         return found
 
-    def _json_layout(self, segment: str, found: Extraction, counter: list[int]) -> None:
+    @staticmethod
+    def _next_marker(text: str, position: int) -> int:
+        """Where to resume after an unreadable call: past the next marker, else the end."""
+        following = text.find(MARKER, position)
+        return len(text) if following == -1 else following + len(MARKER)
+
+    def _json_layout(self, text: str, position: int, found: Extraction, number: int) -> tuple[int, int]:
         try:
-            value, _ = decode_json_at(segment, 0)  # trailing text after the JSON is ignored
+            value, end = decode_json_at(text, position)
         except json.JSONDecodeError as exc:
-            self._scan_objects(segment, found, counter, f"invalid JSON ({exc.msg})")
-            return
+            stop = text.find(MARKER, position)
+            stop = len(text) if stop == -1 else stop
+            number = self._scan_objects(text[position:stop], found, number, f"invalid JSON ({exc.msg})")
+            return stop, number
         for obj in value if isinstance(value, list) else [value]:
-            counter[0] += 1
+            number += 1
             try:
                 found.add(call_from_object(obj))
             except ValueError as exc:
-                self.error(describe(counter[0], str(exc), json.dumps(obj, ensure_ascii=False)))
+                self.error(describe(number, str(exc), json.dumps(obj, ensure_ascii=False)))
+        return end, number
 
-    def _scan_objects(self, segment: str, found: Extraction, counter: list[int], problem: str) -> None:
-        """Fallback: decode every top-level-looking ``{...}`` that parses; keep the calls."""
-        index = segment.find("{")
-        recovered = 0
-        while index != -1:
+    def _scan_objects(self, segment: str, found: Extraction, number: int, problem: str) -> int:
+        """Fallback: decode every ``{...}`` that parses on its own; keep the calls in it."""
+        candidates = object_starts(segment)
+        recovered, failures, end = 0, 0, 0
+        for index in candidates:
+            if index < end:
+                continue  # inside an object already decoded
             try:
                 obj, end = decode_json_at(segment, index)
+            except JsonTooDeep:
+                break
             except json.JSONDecodeError:
-                index = segment.find("{", index + 1)
+                failures += 1
+                if failures >= MAX_MALFORMED:
+                    break
                 continue
             if isinstance(obj, dict) and "name" in obj:
-                counter[0] += 1
+                number += 1
                 try:
                     found.add(call_from_object(obj))
                     recovered += 1
                 except ValueError as exc:
-                    self.error(describe(counter[0], str(exc), segment[index:end]))
-            index = segment.find("{", end)
-        self.error(describe(counter[0] + 1, f"{problem}; recovered {recovered} call(s) before/around it", segment))
+                    self.error(describe(number, str(exc), segment[index:end]))
+        self.error(describe(number + 1, f"{problem}; recovered {recovered} call(s) by scanning", segment))
+        return number + 1
 
-    def _v11_layout(self, segment: str, found: Extraction, counter: list[int]) -> None:
-        position = 0
-        while position < len(segment) and (head := _V11_HEAD.match(segment, position)):
-            counter[0] += 1
-            body = head.end()
-            try:
-                raw, end = decode_json_at(segment, body)
-                found.add(FoundCall(head.group(1), dump_arguments(normalize_arguments(raw))))
-            except json.JSONDecodeError as exc:
-                self.error(describe(counter[0], f"invalid JSON arguments for {head.group(1)!r} ({exc.msg})", segment[body:]))
-                return  # the rest of the segment cannot be delimited reliably
-            except ValueError as exc:
-                self.error(describe(counter[0], str(exc), segment[body:end]))
-            position = skip_whitespace(segment, end)
-        if position == 0 and segment.strip():
-            counter[0] += 1
-            self.error(describe(counter[0], "expected 'name{json}' or a JSON array after [TOOL_CALLS]", segment))
+    def _v11_call(self, text: str, head: re.Match[str], found: Extraction, number: int) -> tuple[int, int]:
+        number += 1
+        body = head.end()
+        try:
+            raw, end = decode_json_at(text, body)
+        except json.JSONDecodeError as exc:
+            self.error(describe(number, f"invalid JSON arguments for {head.group(1)!r} ({exc.msg})", text[body:]))
+            return self._next_marker(text, body), number
+        try:
+            found.add(FoundCall(head.group(1), dump_arguments(normalize_arguments(raw))))
+        except ValueError as exc:
+            self.error(describe(number, str(exc), text[body:end]))
+        return end, number
 
     def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:
         # v11 layout, one marker per call, as current Mistral models write it.

@@ -23,15 +23,16 @@ from typing import Any, Mapping, Sequence
 from environments.tool_call_parsers.base import (
     Extraction,
     FoundCall,
+    TagIndex,
     ToolCallParser,
     check_calls,
     describe,
     dump_arguments,
-    render_value,
-    typed_value,
+    first_of,
     with_content,
 )
 from environments.tool_call_parsers.registry import register_parser
+from environments.tool_call_parsers.values import render_value, typed_value
 
 WRAPPER_OPEN = "<tool_call>"
 FUNCTION_OPEN = "<function="
@@ -48,6 +49,7 @@ def layout_value(raw: str) -> Any:
 @register_parser("qwen3_coder")
 class Qwen3CoderToolCallParser(ToolCallParser):
     name = "qwen3_coder"
+    markers = (FUNCTION_OPEN,)
 
     def new_call_id(self) -> str:
         return "call_" + uuid.uuid4().hex[:24]
@@ -60,18 +62,18 @@ class Qwen3CoderToolCallParser(ToolCallParser):
         wrapper = text.rfind(WRAPPER_OPEN, start, position)
         # The wrapper belongs to this call only if nothing but whitespace separates them.
         found.mark(wrapper if wrapper != -1 and not text[wrapper + len(WRAPPER_OPEN) : position].strip() else position)
+        opens, closes = TagIndex(text, FUNCTION_OPEN), TagIndex(text, FUNCTION_CLOSE)
         number = 0
-        while position != -1:
+        while position != -1 and not self.gave_up:
             number += 1
             body = position + len(FUNCTION_OPEN)
-            stops = [i for i in (text.find(FUNCTION_CLOSE, body), text.find(FUNCTION_OPEN, body)) if i != -1]
-            stop = min(stops, default=len(text))
+            stop = first_of(closes.next(body), opens.next(body), default=len(text))
             segment = text[body:stop]
             try:
                 found.add(self._read_call(segment))
             except ValueError as exc:
                 self.error(describe(number, str(exc), FUNCTION_OPEN + segment))
-            position = text.find(FUNCTION_OPEN, stop)
+            position = opens.next(stop)
         return found
 
     def _read_call(self, segment: str) -> FoundCall:
