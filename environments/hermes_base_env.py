@@ -1,0 +1,643 @@
+"""HermesAgentBaseEnv: an Atropos BaseEnv whose rollouts are agent-loop conversations.
+
+Seed contract (see ``/work/shared/research/hermes_envs.md`` §(a)): the config
+fields, the constructor and every method name an env author uses are kept.
+Fixed without changing that contract:
+
+* per-group tools travel to the group's rollouts in a ContextVar (upstream kept
+  them on ``self``, so concurrent groups could see each other's tools);
+* every rollout gets its own sandbox (fresh task_id) and its cleanup runs in
+  ``finally`` -- also when the rollout is cancelled or the loop raises;
+* a rollout that raises becomes a scored item with reward 0.0 instead of
+  failing the whole group;
+* Phase 1 tokens are the real chat-template tokens with the prompt masked
+  (upstream used unusable placeholders), Phase 2 logprobs are forwarded;
+* atroposlib traps are fixed in one place (``environments.atropos_compat``);
+* groups atroposlib drops silently emit ``ItemDropped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import threading
+import time
+import uuid
+from abc import abstractmethod
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+from environments.atropos_compat import apply_offline_defaults
+
+apply_offline_defaults()  # before atroposlib pulls in transformers / huggingface_hub
+
+from atroposlib.envs.base import (  # noqa: E402
+    BaseEnv,
+    BaseEnvConfig,
+    ScoredDataGroup,
+    ScoredDataItem,
+)
+from atroposlib.envs.server_handling.openai_server import OpenAIServer  # noqa: E402
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline  # noqa: E402
+from atroposlib.envs.server_handling.server_manager import ServerManager  # noqa: E402,F401
+from atroposlib.type_definitions import Item  # noqa: E402
+from pydantic import Field  # noqa: E402
+
+from environments import events  # noqa: E402
+from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
+from environments.atropos_compat import (  # noqa: E402
+    fix_server_configs,
+    sensible_max_token_len,
+    tame_atroposlib_logging,
+    tokenize_conversation,
+)
+from environments.patches import apply_patches  # noqa: E402
+from environments.redact import safe_head  # noqa: E402
+from environments.tokenizer import local_tokenizer_path  # noqa: E402
+
+try:
+    from environments.tools import get_tool_definitions
+except ImportError:  # pragma: no cover - tools package not importable
+
+    def get_tool_definitions(enabled_toolsets=None, disabled_toolsets=None, quiet_mode=False):  # type: ignore[misc]
+        raise RuntimeError("environments.tools is not available: cannot build tool schemas")
+
+
+try:
+    from environments.toolset_distributions import sample_toolsets_from_distribution
+except ImportError:  # pragma: no cover
+
+    def sample_toolsets_from_distribution(name: str) -> List[str]:  # type: ignore[misc]
+        raise RuntimeError("environments.toolset_distributions is not available")
+
+
+try:
+    from environments.tools.budget import BudgetConfig
+except ImportError:  # pragma: no cover - budget module not landed: keep a plain record
+    BudgetConfig = None  # type: ignore[assignment,misc]
+
+apply_patches()
+
+logger = logging.getLogger(__name__)
+
+ToolSpec = Tuple[List[Dict[str, Any]], Set[str]]
+
+# The tools of the group a rollout belongs to. asyncio tasks copy the context
+# when created, so each group's rollouts see their own group's value.
+_group_tools: contextvars.ContextVar[Optional[ToolSpec]] = contextvars.ContextVar("hermes_group_tools", default=None)
+_group_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_group_id", default=None)
+
+_TOOL_ERROR_BUFFER_MAX = 500
+_PLACEHOLDER_MAX_TOKENS = 128
+
+
+class HermesAgentEnvConfig(BaseEnvConfig):
+    """BaseEnvConfig plus the Hermes agent settings (seed field names and defaults)."""
+
+    tokenizer_name: str = Field(
+        default_factory=local_tokenizer_path,
+        description="Tokenizer directory or Hub name; defaults to the local tiny tokenizer (no Hub access).",
+    )
+    enabled_toolsets: Optional[List[str]] = Field(default=None, description="Toolsets to enable; None means all.")
+    disabled_toolsets: Optional[List[str]] = Field(default=None, description="Toolsets removed last.")
+    distribution: Optional[str] = Field(
+        default=None, description="Toolset distribution sampled once per group; wins over enabled_toolsets."
+    )
+    max_agent_turns: int = Field(default=30, ge=1, description="Maximum LLM calls per rollout.")
+    system_prompt: Optional[str] = Field(default=None, description="Optional system message.")
+    agent_temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of the agent.")
+    terminal_backend: str = Field(default="local", description="Sandbox backend (local, bwrap, docker, ...).")
+    terminal_timeout: int = Field(default=120, ge=1, description="Per-command timeout (TERMINAL_TIMEOUT).")
+    terminal_lifetime: int = Field(
+        default=3600, ge=1, description="Idle seconds before a sandbox is reaped (TERMINAL_LIFETIME_SECONDS)."
+    )
+    dataset_name: Optional[str] = Field(default=None, description="Dataset name or path.")
+    dataset_split: str = Field(default="train", description="Dataset split.")
+    prompt_field: str = Field(default="prompt", description="Field holding the prompt.")
+    tool_pool_size: int = Field(default=128, ge=1, description="Threads in the tool pool.")
+    tool_call_parser: str = Field(default="hermes", description="Parser for tool calls in raw text (Phase 2).")
+    default_result_size_chars: int = Field(default=100_000, ge=1, description="Tool-result persistence threshold.")
+    turn_budget_chars: int = Field(default=200_000, ge=1, description="Per-turn aggregate tool-result budget.")
+    preview_size_chars: int = Field(default=1_500, ge=0, description="Preview size of persisted results.")
+    tool_result_overrides: Optional[Dict[str, int]] = Field(default=None, description="Per-tool thresholds.")
+    extra_body: Optional[Dict[str, Any]] = Field(default=None, description="Passed through to chat_completion.")
+
+    def build_budget_config(self) -> Any:
+        """The tool-result budget these fields describe."""
+        kwargs = dict(
+            default_result_size=self.default_result_size_chars,
+            turn_budget=self.turn_budget_chars,
+            preview_size=self.preview_size_chars,
+            tool_overrides=dict(self.tool_result_overrides or {}),
+        )
+        if BudgetConfig is None:
+            from types import SimpleNamespace
+
+            return SimpleNamespace(**kwargs)
+        return BudgetConfig(**kwargs)
+
+
+def _item_summary(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ("task_id", "id", "prompt", "question"):
+            if key in item:
+                return safe_head(item[key], 120)
+    return safe_head(item, 120)
+
+
+def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple[List[int], List[int]]:
+    """Upstream's untrainable stand-in tokens: mask only the first position."""
+    text = "\n".join(str(m.get("content")) for m in messages if m.get("content"))
+    tokens: List[int] = []
+    if tokenizer is not None:
+        try:
+            tokens = list(tokenizer.encode(text, add_special_tokens=True))
+        except Exception:  # noqa: BLE001 - fall through to the length-based stand-in
+            tokens = []
+    if not tokens:
+        tokens = list(range(max(1, min(len(text) // 4, _PLACEHOLDER_MAX_TOKENS))))
+    return tokens, [-100] + tokens[1:]
+
+
+def _cleanup_context(ctx: Any) -> None:
+    try:
+        ctx.cleanup()
+    except Exception as exc:  # noqa: BLE001 - cleanup is best effort; the reaper is the backstop
+        logger.warning("sandbox cleanup for %s failed: %s", getattr(ctx, "task_id", "?"), exc)
+
+
+class _SandboxOnlyContext:
+    """Used when environments.tool_context is missing: cleans the sandbox only."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+
+    def cleanup(self) -> None:
+        try:
+            from environments.sandboxes import cleanup_vm
+        except ImportError:
+            return
+        cleanup_vm(self.task_id)
+
+
+def _make_tool_context(task_id: str) -> Any:
+    try:
+        from environments.tool_context import ToolContext
+    except ImportError:
+        return _SandboxOnlyContext(task_id)
+    return ToolContext(task_id)
+
+
+class _StripSpecialTokens:
+    """ManagedServer decodes completions with ``skip_special_tokens=False`` when
+    tools are on, so ``<|im_end|>`` ends up in message content (and would be
+    rendered twice next turn). Strip trailing special tokens from replies."""
+
+    def __init__(self, managed: Any, tokenizer: Any) -> None:
+        self._managed = managed
+        specials = getattr(tokenizer, "all_special_tokens", None) or []
+        self._specials = tuple(t for t in specials if t)
+
+    def get_state(self) -> Any:
+        return self._managed.get_state()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._managed, name)
+
+    def _clean(self, text: str) -> str:
+        changed = True
+        while changed and text:
+            changed = False
+            stripped = text.rstrip()
+            for token in self._specials:
+                if stripped.endswith(token):
+                    text, changed = stripped[: -len(token)], True
+        return text
+
+    async def chat_completion(self, **kwargs: Any) -> Any:
+        response = await self._managed.chat_completion(**kwargs)
+        for choice in getattr(response, "choices", None) or []:
+            message = getattr(choice, "message", None)
+            content = getattr(message, "content", None)
+            if isinstance(content, str) and self._specials:
+                message.content = self._clean(content)
+        return response
+
+
+class HermesAgentBaseEnv(BaseEnv):
+    """Base class for agentic Atropos envs. Implement setup, get_next_item,
+    format_prompt, compute_reward and evaluate."""
+
+    name: Optional[str] = "hermes-agent"
+    env_config_cls = HermesAgentEnvConfig
+
+    def __init__(
+        self,
+        config: HermesAgentEnvConfig,
+        server_configs: Union[ServerBaseline, List[APIServerConfig]],
+        slurm: bool = False,
+        testing: bool = False,
+    ) -> None:
+        tame_atroposlib_logging()
+        server_configs = fix_server_configs(server_configs, tokenizer_name=getattr(config, "tokenizer_name", None))
+        super().__init__(config, server_configs, slurm=slurm, testing=testing)
+
+        # Seed behaviour: the terminal tool reads these process-global vars.
+        if config.terminal_backend:
+            os.environ["TERMINAL_ENV"] = str(config.terminal_backend)
+        os.environ["TERMINAL_TIMEOUT"] = str(config.terminal_timeout)
+        os.environ["TERMINAL_LIFETIME_SECONDS"] = str(config.terminal_lifetime)
+        self._configure_sandboxes(config)
+        logger.info(
+            "terminal: backend=%s timeout=%ss lifetime=%ss",
+            config.terminal_backend, config.terminal_timeout, config.terminal_lifetime,
+        )
+
+        resize_tool_pool(config.tool_pool_size)
+        if hasattr(self.server, "tool_parser"):
+            self.server.tool_parser = config.tool_call_parser
+
+        self._current_group_tools: Optional[ToolSpec] = None
+        self._tool_error_buffer: List[Dict[str, Any]] = []
+        self.reward_errors = 0
+        self.rollout_errors = 0
+        self._group_ids: Dict[int, str] = {}
+        if self.max_token_len <= 0:
+            # Without a trainer atroposlib warns on every group (trap 7).
+            self.max_token_len = sensible_max_token_len(config.max_token_length, config.max_agent_turns)
+
+    @staticmethod
+    def _configure_sandboxes(config: HermesAgentEnvConfig) -> None:
+        try:
+            from environments import sandboxes
+        except ImportError:
+            return
+        configure = getattr(sandboxes, "configure", None)
+        if configure is not None:
+            configure(backend=config.terminal_backend, timeout=config.terminal_timeout,
+                      lifetime=config.terminal_lifetime)
+
+    # ------------------------------------------------------------------ tools
+
+    def _resolve_group_toolsets(self) -> Optional[List[str]]:
+        """The toolsets for one group: a distribution sample, else enabled_toolsets."""
+        if self.config.distribution:
+            return list(sample_toolsets_from_distribution(self.config.distribution))
+        if self.config.enabled_toolsets is None:
+            logger.warning("enabled_toolsets is None: every toolset is enabled")
+            return None
+        return list(self.config.enabled_toolsets)
+
+    def _tools_for_toolsets(self, toolsets: Optional[List[str]]) -> ToolSpec:
+        schemas = get_tool_definitions(
+            enabled_toolsets=toolsets, disabled_toolsets=self.config.disabled_toolsets, quiet_mode=True
+        )
+        names = {s["function"]["name"] for s in schemas if isinstance(s, dict) and "function" in s}
+        return list(schemas), names
+
+    def _resolve_tools_for_group(self) -> ToolSpec:
+        """(tool_schemas, valid_names) for one group."""
+        return self._tools_for_toolsets(self._resolve_group_toolsets())
+
+    def _use_managed_server(self) -> bool:
+        servers = getattr(self.server, "servers", None) or []
+        if not servers:
+            return False
+        return not isinstance(servers[0], OpenAIServer)
+
+    # ------------------------------------------------------------------ groups
+
+    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+        group_id = events.current_group_id.get() or str(uuid.uuid4())
+        phase = 2 if self._use_managed_server() else 1
+        toolsets: List[str] = []
+        if type(self)._resolve_tools_for_group is HermesAgentBaseEnv._resolve_tools_for_group:
+            resolved = self._resolve_group_toolsets()
+            toolsets = list(resolved) if resolved else ["all"]
+            tools = self._tools_for_toolsets(resolved)
+        else:  # a subclass resolves its own way
+            tools = self._resolve_tools_for_group()
+        self._current_group_tools = tools  # backward compatibility only; rollouts read the ContextVar
+        tools_token = _group_tools.set(tools)
+        gid_token = _group_id.set(group_id)
+        started = time.monotonic()
+        if events.active:
+            events.emit(events.GroupStarted(group_id=group_id, item_summary=_item_summary(item),
+                                            group_size=self.config.group_size, phase=phase, toolsets=toolsets))
+        group: Optional[ScoredDataGroup] = None
+        error: Optional[str] = None
+        extras: Dict[int, List[float]] = {}
+        extras_token = _rollout_extras.set(extras)
+        try:
+            group, backlog = await super().collect_trajectories(item)
+            if group:
+                self._attach_inference_logprobs(group, extras)
+                self._remember_group_id(group, group_id)
+            return group, backlog
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            _rollout_extras.reset(extras_token)
+            _group_tools.reset(tools_token)
+            _group_id.reset(gid_token)
+            if events.active:
+                scores = list(group.get("scores") or []) if group else []
+                events.emit(events.GroupFinished(group_id=group_id, scores=scores,
+                                                 duration_s=time.monotonic() - started,
+                                                 error=safe_head(error, 500) if error else None))
+
+    @staticmethod
+    def _attach_inference_logprobs(group: ScoredDataGroup, extras: Dict[int, List[float]]) -> None:
+        # BaseEnv.collect_trajectories drops per-item keys it does not know; the
+        # token lists are the same objects, so they map items back.
+        tokens = group.get("tokens") or []
+        logprobs = [extras.get(id(t)) for t in tokens]
+        if tokens and all(lp is not None for lp in logprobs):
+            group["inference_logprobs"] = logprobs
+
+    def _remember_group_id(self, group: Any, group_id: str) -> None:
+        self._group_ids[id(group)] = group_id
+        while len(self._group_ids) > 256:
+            self._group_ids.pop(next(iter(self._group_ids)))
+
+    # ------------------------------------------------------------------ one rollout
+
+    async def prepare_rollout(self, item: Item, ctx: Any) -> None:
+        """Hook (ours, optional): runs in the rollout's sandbox before the agent starts."""
+
+    def _build_messages(self, item: Item) -> List[Dict[str, Any]]:
+        messages: List[Dict[str, Any]] = []
+        if self.config.system_prompt:
+            messages.append({"role": "system", "content": self.config.system_prompt})
+        messages.append({"role": "user", "content": self.format_prompt(item)})
+        return messages
+
+    def _make_loop(self, server: Any, tools: ToolSpec, task_id: str) -> HermesAgentLoop:
+        return HermesAgentLoop(
+            server,
+            tools[0],
+            tools[1],
+            max_turns=self.config.max_agent_turns,
+            task_id=task_id,
+            temperature=self.config.agent_temperature,
+            max_tokens=self.config.max_token_length,
+            extra_body=self.config.extra_body,
+            budget_config=self.config.build_budget_config(),
+            tool_call_parser=self.config.tool_call_parser,
+        )
+
+    async def _run_agent(self, messages: List[Dict[str, Any]], tools: ToolSpec, task_id: str) -> Tuple[AgentResult, int]:
+        """Run the loop; returns (result, phase actually used)."""
+        if self._use_managed_server():
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    managed = await stack.enter_async_context(self.server.managed_server(
+                        tokenizer=self.tokenizer, preserve_think_blocks=bool(self.config.thinking_mode)))
+                except NotImplementedError as exc:
+                    logger.warning("managed_server unavailable (%s); falling back to direct chat (Phase 1)", exc)
+                else:
+                    server = _StripSpecialTokens(managed, self.tokenizer)
+                    return await self._make_loop(server, tools, task_id).run(messages), 2
+        return await self._make_loop(self.server, tools, task_id).run(messages), 1
+
+    def _tokens_for(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
+                    tools: ToolSpec) -> Dict[str, Any]:
+        """tokens/masks (+ logprobs) for the scored item, and how they were made."""
+        nodes = []
+        state = result.managed_state if result is not None else None
+        if isinstance(state, dict):
+            nodes = state.get("nodes") or []
+        if nodes:
+            last = nodes[-1]
+            meta = getattr(last, "metadata", None) or {}
+            out: Dict[str, Any] = {"tokens": list(last.tokens), "masks": list(last.masked_tokens),
+                                   "node_count": len(nodes), "placeholder": bool(meta.get("dummy_tokens"))}
+            logprobs = getattr(last, "logprobs", None)
+            if logprobs is not None and len(logprobs) == len(out["tokens"]):
+                out["logprobs"] = list(logprobs)
+            return out
+        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+            try:
+                tokens, masks = tokenize_conversation(self.tokenizer, messages, tools=tools[0] or None)
+                if tokens:
+                    return {"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": False}
+            except Exception as exc:  # noqa: BLE001 - odd templates fall back to placeholders
+                logger.warning("chat-template tokenization failed (%s); using placeholder tokens", exc)
+        tokens, masks = _placeholder_tokens(self.tokenizer, messages)
+        return {"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True}
+
+    def _buffer_tool_errors(self, result: AgentResult) -> None:
+        for err in result.tool_errors:
+            self._tool_error_buffer.append({
+                "turn": err.turn,
+                "tool": err.tool_name,
+                "args": safe_head(err.arguments, 150),
+                "error": safe_head(err.error, 300),
+                "result": safe_head(err.tool_result, 300),
+            })
+        overflow = len(self._tool_error_buffer) - _TOOL_ERROR_BUFFER_MAX
+        if overflow > 0:
+            del self._tool_error_buffer[:overflow]
+
+    async def collect_trajectory(self, item: Item) -> Tuple[Optional[Union[ScoredDataItem, Any]], List[Item]]:
+        task_id = str(uuid.uuid4())  # one sandbox per rollout
+        group_id = _group_id.get() or events.current_group_id.get() or str(uuid.uuid4())
+        tools = _group_tools.get()
+        if tools is None:
+            tools = self._current_group_tools or self._resolve_tools_for_group()
+        phase = 2 if self._use_managed_server() else 1
+        started = time.monotonic()
+        if events.active:
+            events.emit(events.RolloutStarted(rollout_id=task_id, group_id=group_id,
+                                              item_summary=_item_summary(item), phase=phase))
+
+        messages: List[Dict[str, Any]] = []
+        result: Optional[AgentResult] = None
+        reward = 0.0
+        reward_error: Optional[str] = None
+        rollout_error: Optional[str] = None
+        ctx = _make_tool_context(task_id)
+        try:
+            messages = self._build_messages(item)
+            await self.prepare_rollout(item, ctx)
+            result, phase = await self._run_agent(messages, tools, task_id)
+            messages = result.messages
+            produced = result.turns_used > 0 and any(m.get("role") == "assistant" for m in messages)
+            if produced:
+                try:
+                    reward = float(await self.compute_reward(item, result, ctx))
+                except Exception as exc:  # noqa: BLE001 - a broken reward scores 0, never kills the group
+                    self.reward_errors += 1
+                    reward = 0.0
+                    reward_error = f"{type(exc).__name__}: {exc}"
+                    logger.error("[%s] compute_reward failed: %s", task_id[:8], safe_head(reward_error, 500))
+            rollout_error = result.error
+        except asyncio.CancelledError:
+            # Never block a cancellation on sandbox teardown: do it in a thread.
+            threading.Thread(target=_cleanup_context, args=(ctx,), name=f"cleanup-{task_id[:8]}",
+                             daemon=True).start()
+            ctx = None
+            raise
+        except Exception as exc:  # noqa: BLE001 - one failing rollout never takes down the group
+            self.rollout_errors += 1
+            reward = 0.0
+            rollout_error = f"{type(exc).__name__}: {exc}"
+            logger.error("[%s] rollout failed: %s", task_id[:8], safe_head(rollout_error, 500))
+        finally:
+            if ctx is not None:
+                await asyncio.get_running_loop().run_in_executor(None, _cleanup_context, ctx)
+
+        if result is not None:
+            self._buffer_tool_errors(result)
+        tok = self._tokens_for(result, messages, tools)
+        scored: Dict[str, Any] = {"tokens": tok["tokens"], "masks": tok["masks"], "scores": reward,
+                                  "messages": messages}
+        if "logprobs" in tok:
+            scored["advantages"] = None
+            scored["ref_logprobs"] = None
+            extras = _rollout_extras.get()
+            if extras is not None:
+                extras[id(scored["tokens"])] = tok["logprobs"]
+        if events.active:
+            events.emit(events.RolloutFinished(
+                rollout_id=task_id, group_id=group_id, reward=reward,
+                turns_used=result.turns_used if result else 0,
+                finished_naturally=result.finished_naturally if result else False,
+                tool_error_count=len(result.tool_errors) if result else 0,
+                duration_s=time.monotonic() - started, token_count=len(tok["tokens"]), phase=phase,
+                node_count=tok["node_count"], placeholder_tokens=tok["placeholder"],
+                reward_error=safe_head(reward_error, 500) if reward_error else None,
+                error=safe_head(rollout_error, 500) if rollout_error else None,
+            ))
+        return scored, []
+
+    # ------------------------------------------------------------------ sending / logging
+
+    def _drop_reason(self, group: Any, abort_on_any_max_length_exceeded: bool) -> Optional[str]:
+        """Why BaseEnv.handle_send_to_api would skip ``group`` (same checks, same order)."""
+        if group is None:
+            return "empty group (None)"
+        group_size = (group.get("group_overrides") or {}).get("group_size", self.config.group_size)
+        if None in group or len(group.get("tokens", [])) != group_size:
+            return f"wrong group size: {len(group.get('tokens', []))} rollouts, expected {group_size}"
+        if self.config.ensure_scores_are_not_same and len(set(group["scores"])) == 1:
+            return f"identical scores ({group['scores'][0]}) with ensure_scores_are_not_same"
+        if self.max_token_len > 0 and abort_on_any_max_length_exceeded:
+            longest = max((len(t) for t in group["tokens"]), default=0)
+            if longest >= self.max_token_len:
+                return f"too long: {longest} tokens >= max_token_len {self.max_token_len}"
+        return None
+
+    async def handle_send_to_api(self, scored_data: Any, item: Item = None, do_send_to_api: bool = True,
+                                 abort_on_any_max_length_exceeded: bool = True) -> None:
+        groups = scored_data if isinstance(scored_data, list) else [scored_data]
+        for group in groups:
+            group_id = self._group_ids.pop(id(group), None) if group is not None else None
+            if not events.active:
+                continue
+            reason = self._drop_reason(group, abort_on_any_max_length_exceeded)
+            if reason is not None:
+                events.emit(events.ItemDropped(group_id=group_id or events.current_group_id.get() or "unknown",
+                                               reason=reason))
+        return await super().handle_send_to_api(scored_data, item, do_send_to_api=do_send_to_api,
+                                                abort_on_any_max_length_exceeded=abort_on_any_max_length_exceeded)
+
+    @staticmethod
+    def _format_trajectory_for_display(messages: List[Dict[str, Any]]) -> str:
+        """Readable text of a conversation for logs and wandb (not raw token decode)."""
+        blocks: List[str] = []
+        for msg in messages:
+            role = msg.get("role")
+            content = msg.get("content") or ""
+            if not isinstance(content, str):
+                content = str(content)
+            if role == "system":
+                blocks.append(f"[SYSTEM]\n{content}")
+            elif role == "user":
+                blocks.append(f"[USER]\n{content}")
+            elif role == "assistant":
+                reasoning = msg.get("reasoning_content")
+                if reasoning:
+                    blocks.append(f"[ASSISTANT thinking]\n{str(reasoning)[:300]}")
+                if content:
+                    blocks.append(f"[ASSISTANT]\n{content}")
+                for call in msg.get("tool_calls") or []:
+                    fn = call.get("function", {}) if isinstance(call, dict) else {}
+                    args = fn.get("arguments", "")
+                    args = args if isinstance(args, str) else str(args)
+                    blocks.append(f"[TOOL CALL] {fn.get('name', '?')}({args[:200]})")
+            elif role == "tool":
+                blocks.append(f"[TOOL RESULT]\n{content[:500]}")
+            else:
+                blocks.append(f"[{str(role).upper()}]\n{content}")
+        return "\n\n".join(blocks)
+
+    async def add_rollouts_for_wandb(self, scored_data: Any, item: Item = None) -> None:
+        num_keep = self.config.num_rollouts_per_group_for_logging
+        if num_keep == -1:
+            num_keep = self.config.group_size
+        tokens = scored_data.get("tokens") or []
+        scores = scored_data.get("scores") or []
+        all_messages = scored_data.get("messages") or []
+        rows = []
+        for i in range(min(num_keep, len(scores))):
+            if i < len(all_messages) and all_messages[i]:
+                text = self._format_trajectory_for_display(all_messages[i])
+            elif i < len(tokens) and tokens[i] and self.tokenizer is not None:
+                text = self.tokenizer.decode(tokens[i])
+            else:
+                text = "(no data)"
+            rows.append((text, scores[i]))
+        self.rollouts_for_wandb.append(rows)
+        while len(self.rollouts_for_wandb) > self.config.num_rollouts_to_keep:
+            self.rollouts_for_wandb.pop(0)
+
+    async def wandb_log(self, wandb_metrics: Optional[Dict[str, Any]] = None) -> None:
+        if wandb_metrics is None:
+            wandb_metrics = {}
+        errors = self._tool_error_buffer
+        wandb_metrics["train/tool_errors_count"] = len(errors)
+        if errors:
+            # A summary string, not a wandb table: tables crash wandb on tmp cleanup.
+            lines = [f"[turn {e['turn']}] {e['tool']}({str(e['args'])[:80]}) -> {str(e['error'])[:150]}"
+                     for e in errors]
+            wandb_metrics["train/tool_error_details"] = "\n".join(lines)
+            for line in lines:
+                logger.info("tool error: %s", line)
+        else:
+            wandb_metrics["train/tool_error_details"] = ""
+        self._tool_error_buffer = []
+        await super().wandb_log(wandb_metrics)
+
+    # ------------------------------------------------------------------ for subclasses
+
+    @abstractmethod
+    async def setup(self) -> None:
+        """Load data, build state."""
+
+    @abstractmethod
+    async def get_next_item(self) -> Item:
+        """The next training item."""
+
+    @abstractmethod
+    def format_prompt(self, item: Item) -> str:
+        """The user message for ``item``."""
+
+    @abstractmethod
+    async def compute_reward(self, item: Item, result: AgentResult, ctx: Any) -> float:
+        """Score a finished rollout; ``ctx`` reaches the rollout's sandbox."""
+
+    @abstractmethod
+    async def evaluate(self, *args: Any, **kwargs: Any) -> None:
+        """Run the eval split through the agent loop."""
+
+
+# Per-group map from a scored item's token list to its Phase 2 logprobs.
+_rollout_extras: contextvars.ContextVar[Optional[Dict[int, List[float]]]] = contextvars.ContextVar(
+    "hermes_rollout_extras", default=None
+)
+
+__all__ = ["HermesAgentBaseEnv", "HermesAgentEnvConfig"]

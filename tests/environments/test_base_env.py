@@ -1,0 +1,433 @@
+"""HermesAgentBaseEnv / HermesAgentEnvConfig (behaviours 39-45 plus our fixes)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+from unittest import mock
+
+import pytest
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+import environments.agent_loop as agent_loop
+import environments.hermes_base_env as hbe
+from environments import events
+from environments.agent_loop import AgentResult, ToolError
+from environments.hermes_base_env import HermesAgentBaseEnv, HermesAgentEnvConfig
+
+from test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
+
+# ---------------------------------------------------------------- fakes
+
+
+class FakeManager:
+    """Stands in for ServerManager. ``servers=[]`` means Phase 1."""
+
+    def __init__(self, script=None, servers=None, managed=None):
+        self.script = script or (lambda messages: reply("done"))
+        self.servers = servers if servers is not None else []
+        self.managed = managed
+        self.tool_parser = None
+        self.calls = 0
+
+    async def chat_completion(self, **kwargs):
+        self.calls += 1
+        await asyncio.sleep(0)
+        return self.script(kwargs["messages"])
+
+    @contextlib.asynccontextmanager
+    async def managed_server(self, tokenizer=None, preserve_think_blocks=False):
+        if self.managed is None:
+            raise NotImplementedError("OpenAI endpoints do not support token IDs")
+        yield self.managed
+
+
+class FakeCtx:
+    instances: List["FakeCtx"] = []
+
+    def __init__(self, task_id):
+        self.task_id = task_id
+        self.cleanups = 0
+        FakeCtx.instances.append(self)
+
+    def cleanup(self):
+        self.cleanups += 1
+
+
+class DemoEnv(HermesAgentBaseEnv):
+    name = "demo"
+
+    def __init__(self, *a, reward=1.0, **kw):
+        super().__init__(*a, **kw)
+        self.reward = reward
+        self.reward_calls = 0
+        self.seen_tools: List[Any] = []
+
+    async def setup(self):
+        pass
+
+    async def get_next_item(self):
+        return {"prompt": "p"}
+
+    def format_prompt(self, item):
+        return item["prompt"]
+
+    async def compute_reward(self, item, result, ctx):
+        self.reward_calls += 1
+        if isinstance(self.reward, Exception):
+            raise self.reward
+        return self.reward(item, result, ctx) if callable(self.reward) else self.reward
+
+    async def evaluate(self, *a, **kw):
+        pass
+
+
+def servers():
+    return [APIServerConfig(base_url="http://127.0.0.1:1/v1", api_key="x", model_name="m", health_check=False)]
+
+
+def make_env(tokenizer_path, reward=1.0, manager=None, **overrides):
+    settings = dict(tokenizer_name=tokenizer_path, use_wandb=False, group_size=2, enabled_toolsets=["terminal"])
+    cfg = HermesAgentEnvConfig(**{**settings, **overrides})
+    env = DemoEnv(cfg, servers(), reward=reward)
+    env.server = manager or FakeManager()
+    return env
+
+
+@pytest.fixture(autouse=True)
+def fake_ctx():
+    FakeCtx.instances.clear()
+    with mock.patch.object(hbe, "_make_tool_context", FakeCtx):
+        yield FakeCtx.instances
+
+
+@pytest.fixture
+def fake_tools():
+    def handler(name, args, task_id=None, user_task=None, **kw):
+        return json.dumps({"output": "ok", "exit_code": 0, "error": None})
+
+    with mock.patch.object(agent_loop, "handle_function_call", side_effect=handler) as h:
+        yield h
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_config_defaults(tokenizer_path):
+    cfg = HermesAgentEnvConfig()
+    expected = dict(enabled_toolsets=None, disabled_toolsets=None, distribution=None, max_agent_turns=30,
+                    system_prompt=None, agent_temperature=1.0, terminal_backend="local", terminal_timeout=120,
+                    terminal_lifetime=3600, dataset_name=None, dataset_split="train", prompt_field="prompt",
+                    tool_pool_size=128, tool_call_parser="hermes", default_result_size_chars=100_000,
+                    turn_budget_chars=200_000, preview_size_chars=1_500, tool_result_overrides=None, extra_body=None)
+    assert {k: getattr(cfg, k) for k in expected} == expected
+    assert cfg.tokenizer_name == tokenizer_path  # local, never a Hub name
+    assert cfg.group_size == 4 and cfg.ensure_scores_are_not_same is True
+
+
+def test_build_budget_config():
+    cfg = HermesAgentEnvConfig(default_result_size_chars=10, turn_budget_chars=20, preview_size_chars=5,
+                               tool_result_overrides={"terminal": 7})
+    b = cfg.build_budget_config()
+    assert (b.default_result_size, b.turn_budget, b.preview_size, b.tool_overrides) == (10, 20, 5, {"terminal": 7})
+
+
+def test_bad_config_value_is_named():
+    with pytest.raises(Exception, match="max_agent_turns"):
+        HermesAgentEnvConfig(max_agent_turns=0)
+
+
+def test_init_side_effects(tokenizer_path, monkeypatch):
+    for var in ("TERMINAL_ENV", "TERMINAL_TIMEOUT", "TERMINAL_LIFETIME_SECONDS"):
+        monkeypatch.delenv(var, raising=False)
+    configured = {}
+    monkeypatch.setattr("environments.sandboxes.configure", lambda **kw: configured.update(kw))
+    with mock.patch.object(hbe, "resize_tool_pool") as resize:
+        cfg = HermesAgentEnvConfig(tokenizer_name=tokenizer_path, terminal_backend="local", terminal_timeout=11,
+                                   terminal_lifetime=22, tool_pool_size=5, tool_call_parser="mistral", use_wandb=False)
+        with pytest.warns(UserWarning, match="should be a list"):
+            env = DemoEnv(cfg, servers()[0])  # a single config: fixed into a list
+    assert (os.environ["TERMINAL_ENV"], os.environ["TERMINAL_TIMEOUT"], os.environ["TERMINAL_LIFETIME_SECONDS"]) == (
+        "local", "11", "22")
+    assert configured == {"backend": "local", "timeout": 11, "lifetime": 22}
+    resize.assert_called_once_with(5)
+    assert env.server.tool_parser == "mistral"
+    assert env._current_group_tools is None and env._tool_error_buffer == []
+    assert str(env.server.servers[0].config.base_url) == "http://127.0.0.1:1/v1"
+    assert env.max_token_len == cfg.max_token_length * cfg.max_agent_turns
+
+
+# ---------------------------------------------------------------- tools / phase
+
+
+def test_resolve_tools_enabled_disabled_and_distribution(tokenizer_path):
+    env = make_env(tokenizer_path, enabled_toolsets=["terminal", "file"], disabled_toolsets=["file"])
+    schemas, names = env._resolve_tools_for_group()
+    assert names == {"terminal"} and [s["function"]["name"] for s in schemas] == ["terminal"]
+    env = make_env(tokenizer_path, distribution="terminal_only")
+    random.seed(0)
+    _, names = env._resolve_tools_for_group()
+    assert {"terminal", "read_file"} <= names
+    env = make_env(tokenizer_path, distribution="nope")
+    with pytest.raises(ValueError, match="nope"):
+        env._resolve_tools_for_group()
+
+
+def test_use_managed_server(tokenizer_path):
+    env = make_env(tokenizer_path)
+    assert env._use_managed_server() is False  # no servers
+    env.server = FakeManager(servers=[object()])
+    assert env._use_managed_server() is True  # anything but OpenAIServer
+    cfg = HermesAgentEnvConfig(tokenizer_name=tokenizer_path, use_wandb=False)
+    assert DemoEnv(cfg, servers())._use_managed_server() is False  # real OpenAIServer
+
+
+# ---------------------------------------------------------------- collect_trajectory
+
+
+async def test_api_failure_scores_zero_without_compute_reward(tokenizer_path):
+    def boom(messages):
+        raise ConnectionError("down")
+
+    env = make_env(tokenizer_path, manager=FakeManager(boom))
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        scored, backlog = await env.collect_trajectory({"prompt": "p"})
+    finally:
+        events.remove_observer(seen.append)
+    assert scored["scores"] == 0.0 and env.reward_calls == 0 and backlog == []
+    assert scored["messages"] == [{"role": "user", "content": "p"}]
+    finished = next(e for e in seen if e.kind == "rollout_finished")
+    assert "ConnectionError: down" in finished.error
+    assert FakeCtx.instances[0].cleanups == 1
+
+
+async def test_reward_exception_scores_zero_and_cleans_up(tokenizer_path):
+    env = make_env(tokenizer_path, reward=RuntimeError("bad reward"))
+    scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert scored["scores"] == 0.0 and env.reward_errors == 1
+    assert [c.cleanups for c in FakeCtx.instances] == [1]
+
+
+async def test_success_cleanup_once_messages_tokens_and_distinct_task_ids(tokenizer_path, tokenizer, fake_tools):
+    script = iter([reply(None, [call("terminal", {"command": "ls"})]), reply("all done")])
+    env = make_env(tokenizer_path, reward=0.75, manager=FakeManager(lambda m: next(script, reply("x"))),
+                   system_prompt="be brief")
+    scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert scored["scores"] == 0.75
+    assert [m["role"] for m in scored["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert FakeCtx.instances[0].cleanups == 1
+    # Phase 1: real chat-template tokens, prompt masked
+    tokens, masks = scored["tokens"], scored["masks"]
+    assert len(tokens) == len(masks) and -100 in masks and masks[-1] == tokens[-1]
+    assert "all done" in tokenizer.decode(tokens)
+    await env.collect_trajectory({"prompt": "p"})
+    assert len({c.task_id for c in FakeCtx.instances}) == 2
+
+
+async def test_placeholder_tokens_without_tokenizer(tokenizer_path):
+    env = make_env(tokenizer_path)
+    env.tokenizer = None
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        scored, _ = await env.collect_trajectory({"prompt": "p" * 40})
+    finally:
+        events.remove_observer(seen.append)
+    assert scored["masks"][0] == -100 and scored["masks"][1:] == scored["tokens"][1:]
+    assert next(e for e in seen if e.kind == "rollout_finished").placeholder_tokens is True
+
+
+async def test_loop_exception_becomes_zero_scored_item(tokenizer_path):
+    env = make_env(tokenizer_path)
+    with mock.patch.object(env, "_run_agent", side_effect=KeyError("kaboom")):
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert scored["scores"] == 0.0 and env.rollout_errors == 1 and scored["messages"]
+    assert FakeCtx.instances[0].cleanups == 1
+
+
+async def test_tool_errors_buffered_truncated(tokenizer_path):
+    env = make_env(tokenizer_path, manager=FakeManager(lambda m: reply("x")))
+    result = AgentResult(messages=[{"role": "user", "content": "u"}, {"role": "assistant", "content": "x"}],
+                         turns_used=1, tool_errors=[ToolError(1, "terminal", "a" * 400, "e" * 900, "r" * 900)])
+    with mock.patch.object(env, "_run_agent", return_value=(result, 1)):
+        await env.collect_trajectory({"prompt": "p"})
+    (entry,) = env._tool_error_buffer
+    assert len(entry["args"]) <= 150 and len(entry["error"]) <= 300 and len(entry["result"]) <= 300
+
+
+async def test_cancellation_still_cleans_up(tokenizer_path):
+    started = asyncio.Event()
+
+    class Hanging(FakeManager):
+        async def chat_completion(self, **kw):
+            started.set()
+            await asyncio.sleep(3600)
+
+    env = make_env(tokenizer_path, manager=Hanging())
+    task = asyncio.create_task(env.collect_trajectory({"prompt": "p"}))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):  # cleanup runs on a thread
+        if FakeCtx.instances[0].cleanups:
+            break
+        await asyncio.sleep(0.01)
+    assert FakeCtx.instances[0].cleanups == 1
+
+
+# ---------------------------------------------------------------- groups
+
+
+async def test_concurrent_groups_see_their_own_tools(tokenizer_path):
+    env = make_env(tokenizer_path, group_size=3)
+    sets = iter([["terminal"], ["file"]])
+    seen: Dict[str, List[set]] = {}
+
+    def per_group():
+        chosen = next(sets)
+        return chosen
+
+    async def fake_run(messages, tools, task_id):
+        await asyncio.sleep(random.random() / 100)  # interleave the groups
+        seen.setdefault(messages[0]["content"], []).append(tools[1])
+        return AgentResult(messages=messages + [{"role": "assistant", "content": "x"}], turns_used=1), 1
+
+    with mock.patch.object(env, "_resolve_group_toolsets", side_effect=per_group), \
+            mock.patch.object(env, "_run_agent", side_effect=fake_run):
+        (g1, _), (g2, _) = await asyncio.gather(env.collect_trajectories({"prompt": "A"}),
+                                                env.collect_trajectories({"prompt": "B"}))
+    assert seen["A"] == [{"terminal"}] * 3
+    assert seen["B"] == [{"read_file", "write_file", "patch", "search_files"}] * 3
+    assert len(g1["tokens"]) == len(g2["tokens"]) == 3
+
+
+async def test_group_events_and_failing_rollout_does_not_sink_group(tokenizer_path):
+    env = make_env(tokenizer_path, group_size=3)
+    n = {"i": 0}
+
+    async def flaky(messages, tools, task_id):
+        n["i"] += 1
+        if n["i"] == 2:
+            raise RuntimeError("one bad rollout")
+        return AgentResult(messages=messages + [{"role": "assistant", "content": "x"}], turns_used=1), 1
+
+    seen = []
+    events.add_observer(seen.append)
+    token = events.current_group_id.set("host-group-7")
+    try:
+        with mock.patch.object(env, "_run_agent", side_effect=flaky):
+            group, _ = await env.collect_trajectories({"prompt": "p"})
+    finally:
+        events.current_group_id.reset(token)
+        events.remove_observer(seen.append)
+    assert sorted(group["scores"]) == [0.0, 1.0, 1.0]
+    started = next(e for e in seen if e.kind == "group_started")
+    finished = next(e for e in seen if e.kind == "group_finished")
+    assert started.group_id == finished.group_id == "host-group-7"
+    assert started.phase == 1 and started.toolsets == ["terminal"] and started.group_size == 3
+    assert all(e.group_id == "host-group-7" for e in seen if e.kind == "rollout_started")
+
+
+async def test_phase2_falls_back_on_not_implemented(tokenizer_path):
+    manager = FakeManager(lambda m: reply("direct"), servers=[object()], managed=None)
+    env = make_env(tokenizer_path, manager=manager)
+    result, phase = await env._run_agent([{"role": "user", "content": "u"}], ([], set()), "t")
+    assert phase == 1 and result.messages[-1]["content"] == "direct" and manager.calls == 1
+
+
+@dataclass
+class Node:
+    tokens: List[int]
+    masked_tokens: List[int]
+    logprobs: List[float]
+    metadata: Optional[Dict[str, Any]] = None
+
+
+async def test_phase2_uses_last_node_and_forwards_logprobs(tokenizer_path):
+    class Managed:
+        async def chat_completion(self, **kw):
+            return reply("managed answer")
+
+        def get_state(self):
+            return {"nodes": [Node([9], [-100], [1.0]), Node([1, 2, 3, 4], [-100, -100, 3, 4], [1.0, 1.0, -0.5, -0.2])]}
+
+    env = make_env(tokenizer_path, manager=FakeManager(servers=[object()], managed=Managed()))
+    group, _ = await env.collect_trajectories({"prompt": "p"})
+    assert group["tokens"] == [[1, 2, 3, 4]] * 2 and group["masks"] == [[-100, -100, 3, 4]] * 2
+    assert group["inference_logprobs"] == [[1.0, 1.0, -0.5, -0.2]] * 2
+
+
+# ---------------------------------------------------------------- display / wandb / drops
+
+
+def test_format_trajectory_for_display():
+    text = HermesAgentBaseEnv._format_trajectory_for_display([
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "", "reasoning_content": "r" * 400,
+         "tool_calls": [{"id": "1", "function": {"name": "terminal", "arguments": "a" * 300}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "t" * 600},
+        {"role": "assistant", "content": "final"},
+    ])
+    assert "[SYSTEM]\nS" in text and "[USER]\nU" in text
+    assert "[ASSISTANT thinking]\n" + "r" * 300 + "\n" in text and "r" * 301 not in text
+    assert "[TOOL CALL] terminal(" + "a" * 200 + ")" in text
+    assert "[TOOL RESULT]\n" + "t" * 500 in text and "t" * 501 not in text
+    assert text.endswith("[ASSISTANT]\nfinal") and "\n\n" in text
+
+
+async def test_add_rollouts_for_wandb(tokenizer_path):
+    env = make_env(tokenizer_path, num_rollouts_per_group_for_logging=-1, num_rollouts_to_keep=2)
+    group = {"tokens": [[1], [2]], "scores": [1.0, 0.0],
+             "messages": [[{"role": "user", "content": "hi"}], None]}
+    for _ in range(3):
+        await env.add_rollouts_for_wandb(group)
+    assert len(env.rollouts_for_wandb) == 2 and len(env.rollouts_for_wandb[0]) == 2
+    assert env.rollouts_for_wandb[0][0] == ("[USER]\nhi", 1.0)
+    assert env.rollouts_for_wandb[0][1][1] == 0.0  # decoded from tokens
+    env.config.num_rollouts_per_group_for_logging = 1
+    await env.add_rollouts_for_wandb(group)
+    assert len(env.rollouts_for_wandb[-1]) == 1
+
+
+async def test_wandb_log_tool_errors(tokenizer_path):
+    env = make_env(tokenizer_path)
+    metrics: Dict[str, Any] = {}
+    await env.wandb_log(metrics)
+    assert metrics["train/tool_errors_count"] == 0
+    env._tool_error_buffer = [{"turn": 2, "tool": "terminal", "args": "x" * 100, "error": "boom", "result": ""}]
+    metrics = {}
+    await env.wandb_log(metrics)
+    assert metrics["train/tool_errors_count"] == 1
+    assert metrics["train/tool_error_details"] == f"[turn 2] terminal({'x' * 80}) -> boom"
+    assert env._tool_error_buffer == []
+
+
+async def test_drop_events_match_atroposlib(tokenizer_path):
+    env = make_env(tokenizer_path, ensure_scores_are_not_same=True)
+    env.max_token_len = 5
+    ok = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [1.0, 0.0]}
+    same = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [0.5, 0.5]}
+    small = {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}
+    long = {"tokens": [[1] * 9, [2]], "masks": [[1] * 9, [2]], "scores": [1.0, 0.0]}
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        with mock.patch.object(env, "jsonl_writer", None):
+            await env.handle_send_to_api([ok, same, small, long, None], do_send_to_api=False)
+    finally:
+        events.remove_observer(seen.append)
+    reasons = [e.reason for e in seen if e.kind == "item_dropped"]
+    assert len(reasons) == 4
+    assert "identical scores" in reasons[0] and "wrong group size" in reasons[1]
+    assert "too long" in reasons[2] and "None" in reasons[3]
+    assert len(env.rollouts_for_wandb) == 1  # super still did its job for the good group
