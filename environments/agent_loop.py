@@ -271,11 +271,17 @@ class HermesAgentLoop:
             logger.warning("[%s] could not persist %s result: %s", self.task_id[:8], tool_name, exc)
             return content
 
-    def _enforce_budget(self, tool_msgs: List[Dict[str, Any]]) -> None:
+    def _enforce_budget(self, tool_msgs: List[Dict[str, Any]], tool_names: List[str]) -> None:
         if enforce_turn_budget is None or self.budget_config is None or not tool_msgs:
             return
         try:
-            enforce_turn_budget(tool_msgs, task_id=self.task_id, config=self.budget_config)
+            # The budget needs each result's tool name (read_file is never
+            # persisted) but tool messages sent to the server carry none, so
+            # it works on named copies and we take the contents back.
+            named = [dict(msg, name=name) for msg, name in zip(tool_msgs, tool_names)]
+            enforce_turn_budget(named, task_id=self.task_id, config=self.budget_config)
+            for msg, shadow in zip(tool_msgs, named):
+                msg["content"] = shadow["content"]
         except Exception as exc:  # noqa: BLE001
             logger.warning("[%s] turn budget enforcement failed: %s", self.task_id[:8], exc)
 
@@ -364,7 +370,7 @@ class HermesAgentLoop:
                     tool_msg = {"role": "tool", "tool_call_id": call["id"], "content": result}
                     messages.append(tool_msg)
                     tool_msgs.append(tool_msg)
-                self._enforce_budget(tool_msgs)
+                self._enforce_budget(tool_msgs, [c["function"]["name"] for c in tool_calls])
                 continue
 
             final: Dict[str, Any] = {"role": "assistant", "content": content or ""}

@@ -26,13 +26,20 @@ _TOKEN_PATTERNS = [
 _TOKEN_RE = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
 
 # NAME=value / NAME: value / "name": "value" where NAME smells like a secret.
-_SECRET_NAME = r"[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]*"
+# Repeats are bounded: unbounded ones backtrack quadratically on long unbroken runs.
+_SECRET_NAME = r"[A-Za-z0-9_\-]{0,64}(?:api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]{0,64}"
 _ASSIGN_RE = re.compile(
-    rf"""(?P<name>["']?{_SECRET_NAME}["']?)(?P<sep>\s*[:=]\s*)(?P<quote>["']?)(?P<value>[^\s"',;&|]+)""",
+    rf"""(?P<name>["']?\b{_SECRET_NAME}["']?)(?P<sep>\s*[:=]\s*)(?P<quote>["']?)(?P<value>[^\s"',;&|]+)""",
     re.IGNORECASE,
 )
 _BEARER_RE = re.compile(r"(?P<kw>\b(?:Bearer|Basic|token)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{12,})", re.IGNORECASE)
-_URL_CRED_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@", re.IGNORECASE)
+_URL_CRED_RE = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.\-]{0,30}://)(?P<user>[^:/@\s]{1,256}):(?P<pw>[^@/\s]{1,256})@", re.IGNORECASE)
+
+
+def _redact_assignment(m: "re.Match[str]") -> str:
+    if m["value"].startswith(REDACTED) or m["value"].lower() in ("bearer", "basic", "token"):
+        return m.group(0)  # already handled by the bearer rule
+    return f"{m['name']}{m['sep']}{m['quote']}{REDACTED}"
 
 
 def redact(text: str) -> str:
@@ -40,8 +47,8 @@ def redact(text: str) -> str:
     if not text:
         return text
     text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
-    text = _ASSIGN_RE.sub(lambda m: f"{m['name']}{m['sep']}{m['quote']}{REDACTED}", text)
     text = _BEARER_RE.sub(lambda m: f"{m['kw']}{REDACTED}", text)
+    text = _ASSIGN_RE.sub(_redact_assignment, text)
     text = _TOKEN_RE.sub(REDACTED, text)
     return text
 
@@ -58,7 +65,9 @@ def truncate(text: str, limit: int, marker: str = "…") -> str:
 def safe_head(value: Any, limit: int = 200) -> str:
     """Redacted, truncated, single-string view of any value (args may be non-str)."""
     text = value if isinstance(value, str) else repr(value)
-    return truncate(redact(text), limit)
+    # Cut first (with a margin so a secret straddling the limit is still seen
+    # whole), then redact, then cut to size: redaction cost stays bounded.
+    return truncate(redact(text[: limit + 512]), limit)
 
 
 SECRET_ENV_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)

@@ -344,6 +344,33 @@ async def test_large_results_persisted_and_read_file_pinned():
     assert read == json.dumps({"content": big})
 
 
+async def test_turn_budget_never_persists_read_file_results():
+    # Per-result thresholds are high; only the per-turn budget is exceeded.
+    big = "z" * 4000
+
+    def fake(name, args, **kw):
+        return json.dumps({"content": big}) if name == "read_file" else json.dumps({"output": big, "exit_code": 0})
+
+    from environments.tools.budget import BudgetConfig
+
+    budget = BudgetConfig(default_result_size=1_000_000, turn_budget=5000, preview_size=100)
+    tools = [TERMINAL, {"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    server = MockServer([reply(None, [call("read_file", {"path": "f"}, "c1"), call("terminal", {"command": "x"}, "c2")]),
+                         reply("x")])
+    with mock.patch("environments.agent_loop.handle_function_call", side_effect=fake):
+        loop = HermesAgentLoop(server, tools, {"terminal", "read_file"}, budget_config=budget)
+        try:
+            result = await loop.run(user())
+        finally:
+            from environments.sandboxes import cleanup_vm
+
+            cleanup_vm(loop.task_id)
+    read, term = result.messages[2], result.messages[3]
+    assert read["content"] == json.dumps({"content": big})  # pinned: never spilled
+    assert term["content"].startswith("<persisted-output")
+    assert "name" not in read and "name" not in term  # wire shape unchanged
+
+
 # ---------------------------------------------------------------- events and redaction
 
 

@@ -1,0 +1,230 @@
+"""ToolContext: what ``compute_reward`` uses to inspect a rollout's sandbox.
+
+The seed API is synchronous. Sync methods run directly on the calling thread
+(blocking it) and never start a nested event loop, so they work with or
+without a running loop. From async code prefer the ``a_*`` twins: they run the
+same method on a dedicated thread pool, so a slow verifier never stalls the
+event loop that drives every other rollout.
+
+File transfer goes through the sandbox's shell (base64 over stdin/stdout), so
+it works on every backend, is binary-exact, and is chunked to stay under the
+sandbox's output capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import logging
+import shlex
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+from environments.tools import handle_function_call
+from environments.tools import sandbox_access
+from environments.tools.file_access import shell_read_bytes
+from environments.tools.files import forget_task
+
+logger = logging.getLogger(__name__)
+
+UPLOAD_CHUNK_CHARS = 60_000  # base64 characters per command
+TRANSFER_TIMEOUT = 60.0
+
+T = TypeVar("T")
+
+# Reward code of many rollouts may verify at once; keep it off the default
+# executor (shared with DNS lookups and whatever else uses to_thread).
+_executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="hermes-toolctx")
+
+
+def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return on_error(raw)
+    return value if isinstance(value, dict) else on_error(raw)
+
+
+class ToolContext:
+    """Tool access scoped to one rollout (its ``task_id`` and sandbox)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+
+    # ------------------------------------------------------------ tools
+
+    def call_tool(self, name: str, args: Dict[str, Any]) -> str:
+        """Any registered tool in this rollout's sandbox; the raw JSON string."""
+        return handle_function_call(name, args, task_id=self.task_id)
+
+    def terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
+        raw = handle_function_call("terminal", {"command": command, "timeout": timeout}, task_id=self.task_id)
+        return _parse(raw, lambda text: {"exit_code": -1, "output": text})
+
+    def read_file(self, path: str) -> Dict[str, Any]:
+        # dedup=False: the reward must see the content even if the agent just read it
+        raw = handle_function_call("read_file", {"path": path}, task_id=self.task_id, dedup=False)
+        return _parse(raw, lambda text: {"error": text})
+
+    def write_file(self, path: str, content: str) -> Dict[str, Any]:
+        raw = handle_function_call("write_file", {"path": path, "content": content}, task_id=self.task_id)
+        return _parse(raw, lambda text: {"error": text})
+
+    def search(self, query: str, path: str = ".") -> Dict[str, Any]:
+        raw = handle_function_call("search_files", {"pattern": query, "path": path}, task_id=self.task_id)
+        return _parse(raw, lambda text: {"error": text})
+
+    def web_search(self, query: str) -> Dict[str, Any]:
+        return _parse(handle_function_call("web_search", {"query": query}), lambda t: {"error": t})
+
+    def web_extract(self, urls: List[str]) -> Dict[str, Any]:
+        return _parse(handle_function_call("web_extract", {"urls": urls}), lambda t: {"error": t})
+
+    def browser_navigate(self, url: str) -> Dict[str, Any]:
+        raw = handle_function_call("browser_navigate", {"url": url}, task_id=self.task_id)
+        return _parse(raw, lambda t: {"error": t})
+
+    def browser_snapshot(self) -> Dict[str, Any]:
+        raw = handle_function_call("browser_snapshot", {}, task_id=self.task_id)
+        return _parse(raw, lambda t: {"error": t})
+
+    # ------------------------------------------------------------ transfer
+
+    def _execute(self, command: str, stdin_data: Optional[str] = None, timeout: float = TRANSFER_TIMEOUT) -> Any:
+        sandbox = sandbox_access.get_sandbox(self.task_id)
+        if stdin_data is None:
+            return sandbox.execute(command, timeout)
+        return sandbox.execute(command, timeout, stdin_data=stdin_data)
+
+    def upload_file(self, local_path: str, remote_path: str) -> Dict[str, Any]:
+        """Copy a host file into the sandbox byte for byte."""
+        local = Path(local_path)
+        if not local.is_file():
+            return {"exit_code": -1, "output": f"Local file not found: {local_path}"}
+        try:
+            data = local.read_bytes()
+        except OSError as exc:
+            return {"exit_code": -1, "output": f"Cannot read local file {local_path}: {exc}"}
+        encoded = base64.b64encode(data).decode("ascii")
+        remote = shlex.quote(remote_path)
+        parent = f'mkdir -p -- "$(dirname -- {remote})"'
+        try:
+            if len(encoded) <= UPLOAD_CHUNK_CHARS:
+                result = self._execute(f"{parent} && base64 -d > {remote}", stdin_data=encoded)
+            else:
+                # staged in $HOME (the workspace): bwrap gives every command a fresh /tmp
+                staging = f'"$HOME"/.hermes-upload-{uuid.uuid4().hex}.b64'
+                result = self._execute(f": > {staging}")
+                for start in range(0, len(encoded), UPLOAD_CHUNK_CHARS):
+                    if result.exit_code != 0:
+                        break
+                    result = self._execute(f"cat >> {staging}", stdin_data=encoded[start : start + UPLOAD_CHUNK_CHARS])
+                if result.exit_code == 0:
+                    result = self._execute(f"{parent} && base64 -d {staging} > {remote}; rc=$?; rm -f {staging}; exit $rc")
+                else:
+                    self._execute(f"rm -f {staging}")
+        except Exception as exc:  # noqa: BLE001 - reward code wants a result, not a crash
+            return {"exit_code": -1, "output": f"Upload to {remote_path} failed: {type(exc).__name__}: {exc}"}
+        out = {"exit_code": result.exit_code, "output": (result.output or "").strip()}
+        if result.exit_code == 0:
+            out["bytes"] = len(data)
+        return out
+
+    def upload_dir(self, local_dir: str, remote_dir: str) -> List[Dict[str, Any]]:
+        root = Path(local_dir)
+        if not root.is_dir():
+            return [{"exit_code": -1, "output": f"Local directory not found: {local_dir}"}]
+        results = []
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(root).as_posix()
+                results.append(self.upload_file(str(path), f"{remote_dir.rstrip('/')}/{rel}"))
+        return results
+
+    def download_file(self, remote_path: str, local_path: str) -> Dict[str, Any]:
+        """Copy a sandbox file to the host byte for byte: ``{success, bytes}`` or ``{success: False, error}``."""
+        try:
+            data = shell_read_bytes(sandbox_access.get_sandbox(self.task_id), remote_path, TRANSFER_TIMEOUT)
+        except FileNotFoundError:
+            return {"success": False, "error": f"Remote file not found: {remote_path}"}
+        except Exception as exc:  # noqa: BLE001
+            return {"success": False, "error": f"Download of {remote_path} failed: {type(exc).__name__}: {exc}"}
+        if not data:
+            return {"success": False, "error": f"Remote file is empty: {remote_path}"}
+        try:
+            local = Path(local_path)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(data)
+        except OSError as exc:
+            return {"success": False, "error": f"Cannot write local file {local_path}: {exc}"}
+        return {"success": True, "bytes": len(data)}
+
+    def download_dir(self, remote_dir: str, local_dir: str) -> List[Dict[str, Any]]:
+        q = shlex.quote(remote_dir.rstrip("/") or "/")
+        try:
+            # a subshell: the agent's session cwd must not move
+            result = self._execute(f"( cd -- {q} && find . -type f -print0 )")
+        except Exception as exc:  # noqa: BLE001
+            return [{"success": False, "error": f"Listing {remote_dir} failed: {type(exc).__name__}: {exc}"}]
+        if result.exit_code != 0:
+            return [{"success": False, "error": f"Remote directory not found or unreadable: {remote_dir}"}]
+        results = []
+        for rel in sorted(p for p in (result.output or "").split("\0") if p.startswith("./")):
+            rel = rel[2:]
+            results.append(self.download_file(f"{remote_dir.rstrip('/')}/{rel}", str(Path(local_dir) / rel)))
+        return results
+
+    # ------------------------------------------------------------ lifecycle
+
+    def cleanup(self) -> None:
+        """Kill the rollout's processes and close its sandbox. Idempotent; never raises.
+        (Using the context again afterwards gets a fresh sandbox; clean that up too.)"""
+        try:
+            forget_task(self.task_id)
+        except Exception:  # noqa: BLE001
+            logger.debug("forget_task(%s) failed", self.task_id, exc_info=True)
+        try:
+            # the sandbox's cleanup kills every process it started (background jobs included)
+            sandbox_access.cleanup_vm(self.task_id)
+        except Exception:  # noqa: BLE001 - cleanup runs in finally blocks; it must not mask the real error
+            logger.warning("cleanup of sandbox %s failed", self.task_id, exc_info=True)
+
+    # ------------------------------------------------------------ async twins
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_executor, functools.partial(fn, *args))
+
+    async def a_call_tool(self, name: str, args: Dict[str, Any]) -> str:
+        return await self._off_loop(self.call_tool, name, args)
+
+    async def a_terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
+        return await self._off_loop(self.terminal, command, timeout)
+
+    async def a_read_file(self, path: str) -> Dict[str, Any]:
+        return await self._off_loop(self.read_file, path)
+
+    async def a_write_file(self, path: str, content: str) -> Dict[str, Any]:
+        return await self._off_loop(self.write_file, path, content)
+
+    async def a_search(self, query: str, path: str = ".") -> Dict[str, Any]:
+        return await self._off_loop(self.search, query, path)
+
+    async def a_upload_file(self, local_path: str, remote_path: str) -> Dict[str, Any]:
+        return await self._off_loop(self.upload_file, local_path, remote_path)
+
+    async def a_upload_dir(self, local_dir: str, remote_dir: str) -> List[Dict[str, Any]]:
+        return await self._off_loop(self.upload_dir, local_dir, remote_dir)
+
+    async def a_download_file(self, remote_path: str, local_path: str) -> Dict[str, Any]:
+        return await self._off_loop(self.download_file, remote_path, local_path)
+
+    async def a_download_dir(self, remote_dir: str, local_dir: str) -> List[Dict[str, Any]]:
+        return await self._off_loop(self.download_dir, remote_dir, local_dir)
+
+    async def a_cleanup(self) -> None:
+        await self._off_loop(self.cleanup)

@@ -1,0 +1,34 @@
+"""The one place tools reach the sandbox layer.
+
+Imported lazily so the tool registry (schemas, toolsets, coercion) works even
+where ``environments.sandboxes`` cannot be imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def get_sandbox(task_id: Optional[str]) -> Any:
+    from environments.sandboxes import get_sandbox as _get
+
+    return _get(task_id)
+
+
+def default_timeout() -> float:
+    """The sandbox settings' command timeout (TERMINAL_TIMEOUT)."""
+    from environments.sandboxes import current_settings
+
+    return float(current_settings().timeout)
+
+
+def path_escape_error() -> type:
+    from environments.sandboxes import PathEscapeError
+
+    return PathEscapeError
+
+
+def cleanup_vm(task_id: str) -> None:
+    from environments.sandboxes import cleanup_vm as _cleanup
+
+    _cleanup(task_id)

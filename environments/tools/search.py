@@ -1,0 +1,100 @@
+"""search_files: regex over contents or glob over names, in pure Python.
+
+Pure Python keeps one regex dialect (Python's ``re``) on every backend and
+needs no extra binary; the walk skips .git/node_modules/caches and never
+follows a symlink out of the workspace. Bounded: at most MAX_FILES files and
+files up to 50 MB each (larger ones are skipped).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from typing import Any, Dict, List, Optional
+
+from environments.tools.file_access import FileToolError, open_fs
+
+MAX_FILES = 20_000
+MAX_LINE_CHARS = 500  # a minified line must not flood the result
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
+
+
+def _glob_match(glob: str, display: str) -> bool:
+    return fnmatch.fnmatch(posixpath.basename(display), glob) or fnmatch.fnmatch(display, glob)
+
+
+def search_files(
+    pattern: str,
+    target: str = "content",
+    path: str = ".",
+    file_glob: Optional[str] = None,
+    limit: int = 50,
+    offset: int = 0,
+    output_mode: str = "content",
+    context: int = 0,
+    task_id: Optional[str] = None,
+) -> Dict[str, Any]:
+    if target not in ("content", "files"):
+        return {"error": f"'target' must be 'content' or 'files', got {target!r}"}
+    if output_mode not in ("content", "files_only", "count"):
+        return {"error": f"'output_mode' must be 'content', 'files_only' or 'count', got {output_mode!r}"}
+    if limit < 1 or offset < 0 or context < 0:
+        return {"error": f"'limit' must be >= 1 and 'offset'/'context' >= 0, got limit={limit}, offset={offset}, context={context}"}
+    regex: Optional[re.Pattern[str]] = None
+    if target == "content":
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            return {"error": f"'pattern' {pattern!r} is not a valid regular expression: {exc}"}
+    try:
+        fs = open_fs(task_id)
+        view = fs.resolve(path)
+        if fs.stat(view).kind == "missing":
+            return {"error": f"search path '{path}' does not exist"}
+        files = fs.walk(view, MAX_FILES, read=target == "content")
+
+        if target == "files":
+            found = [fs.display(p) for p, _ in files]
+            found = [p for p in found if _glob_match(pattern, p) and (not file_glob or _glob_match(file_glob, p))]
+            page = found[offset : offset + limit]
+            return {"total_count": len(found), "files": page, "truncated": offset + limit < len(found)}
+
+        assert regex is not None
+        matches: List[Dict[str, Any]] = []
+        counts: Dict[str, int] = {}
+        for view_path, data in files:
+            shown = fs.display(view_path)
+            if file_glob and not _glob_match(file_glob, shown):
+                continue
+            if data is None or b"\x00" in data[:8192]:
+                continue  # unreadable or binary
+            lines = data.decode("utf-8", errors="replace").splitlines()
+            for number, line in enumerate(lines, start=1):
+                if not regex.search(line):
+                    continue
+                counts[shown] = counts.get(shown, 0) + 1
+                if output_mode == "content":
+                    entry: Dict[str, Any] = {"path": shown, "line": number, "content": _clip(line)}
+                    if context:
+                        entry["before"] = [_clip(x) for x in lines[max(0, number - 1 - context) : number - 1]]
+                        entry["after"] = [_clip(x) for x in lines[number : number + context]]
+                    matches.append(entry)
+    except FileToolError as exc:
+        return {"error": str(exc)}
+
+    if output_mode == "content":
+        page = matches[offset : offset + limit]
+        return {"total_count": len(matches), "matches": page, "truncated": offset + limit < len(matches)}
+    if output_mode == "files_only":
+        names = list(counts)
+        return {"total_count": len(names), "files": names[offset : offset + limit], "truncated": offset + limit < len(names)}
+    items = list(counts.items())[offset : offset + limit]
+    return {
+        "total_count": sum(counts.values()),
+        "counts": dict(items),
+        "truncated": offset + limit < len(counts),
+    }
