@@ -1,0 +1,171 @@
+"""bwrap backend: each command runs in a fresh bubblewrap sandbox.
+
+Read-only system dirs, a private /tmp, the task's workspace read-write at /workspace,
+no network (unless settings.network), its own pid namespace, a minimal environment.
+Each call is a new bwrap (and pid namespace), so background processes end with the
+command that started them; cwd/exports persist through the state dir, bound at
+/run/hermes-state.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, SandboxUnavailable, _slug
+from environments.sandboxes.settings import SandboxSettings
+
+VIEW_WORKSPACE = "/workspace"
+VIEW_STATE = "/run/hermes-state"
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+INSTALL_HINT = "install it with `apt-get install bubblewrap` (Debian/Ubuntu) or use terminal_backend=local|docker"
+
+# Top-level dirs that are symlinks into /usr on merged-/usr systems, or real dirs elsewhere.
+_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# Files under the read-only /etc the agent has no business reading.
+_MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+
+
+def _system_binds(root: str = "/") -> List[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_DIRS:
+        host = os.path.join(root, name)
+        if os.path.islink(host):
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif os.path.isdir(host):
+            args += ["--ro-bind", f"/{name}", f"/{name}"]
+    args += ["--ro-bind", "/etc", "/etc"]
+    for path in _MASKED_FILES:
+        if os.path.exists(os.path.join(root, path.lstrip("/"))):
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def build_bwrap_argv(
+    *,
+    bwrap: str,
+    host_workspace: str,
+    host_state: str,
+    network: bool,
+    env: Dict[str, str],
+    command: Sequence[str],
+    system_binds: Optional[List[str]] = None,
+) -> List[str]:
+    """The full bwrap command line (pure: the only host lookup is ``_system_binds``)."""
+    argv = [bwrap]
+    argv += _system_binds() if system_binds is None else system_binds
+    argv += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--bind", host_workspace, VIEW_WORKSPACE, "--bind", host_state, VIEW_STATE]
+    argv += ["--unshare-all"]
+    if network:
+        argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    argv += ["--hostname", "hermes-sandbox", "--die-with-parent", "--new-session"]
+    argv += ["--clearenv"]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    argv += ["--chdir", VIEW_WORKSPACE, "--"]
+    argv += list(command)
+    return argv
+
+
+def sandbox_env(sandbox_id: str) -> Dict[str, str]:
+    return {
+        "PATH": SANDBOX_PATH,
+        "HOME": VIEW_WORKSPACE,
+        "PWD": VIEW_WORKSPACE,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_PAGER": "cat",
+        "GIT_TERMINAL_PROMPT": "0",
+        "TMPDIR": "/tmp",
+        MARKER_VAR: sandbox_id,
+    }
+
+
+_probe_lock = threading.Lock()
+_probe_ok: Dict[bool, bool] = {}
+
+
+def check_bwrap(network: bool, bwrap: Optional[str] = None) -> str:
+    """Return the bwrap path, or raise SandboxUnavailable saying how to get a working one.
+    The start-up probe runs once per process (per network mode)."""
+    path = bwrap or shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(f"bwrap backend: `bwrap` (bubblewrap) was not found on PATH; {INSTALL_HINT}")
+    with _probe_lock:
+        if _probe_ok.get(network):
+            return path
+        with tempfile.TemporaryDirectory(prefix="hermes-bwrap-probe-") as tmp:
+            ws, st = os.path.join(tmp, "ws"), os.path.join(tmp, "st")
+            os.mkdir(ws)
+            os.mkdir(st)
+            argv = build_bwrap_argv(
+                bwrap=path, host_workspace=ws, host_state=st, network=network, env=sandbox_env("probe"), command=["true"]
+            )
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=15)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SandboxUnavailable(f"bwrap backend: bwrap failed to start ({exc}); {INSTALL_HINT}") from exc
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip()[:500]
+            raise SandboxUnavailable(
+                f"bwrap backend: bwrap failed to start a sandbox (exit {proc.returncode}: {detail}); "
+                "it needs unprivileged user namespaces or root; "
+                f"{INSTALL_HINT}"
+            )
+        _probe_ok[network] = True
+    return path
+
+
+class BwrapSandbox(BashSessionSandbox):
+    backend = "bwrap"
+
+    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, bwrap: Optional[str] = None) -> None:
+        settings = settings or SandboxSettings()
+        self._bwrap = check_bwrap(settings.network, bwrap)
+        self._network = settings.network
+        root = Path(settings.root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            host_ws = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"{_slug(task_id)}-", dir=root)))
+            state = Path(tempfile.mkdtemp(prefix=f".state-{host_ws.name}-", dir=root))
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"bwrap backend: cannot create a workspace under {root} ({exc}); "
+                "set sandbox_root / TERMINAL_SANDBOX_ROOT to a writable directory"
+            ) from exc
+        super().__init__(
+            task_id,
+            workspace=VIEW_WORKSPACE,
+            host_workspace=host_ws,
+            state_host_dir=state,
+            state_view_dir=VIEW_STATE,
+            kill_grace=settings.kill_grace,
+            output_limit=settings.output_limit_bytes,
+        )
+        self._inner_env = sandbox_env(self.sandbox_id)
+        # bwrap itself carries the marker too, so /proc scans find the host-side process.
+        self._host_env = {"PATH": os.environ.get("PATH", SANDBOX_PATH), "LANG": "C.UTF-8", MARKER_VAR: self.sandbox_id}
+
+    def _argv(self, script: str) -> List[str]:
+        assert self.host_workspace is not None
+        return build_bwrap_argv(
+            bwrap=self._bwrap,
+            host_workspace=str(self.host_workspace),
+            host_state=str(self._state_host),
+            network=self._network,
+            env=self._inner_env,
+            command=["bash", "-c", script, "bash"],
+        )
+
+    def _env(self) -> Dict[str, str]:
+        return self._host_env
+
+    def _spawn_error(self, exc: OSError) -> Exception:
+        return SandboxUnavailable(f"bwrap backend: cannot run {self._bwrap} ({exc}); {INSTALL_HINT}")

@@ -1,0 +1,230 @@
+"""docker backend: one long-lived container per task, commands via ``docker exec``.
+
+The container runs ``sleep infinity`` under ``--init`` with every capability dropped
+except the three file-ownership ones, no new privileges, a pids limit, CPU/memory caps
+and no network unless asked. The workspace and the session state dir are host dirs
+bind-mounted at /workspace and /run/hermes-state. ``host_workspace`` stays None
+(contract): with a remote or rootless engine the host dir is not the container's view.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from environments.redact import redact, truncate
+from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
+from environments.sandboxes.settings import SandboxSettings
+
+VIEW_WORKSPACE = "/workspace"
+VIEW_STATE = "/run/hermes-state"
+LABEL = "hermes-console.task"
+_FALLBACK = "use terminal_backend=local|bwrap"
+
+
+def container_name(task_id: str, suffix: Optional[str] = None) -> str:
+    """``hermes-<first 8 of the task slug>-<hex>``: readable in ``docker ps``, unique."""
+    return f"hermes-{_slug(task_id, 8)}-{suffix or uuid.uuid4().hex[:8]}"
+
+
+def build_run_argv(
+    *,
+    docker: str,
+    name: str,
+    image: str,
+    task_id: str,
+    host_workspace: str,
+    host_state: str,
+    network: bool,
+    cpu: float,
+    memory_mb: int,
+    pids_limit: int,
+    env: Dict[str, str],
+) -> List[str]:
+    argv = [docker, "run", "-d", "--init", "--name", name]
+    argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
+    argv += ["--security-opt", "no-new-privileges"]
+    argv += ["--pids-limit", str(pids_limit), "--cpus", f"{cpu:g}", "--memory", f"{memory_mb}m"]
+    if not network:
+        argv += ["--network", "none"]
+    argv += ["--tmpfs", "/tmp:rw,nosuid,size=512m"]
+    argv += ["-v", f"{host_workspace}:{VIEW_WORKSPACE}", "-v", f"{host_state}:{VIEW_STATE}"]
+    argv += ["-w", VIEW_WORKSPACE]
+    for key, value in env.items():
+        argv += ["-e", f"{key}={value}"]
+    argv += ["--label", f"{LABEL}={task_id}"]
+    argv += [image, "sleep", "infinity"]
+    return argv
+
+
+def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
+    # setsid -w: the command leads its own session inside the container, so a timeout can
+    # kill its whole group there (killing the local `docker exec` client would not).
+    return [docker, "exec", "-i", container, "setsid", "-w", "bash", "-c", script, "bash"]
+
+
+def build_kill_argv(*, docker: str, container: str, pgid: int, sig: str) -> List[str]:
+    return [docker, "exec", container, "kill", f"-{sig}", "--", f"-{pgid}"]
+
+
+def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
+    """Return the docker CLI path once ``docker info`` answers, else SandboxUnavailable."""
+    path = docker or shutil.which("docker")
+    if path is None:
+        raise SandboxUnavailable(f"docker backend: the `docker` CLI was not found on PATH; install Docker or {_FALLBACK}")
+    try:
+        proc = subprocess.run([path, "info"], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SandboxUnavailable(
+            f"docker backend: no Docker engine answered `docker info` (no reply within {timeout:g}s); "
+            f"start a Docker daemon or {_FALLBACK}"
+        ) from None
+    except OSError as exc:
+        raise SandboxUnavailable(f"docker backend: cannot run {path} ({exc}); {_FALLBACK}") from exc
+    if proc.returncode != 0:
+        detail = " ".join((proc.stderr or proc.stdout or "").split())[:400]
+        raise SandboxUnavailable(
+            f"docker backend: no Docker engine answered `docker info` ({detail}); start a Docker daemon or {_FALLBACK}"
+        )
+    return path
+
+
+class DockerSandbox(BashSessionSandbox):
+    backend = "docker"
+
+    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, docker: Optional[str] = None) -> None:
+        settings = settings or SandboxSettings()
+        self._docker = check_engine(docker)
+        root = Path(settings.root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            host_ws = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"{_slug(task_id)}-", dir=root)))
+            state = Path(tempfile.mkdtemp(prefix=f".state-{host_ws.name}-", dir=root))
+        except OSError as exc:
+            raise SandboxUnavailable(f"docker backend: cannot create a workspace under {root} ({exc})") from exc
+        self._host_ws = host_ws
+        super().__init__(
+            task_id,
+            workspace=VIEW_WORKSPACE,
+            host_workspace=None,
+            state_host_dir=state,
+            state_view_dir=VIEW_STATE,
+            kill_grace=settings.kill_grace,
+            output_limit=settings.output_limit_bytes,
+        )
+        self.container = container_name(task_id)
+        argv = build_run_argv(
+            docker=self._docker,
+            name=self.container,
+            image=settings.docker_image,
+            task_id=task_id,
+            host_workspace=str(host_ws),
+            host_state=str(state),
+            network=settings.network,
+            cpu=settings.cpu,
+            memory_mb=settings.memory_mb,
+            pids_limit=settings.pids_limit,
+            env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
+        )
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # may pull the image
+            failure = None if proc.returncode == 0 else " ".join(proc.stderr.split())[:500]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failure = str(exc)
+        if failure is not None:
+            self._closed = True
+            for path in (host_ws, state):
+                shutil.rmtree(path, ignore_errors=True)
+            raise SandboxUnavailable(
+                f"docker backend: `docker run` failed for image {settings.docker_image!r} ({failure}); "
+                f"check the image name (TERMINAL_DOCKER_IMAGE) or {_FALLBACK}"
+            )
+        self._host_env = dict(os.environ)
+        self._host_env[MARKER_VAR] = self.sandbox_id
+
+    def _argv(self, script: str) -> List[str]:
+        return build_exec_argv(docker=self._docker, container=self.container, script=script)
+
+    def _env(self) -> Dict[str, str]:
+        return self._host_env
+
+    def _script_prelude(self, seq: int) -> List[str]:
+        return [f"echo $$ > {VIEW_STATE}/pid-{seq} 2>/dev/null"]
+
+    def _terminate(self, proc: subprocess.Popen) -> None:
+        seq = getattr(self._current_seq, "seq", None)
+        try:
+            pgid = int((self._state_host / f"pid-{seq}").read_text().strip())
+        except (OSError, ValueError):
+            pgid = None
+        if pgid is not None:
+            self._docker_kill(pgid, "TERM")
+            end = time.monotonic() + self._kill_grace
+            while time.monotonic() < end and proc.poll() is None:
+                time.sleep(0.05)
+            self._docker_kill(pgid, "KILL")
+        super()._terminate(proc)  # the local `docker exec` client
+        if seq is not None:
+            (self._state_host / f"pid-{seq}").unlink(missing_ok=True)
+
+    def _docker_kill(self, pgid: int, sig: str) -> None:
+        argv = build_kill_argv(docker=self._docker, container=self.container, pgid=pgid, sig=sig)
+        try:
+            subprocess.run(argv, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+    def process_tree(self) -> List[ProcessInfo]:
+        """From ``docker top`` (host pids; works even if the image has no ps)."""
+        try:
+            proc = subprocess.run(
+                [self._docker, "top", self.container, "-eo", "pid,ppid,stat,etimes,args"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return parse_docker_top(proc.stdout) if proc.returncode == 0 else []
+
+    def has_background_processes(self) -> bool:
+        # The container's own init and `sleep infinity` are not the agent's work.
+        return any(
+            not (p.command == "sleep infinity" or "docker-init" in p.command) for p in self.process_tree()
+        )
+
+    def _teardown(self) -> None:
+        proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
+            raise RuntimeError(f"docker rm -f {self.container} failed: {proc.stderr.strip()[:300]}")
+
+    def _dirs_to_remove(self) -> List[Path]:
+        return [self._state_host, self._host_ws]
+
+
+def parse_docker_top(text: str) -> List[ProcessInfo]:
+    rows: List[ProcessInfo] = []
+    for line in text.splitlines()[1:]:
+        parts = line.split(None, 4)
+        if len(parts) < 5:
+            continue
+        try:
+            rows.append(
+                ProcessInfo(
+                    pid=int(parts[0]),
+                    ppid=int(parts[1]),
+                    state=parts[2][:1],
+                    elapsed_s=float(parts[3]),
+                    command=truncate(redact(parts[4]), 500),
+                )
+            )
+        except ValueError:
+            continue
+    return rows
+

@@ -1,0 +1,176 @@
+"""Reading /proc: which host processes belong to a sandbox, and killing them.
+
+A process belongs to a sandbox when any of these holds (defence in depth):
+its environment carries the sandbox's marker variable, its session or process
+group is one the sandbox created, or it descends from such a process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Collection, Dict, Iterable, List, Optional, Set
+
+from environments.redact import redact, truncate
+from environments.sandboxes.records import ProcessInfo
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start_ticks: int
+
+
+def read_stat(pid: int) -> Optional[ProcStat]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    # comm may contain spaces/parens: fields start after the LAST ')'.
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return ProcStat(pid, int(rest[1]), int(rest[2]), int(rest[3]), rest[0], int(rest[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def all_pids() -> List[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def has_env_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return ""
+    if not raw:  # kernel threads / zombies: fall back to comm
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as fh:
+                return "[" + fh.read().decode("utf-8", errors="replace").strip() + "]"
+        except OSError:
+            return ""
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", errors="replace")
+
+
+def uptime_s() -> float:
+    try:
+        with open("/proc/uptime") as fh:
+            return float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def sandbox_processes(
+    marker: Optional[bytes], groups: Collection[int] = (), roots: Collection[int] = (), include_zombies: bool = False
+) -> Dict[int, ProcStat]:
+    """Every live process tied to a sandbox (see module doc). ``marker`` is b"NAME=value"
+    (None: match by groups/roots and their descendants only)."""
+    stats: Dict[int, ProcStat] = {}
+    for pid in all_pids():
+        st = read_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    me = os.getpid()
+    found: Set[int] = set()
+    for pid, st in stats.items():
+        if pid == me:
+            continue
+        if pid in roots or st.sid in groups or st.pgid in groups or (marker is not None and has_env_marker(pid, marker)):
+            found.add(pid)
+    # Add descendants (bwrap's inner processes, children that dropped the marker).
+    children: Dict[int, List[int]] = {}
+    for pid, st in stats.items():
+        children.setdefault(st.ppid, []).append(pid)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found and child != me:
+                found.add(child)
+                stack.append(child)
+    return {pid: stats[pid] for pid in found if include_zombies or stats[pid].state not in ("Z", "X")}
+
+
+def describe(stats: Iterable[ProcStat]) -> List[ProcessInfo]:
+    now_ticks = uptime_s() * _CLK_TCK
+    rows = []
+    for st in sorted(stats, key=lambda s: s.pid):
+        rows.append(
+            ProcessInfo(
+                pid=st.pid,
+                ppid=st.ppid,
+                command=truncate(redact(cmdline(st.pid)), 500),
+                state=st.state,
+                elapsed_s=max(0.0, (now_ticks - st.start_ticks) / _CLK_TCK),
+            )
+        )
+    return rows
+
+
+def kill_group(pgid: int, sig: int) -> bool:
+    """Signal a process group; False when it no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def group_alive(pgid: int) -> bool:
+    """True while the group has a member that is not a zombie."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) succeeds on zombies too; look closer.
+    for pid in all_pids():
+        st = read_stat(pid)
+        if st is not None and st.pgid == pgid and st.state not in ("Z", "X"):
+            return True
+    return False
+
+
+def kill_all(
+    marker: Optional[bytes], groups: Collection[int] = (), roots: Collection[int] = (), deadline_s: float = 3.0
+) -> int:
+    """SIGKILL every process of the sandbox, repeating while forks race us. Returns count."""
+    killed: Set[int] = set()
+    end = time.monotonic() + deadline_s
+    while True:
+        procs = sandbox_processes(marker, groups, roots)
+        if not procs:
+            break
+        for pid in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if time.monotonic() > end:
+            break
+        time.sleep(0.01)
+    return len(killed)

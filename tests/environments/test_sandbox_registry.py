@@ -1,0 +1,333 @@
+"""Session registry: isolation, creation lock, reaper, lifetimes, events (behaviours 29-31)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+from environments import events
+from environments import sandboxes as sb
+from environments.sandboxes import registry
+from environments.sandboxes.base import SandboxClosedError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(autouse=True)
+def isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for var in ("TERMINAL_ENV", "TERMINAL_TIMEOUT", "TERMINAL_LIFETIME_SECONDS", "TERMINAL_NETWORK"):
+        monkeypatch.delenv(var, raising=False)
+    sb.reset_configuration()
+    sb.configure(backend="local", sandbox_root=tmp_path, lifetime=300, reaper_interval=0.05, kill_grace=0.2)
+    yield
+    sb.shutdown()
+    sb.reset_configuration()
+    assert registry.reaper_thread() is None
+    assert not [t for t in threading.enumerate() if t.name == "hermes-sandbox-reaper"]
+
+
+@pytest.fixture
+def recorded() -> Iterator[List[events.Event]]:
+    got: List[events.Event] = []
+    events.add_observer(got.append)
+    yield got
+    events.remove_observer(got.append)
+
+
+def wait_for(predicate, within: float = 3.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_same_task_id_same_sandbox_different_ids_different_workspaces() -> None:
+    a1 = sb.get_sandbox("task-a")
+    a2 = sb.get_sandbox("task-a")
+    b = sb.get_sandbox("task-b")
+    assert a1 is a2
+    assert a1.workspace != b.workspace
+    a1.execute("echo secret-a > only_a.txt", 5)
+    assert b.execute("cat only_a.txt", 5).exit_code != 0
+    assert sb.get_sandbox(None) is sb.get_sandbox("default")
+
+
+def test_sixteen_threads_racing_create_exactly_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    created: List[str] = []
+    real = registry.create_sandbox
+
+    def slow_create(key, settings):
+        created.append(key)
+        time.sleep(0.2)  # a slow backend start widens the race window
+        return real(key, settings)
+
+    monkeypatch.setattr(registry, "create_sandbox", slow_create)
+    barrier = threading.Barrier(16)
+    got: List[object] = []
+
+    def worker() -> None:
+        barrier.wait()
+        got.append(sb.get_sandbox("race"))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert created == ["race"]
+    assert len(got) == 16 and all(g is got[0] for g in got)
+    assert registry._creating == {}  # per-key locks are dropped once nobody waits
+
+
+def test_slow_creation_of_one_key_does_not_block_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = registry.create_sandbox
+    release = threading.Event()
+
+    def create(key, settings):
+        if key == "slow":
+            release.wait(5)
+        return real(key, settings)
+
+    monkeypatch.setattr(registry, "create_sandbox", create)
+    t = threading.Thread(target=sb.get_sandbox, args=("slow",))
+    t.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    sb.get_sandbox("fast").execute("true", 5)
+    assert time.monotonic() - started < 1.0
+    release.set()
+    t.join(5)
+
+
+def test_cleanup_vm_is_idempotent_and_removes() -> None:
+    box = sb.get_sandbox("c1")
+    workspace = box.host_workspace
+    assert workspace.exists()
+    sb.cleanup_vm("c1")
+    assert not workspace.exists()
+    assert sb.get_sandbox_info("c1") is None
+    sb.cleanup_vm("c1")
+    sb.cleanup_vm("never-existed")
+    with pytest.raises(SandboxClosedError, match="closed"):
+        box.execute("true", 1)
+    fresh = sb.get_sandbox("c1")
+    assert fresh is not box and fresh.workspace != box.workspace
+
+
+def test_cleanup_all_environments_returns_count() -> None:
+    for i in range(3):
+        sb.get_sandbox(f"all-{i}")
+    assert sb.cleanup_all_environments() == 3
+    assert sb.list_sandboxes() == []
+    assert sb.cleanup_all_environments() == 0
+
+
+def test_reaper_reaps_idle_and_spares_running(recorded: List[events.Event]) -> None:
+    sb.configure(lifetime=0.4)
+    idle = sb.get_sandbox("idle")
+    busy = sb.get_sandbox("busy")
+    idle_ws = idle.host_workspace
+    result: List[object] = []
+    t = threading.Thread(target=lambda: result.append(busy.execute("sleep 1.5; echo survived", 10)))
+    t.start()
+    assert wait_for(lambda: sb.get_sandbox_info("idle") is None, within=3)
+    assert wait_for(lambda: not idle_ws.exists())  # removal follows the detach, outside the lock
+    info = sb.get_sandbox_info("busy")
+    assert info is not None and info.state == "running"
+    t.join(10)
+    assert result[0].output == "survived\n"  # a long foreground command was not reaped mid-run
+    closed = [e for e in recorded if isinstance(e, events.SandboxClosed)]
+    assert [(e.task_id, e.reason) for e in closed][:1] == [("idle", "idle_reaped")]
+    # after the command ends the busy one goes idle and is reaped in turn
+    assert wait_for(lambda: sb.get_sandbox_info("busy") is None, within=3)
+
+
+def test_activity_is_stamped_at_command_start_and_end() -> None:
+    sb.configure(lifetime=0.3)
+    box = sb.get_sandbox("stamps")
+    before = sb.get_sandbox_info("stamps").last_activity
+    box.execute("sleep 0.5", 5)  # longer than the lifetime
+    info = sb.get_sandbox_info("stamps")
+    assert info is not None, "reaped while (or right after) running"
+    assert info.last_activity >= before + 0.5
+
+
+def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
+    sb.configure(lifetime=0.3)
+    sb.get_sandbox("short")
+    sb.get_sandbox("extended")
+    assert sb.extend_lifetime("extended", 30) == pytest.approx(30.3)
+    assert wait_for(lambda: sb.get_sandbox_info("short") is None, within=3)
+    time.sleep(0.3)
+    info = sb.get_sandbox_info("extended")
+    assert info is not None and info.lifetime_s == pytest.approx(30.3)
+    changed = [e for e in recorded if isinstance(e, events.SandboxLifetimeChanged)]
+    assert [(e.task_id, e.lifetime_s) for e in changed] == [("extended", pytest.approx(30.3))]
+    with pytest.raises(KeyError, match="no live sandbox"):
+        sb.extend_lifetime("nope", 10)
+    with pytest.raises(ValueError, match="positive"):
+        sb.extend_lifetime("extended", -5)
+
+
+def test_background_process_counts_as_activity() -> None:
+    sb.configure(lifetime=0.2)
+    box = sb.get_sandbox("bg")
+    box.execute("sleep 1 &", 5)
+    time.sleep(0.5)
+    assert sb.get_sandbox_info("bg") is not None
+    assert wait_for(lambda: sb.get_sandbox_info("bg") is None, within=4)
+
+
+def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    box = sb.get_sandbox("slow-clean")
+    inner = box._inner
+    real_cleanup = inner.cleanup
+    entered = threading.Event()
+
+    def slow_cleanup() -> None:
+        entered.set()
+        time.sleep(1.0)
+        real_cleanup()
+
+    monkeypatch.setattr(inner, "cleanup", slow_cleanup)
+    t = threading.Thread(target=sb.cleanup_vm, args=("slow-clean",))
+    t.start()
+    assert entered.wait(3)
+    started = time.monotonic()
+    sb.get_sandbox("other").execute("true", 5)
+    sb.list_sandboxes()
+    assert time.monotonic() - started < 0.8
+    t.join(5)
+
+
+def test_kill_sandbox_stops_running_command(recorded: List[events.Event]) -> None:
+    box = sb.get_sandbox("victim")
+    result: List[object] = []
+    t = threading.Thread(target=lambda: result.append(box.execute("sleep 30", 20)))
+    t.start()
+    assert wait_for(lambda: sb.get_sandbox_info("victim").state == "running")
+    info = sb.get_sandbox_info("victim")
+    assert info.running_command == "sleep 30" and info.running_timeout_s == 20
+    assert info.running_since is not None and info.idle_s() == 0.0
+    assert sb.kill_sandbox("victim") is True
+    t.join(5)
+    assert result[0].exit_code == 130
+    assert sb.kill_sandbox("victim") is False
+    closed = [e for e in recorded if isinstance(e, events.SandboxClosed)]
+    assert [(e.task_id, e.reason) for e in closed] == [("victim", "killed")]
+
+
+def test_run_diagnostic_is_not_agent_activity() -> None:
+    box = sb.get_sandbox("diag")
+    box.execute("mkdir sub && cd sub && export X=1", 5)
+    before = sb.get_sandbox_info("diag")
+    time.sleep(0.05)
+    result = sb.run_diagnostic("diag", "pwd; echo $X; cd /; export X=2")
+    assert result.output == f"{box.workspace}/sub\n1\n"
+    after = sb.get_sandbox_info("diag")
+    assert after.last_activity == before.last_activity
+    assert len(after.recent_commands) == len(before.recent_commands)
+    assert box.cwd() == f"{box.workspace}/sub"  # diagnostics don't move the agent
+    assert box.execute("echo $X", 5).output == "1\n"
+    with pytest.raises(KeyError):
+        sb.run_diagnostic("missing", "true")
+
+
+def test_recent_commands_bounded_and_redacted() -> None:
+    sb.configure(recent_commands=5)
+    box = sb.get_sandbox("hist")
+    for i in range(8):
+        box.execute(f"echo {i}", 5)
+    box.execute("echo OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz123456", 5)
+    recent = sb.get_sandbox_info("hist").recent_commands
+    assert len(recent) == 5
+    assert [r.command for r in recent[:4]] == ["echo 4", "echo 5", "echo 6", "echo 7"]
+    assert "sk-abc" not in recent[-1].command and "sk-abc" not in recent[-1].output_head
+    assert recent[-1].exit_code == 0 and recent[-1].duration_s >= 0
+
+
+def test_events_emitted_and_redacted(recorded: List[events.Event]) -> None:
+    box = sb.get_sandbox("ev")
+    box.execute("echo OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz123456", 5)
+    box.execute("sleep 2", 0.2)
+    sb.cleanup_vm("ev")
+    kinds = [e.kind for e in recorded]
+    assert kinds == [
+        "sandbox_created",
+        "sandbox_command_started",
+        "sandbox_command_finished",
+        "sandbox_command_started",
+        "sandbox_command_finished",
+        "sandbox_closed",
+    ]
+    created = recorded[0]
+    assert created.task_id == "ev" and created.backend == "local" and created.workdir == box.workspace
+    started, finished = recorded[1], recorded[2]
+    for text in (started.command, finished.command, finished.output_head):
+        assert "OPENAI_API_KEY=" in text and "sk-abc" not in text
+    assert finished.exit_code == 0
+    assert recorded[4].timed_out and recorded[4].exit_code == 124
+    assert recorded[5].reason == "cleanup" and recorded[5].error is None
+
+
+def test_list_sandboxes_snapshot() -> None:
+    sb.get_sandbox("l1")
+    sb.get_sandbox("l2").execute("true", 5)
+    infos = sb.list_sandboxes()
+    assert [i.task_id for i in infos] == ["l1", "l2"]
+    assert all(i.state == "idle" and i.backend == "local" and i.lifetime_s == 300 for i in infos)
+    assert infos[1].recent_commands[0].command == "true"
+    assert infos[0].idle_s() >= 0
+
+
+def test_close_listener_called() -> None:
+    seen: List[tuple] = []
+    sb.add_close_listener(lambda task, reason: seen.append((task, reason)))
+    try:
+        sb.get_sandbox("listen")
+        sb.cleanup_vm("listen")
+    finally:
+        registry._close_listeners.clear()
+    assert seen == [("listen", "cleanup")]
+
+
+def test_shutdown_stops_thread_and_cleans(recorded: List[events.Event]) -> None:
+    box = sb.get_sandbox("sd")
+    assert registry.reaper_thread() is not None and registry.reaper_thread().is_alive()
+    assert sb.shutdown() == 1
+    assert registry.reaper_thread() is None
+    assert not box.host_workspace.exists()
+    assert recorded[-1].kind == "sandbox_closed" and recorded[-1].reason == "exit"
+
+
+def test_bad_task_ids_and_unknown_backend() -> None:
+    with pytest.raises(TypeError, match="task_id must be a str"):
+        sb.get_sandbox(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="task_id is empty"):
+        sb.get_sandbox("  ")
+    with pytest.raises(ValueError, match="unknown terminal backend 'podman'.*local, bwrap, docker"):
+        sb.configure(backend="podman")
+
+
+@pytest.mark.parametrize("backend", ["modal", "daytona", "ssh", "singularity", "vercel_sandbox"])
+def test_unavailable_backends_explain(backend: str) -> None:
+    sb.configure(backend=backend)
+    with pytest.raises(sb.SandboxUnavailable, match=f"'{backend}' is not available in hermes-console.*use local, bwrap or docker"):
+        sb.get_sandbox("u")
+    assert sb.list_sandboxes() == []
+
+
+def test_managed_sandbox_satisfies_the_protocol() -> None:
+    box = sb.get_sandbox("proto")
+    assert isinstance(box, sb.Sandbox)
+    assert box.task_id == "proto" and box.backend == "local"
+    assert box.to_host_path("x") == box.host_workspace / "x"
+    assert box.process_tree() == []
+    box.cleanup()
+    assert box.closed and sb.get_sandbox_info("proto") is None
