@@ -288,12 +288,16 @@ def test_list_sandboxes_snapshot() -> None:
 
 def test_close_listener_called() -> None:
     seen: List[tuple] = []
-    sb.add_close_listener(lambda task, reason: seen.append((task, reason)))
+
+    def listener(task: str, reason: str) -> None:
+        seen.append((task, reason))
+
+    sb.add_close_listener(listener)
     try:
         sb.get_sandbox("listen")
         sb.cleanup_vm("listen")
     finally:
-        registry._close_listeners.clear()
+        sb.remove_close_listener(listener)  # other modules' listeners must survive
     assert seen == [("listen", "cleanup")]
 
 
