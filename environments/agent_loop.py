@@ -28,28 +28,9 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from environments import events
 from environments.redact import safe_head
 
-try:  # the tools package is optional at import time; tests patch this name
-    from environments.tools import handle_function_call
-except ImportError:  # pragma: no cover - only while the tools package is absent
-
-    def handle_function_call(function_name: str, function_args: Dict[str, Any], task_id: Optional[str] = None,
-                             user_task: Optional[str] = None, **kwargs: Any) -> str:
-        return json.dumps({"error": f"Tool '{function_name}' cannot run: environments.tools is not installed"})
-
-
-try:
-    from environments.tools.todo import TodoStore, todo_tool
-except ImportError:  # pragma: no cover
-    TodoStore = None  # type: ignore[assignment,misc]
-    todo_tool = None  # type: ignore[assignment]
-
-try:
-    from environments.tools.budget import DEFAULT_BUDGET, BudgetConfig, enforce_turn_budget, maybe_persist_tool_result
-except ImportError:  # pragma: no cover - budget module not landed yet: no persistence
-    BudgetConfig = Any  # type: ignore[assignment,misc]
-    DEFAULT_BUDGET = None  # type: ignore[assignment]
-    maybe_persist_tool_result = None  # type: ignore[assignment]
-    enforce_turn_budget = None  # type: ignore[assignment]
+from environments.tools import handle_function_call  # tests patch this name
+from environments.tools.budget import DEFAULT_BUDGET, BudgetConfig, enforce_turn_budget, maybe_persist_tool_result
+from environments.tools.todo import TodoStore, todo_tool
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +241,7 @@ class HermesAgentLoop:
             return content, None, []
 
     def _persist(self, content: str, tool_name: str, call_id: str) -> str:
-        if maybe_persist_tool_result is None or self.budget_config is None:
+        if self.budget_config is None:
             return content
         try:
             return maybe_persist_tool_result(
@@ -272,7 +253,7 @@ class HermesAgentLoop:
             return content
 
     def _enforce_budget(self, tool_msgs: List[Dict[str, Any]], tool_names: List[str]) -> None:
-        if enforce_turn_budget is None or self.budget_config is None or not tool_msgs:
+        if self.budget_config is None or not tool_msgs:
             return
         try:
             # The budget needs each result's tool name (read_file is never
@@ -296,7 +277,7 @@ class HermesAgentLoop:
     # ------------------------------------------------------------------ the loop
 
     async def run(self, messages: List[Dict[str, Any]]) -> AgentResult:
-        todo_store = TodoStore() if TodoStore is not None else None
+        todo_store = TodoStore()  # lives as long as this run: todos never leak between loops
         user_task: Optional[str] = None
         for m in messages:
             if m.get("role") == "user":
@@ -452,9 +433,7 @@ class HermesAgentLoop:
         return result
 
     @staticmethod
-    def _todo(args: Dict[str, Any], store: Any) -> str:
-        if todo_tool is None or store is None:
-            return json.dumps({"error": "todo is not available: environments.tools.todo is missing"})
+    def _todo(args: Dict[str, Any], store: TodoStore) -> str:
         return todo_tool(todos=args.get("todos"), merge=bool(args.get("merge", False)), store=store)
 
     def _emit_turn(self, turn: int, started: float, *, content: Any = None, reasoning: Optional[str] = None,

@@ -57,26 +57,9 @@ from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
 
-try:
-    from environments.tools import get_tool_definitions
-except ImportError:  # pragma: no cover - tools package not importable
-
-    def get_tool_definitions(enabled_toolsets=None, disabled_toolsets=None, quiet_mode=False):  # type: ignore[misc]
-        raise RuntimeError("environments.tools is not available: cannot build tool schemas")
-
-
-try:
-    from environments.toolset_distributions import sample_toolsets_from_distribution
-except ImportError:  # pragma: no cover
-
-    def sample_toolsets_from_distribution(name: str) -> List[str]:  # type: ignore[misc]
-        raise RuntimeError("environments.toolset_distributions is not available")
-
-
-try:
-    from environments.tools.budget import BudgetConfig
-except ImportError:  # pragma: no cover - budget module not landed: keep a plain record
-    BudgetConfig = None  # type: ignore[assignment,misc]
+from environments.tools import get_tool_definitions  # noqa: E402
+from environments.tools.budget import BudgetConfig  # noqa: E402
+from environments.toolset_distributions import sample_toolsets_from_distribution  # noqa: E402
 
 apply_patches()
 
@@ -124,7 +107,7 @@ class HermesAgentEnvConfig(BaseEnvConfig):
     tool_result_overrides: Optional[Dict[str, int]] = Field(default=None, description="Per-tool thresholds.")
     extra_body: Optional[Dict[str, Any]] = Field(default=None, description="Passed through to chat_completion.")
 
-    def build_budget_config(self) -> Any:
+    def build_budget_config(self) -> BudgetConfig:
         """The tool-result budget these fields describe."""
         kwargs = dict(
             default_result_size=self.default_result_size_chars,
@@ -132,10 +115,6 @@ class HermesAgentEnvConfig(BaseEnvConfig):
             preview_size=self.preview_size_chars,
             tool_overrides=dict(self.tool_result_overrides or {}),
         )
-        if BudgetConfig is None:
-            from types import SimpleNamespace
-
-            return SimpleNamespace(**kwargs)
         return BudgetConfig(**kwargs)
 
 
