@@ -1,0 +1,11 @@
+"""The headless core of hermes-console (never imports Textual or the UI).
+
+- ``host.RuntimeHost``: the live runtime (own thread + asyncio loop), implements ``api.RuntimeAPI``
+- ``driver.Driver``: drives the env (intake gate, drain, cancel, phase switch, evaluate)
+- ``config`` / ``loader``: env reference, config_init -> YAML -> flags, both phases' server lists
+- ``state.ConsoleState``: the pure reducer the UI, headless printer and replay share
+- ``recorder`` / ``replay``: event logs (``--record``) and ``ReplaySource``
+- ``headless.run_headless``: progress bar + summary front end
+
+Submodules are imported on demand: importing this package stays cheap.
+"""

@@ -94,7 +94,7 @@ class GroupView:
     group_size: int = 0
     phase: int = 1
     toolsets: List[str] = field(default_factory=list)
-    status: str = "running"  # running | completed | dropped | failed | cancelled
+    status: str = "running"  # running | completed | dropped | failed | cancelled | evaluated
     stage: str = "queued"  # queued | rolling out | scoring | sending | done
     rollout_ids: List[str] = field(default_factory=list)
     rollouts_done: int = 0
@@ -702,6 +702,9 @@ def _on_eval_finished(s: ConsoleState, e: rev.EvalFinished) -> None:
         view = EvalView(eval_id=e.eval_id, started_at=e.ts)
         s.evals[e.eval_id] = view
     view.status = "error" if e.error else "done"
+    # Eval rollouts run outside item accounting under "eval-*" group ids: close their views.
+    for gid in [k for k, g in s.groups.items() if g.status == "running" and k.startswith("eval-")]:
+        s._finish_group(gid, e.ts, "evaluated", None)
     view.metrics = dict(e.metrics)
     view.samples_path = e.samples_path
     view.error = e.error

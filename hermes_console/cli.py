@@ -1,0 +1,158 @@
+"""``hermes-console``: demo | run ENV | replay LOG | sim.
+
+    hermes-console demo [--headless] [--record FILE]
+    hermes-console run path/to/env.py[:Class] [--mode process|serve|evaluate] [--config cfg.yaml]
+                   [--env.group_size 8 --openai.base_url URL ...] [--headless] [--record FILE]
+    hermes-console replay events.jsonl[.gz] [--speed 10] [--headless]
+    hermes-console sim [--port 9001 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, List, Optional
+
+from hermes_console.runtime.errors import ConfigError
+
+DEMO_FAULTS = {"http_500": 0.02, "malformed_tool_json": 0.03, "unknown_tool": 0.02}
+DEMO_ENV = "environments.terminal_tasks"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--headless", action="store_true", help="no UI: progress bar and a final summary")
+    p.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON lines; .gz to compress)")
+    p.add_argument("--drain-deadline", type=float, default=10.0, metavar="S",
+                   help="on stop, wait this long for in-flight groups before cancelling them (default 10)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hermes-console", description="An operations console for Atropos RL environments.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="embedded simulator (with some faults) + the terminal_tasks env")
+    _common(demo)
+    demo.add_argument("--total-steps", type=int, default=100_000, help="groups to process (default 100000)")
+    demo.add_argument("--latency-ms", type=float, default=300.0, help="simulated mean latency (lognormal)")
+    demo.add_argument("--no-faults", action="store_true", help="turn the simulator's injected faults off")
+    demo.add_argument("--runs-dir", default="runs")
+
+    run = sub.add_parser(
+        "run",
+        help="run an env: path/to/env.py[:Class] or package.module[:Class]",
+        epilog="Other flags are atropos-style config overrides: --env.<field> V, --openai.<field> V, --phase2.<field> V.",
+    )
+    run.add_argument("env", help="path/to/env.py[:Class] or package.module[:Class]")
+    run.add_argument("--mode", choices=("process", "serve", "evaluate"), default="process")
+    run.add_argument("--config", metavar="YAML", help="YAML with env:, openai: (dict or list), phase2: keys")
+    run.add_argument("--phase", type=int, choices=(1, 2), default=1, help="start in phase 1 (chat) or 2 (token-level)")
+    run.add_argument("--max-in-flight", type=int, default=None, help="groups in flight at once (default: env max_num_workers)")
+    run.add_argument("--runs-dir", default="runs", help="where run directories are created (default runs/)")
+    run.add_argument("--no-server-check", action="store_true", help="skip the reachability check of loopback servers")
+    _common(run)
+
+    replay = sub.add_parser("replay", help="replay a recorded event log (read-only)")
+    replay.add_argument("log")
+    replay.add_argument("--speed", type=float, default=None, help="1.0 = real time; default: everything at once")
+    replay.add_argument("--headless", action="store_true")
+
+    sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
+    return parser
+
+
+def _front_end(runtime: Any, headless: bool, drain_deadline_s: float) -> int:
+    if not headless:
+        try:
+            from hermes_console.ui.app import run_console
+        except ImportError as exc:
+            print(f"hermes-console: the UI is not available ({exc}); running headless instead", file=sys.stderr)
+        else:
+            try:
+                result = run_console(runtime)
+            finally:
+                # The UI stops the runtime when the operator quits; make sure of it on any exit.
+                runtime.stop(drain_deadline_s).result(timeout=drain_deadline_s + 60)
+                runtime.join(10.0)
+            return int(result or 0)
+    from hermes_console.runtime.headless import run_headless
+
+    return run_headless(runtime, drain_deadline_s=drain_deadline_s)
+
+
+def _run(args: argparse.Namespace, extra: List[str]) -> int:
+    from hermes_console.runtime.config import RunSpec, parse_flags
+    from hermes_console.runtime.host import RuntimeHost
+
+    parse_flags(extra)  # syntax errors now, before anything starts
+    spec = RunSpec(
+        env=args.env,
+        mode=args.mode,
+        config_path=args.config,
+        flags=extra,
+        phase=args.phase,
+        max_in_flight=args.max_in_flight,
+        runs_dir=args.runs_dir,
+        record_path=args.record,
+        check_server=not args.no_server_check,
+    )
+    host = RuntimeHost(spec, exit_when_finished=args.headless)
+    return _front_end(host, args.headless, args.drain_deadline)
+
+
+def _demo(args: argparse.Namespace, extra: List[str]) -> int:
+    from hermes_console.runtime.config import RunSpec
+    from hermes_console.runtime.host import RuntimeHost
+    from hermes_console.sim.config import LatencyConfig, SimConfig
+    from hermes_console.sim.server import SimServer
+
+    latency = LatencyConfig(mode="lognormal", mean_ms=args.latency_ms, sigma=0.5)
+    sim = SimServer(SimConfig(port=0, latency=latency, faults={} if args.no_faults else dict(DEMO_FAULTS)))
+    base_url = sim.start()
+    try:
+        spec = RunSpec(
+            env=DEMO_ENV,
+            mode="process",
+            flags=["--openai.base_url", f"{base_url}/v1", "--env.total_steps", str(args.total_steps), *extra],
+            runs_dir=args.runs_dir,
+            record_path=args.record,
+        )
+        host = RuntimeHost(spec, exit_when_finished=args.headless)
+        print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
+        return _front_end(host, args.headless, args.drain_deadline)
+    finally:
+        sim.stop()
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from hermes_console.runtime.replay import ReplaySource
+
+    source = ReplaySource(args.log, speed=args.speed)
+    return _front_end(source, args.headless, 0.0)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "sim":
+        from hermes_console.sim.cli import main as sim_main
+
+        return int(sim_main(argv[1:]) or 0)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args, extra)
+        if extra and args.command == "replay":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "demo":
+            return _demo(args, extra)
+        if args.command == "replay":
+            return _replay(args)
+    except (ConfigError, ValueError) as exc:
+        print(f"hermes-console: {exc}", file=sys.stderr)
+        return 1
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

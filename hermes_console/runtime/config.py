@@ -1,0 +1,348 @@
+"""Run configuration: what to run, and the env/server configs it runs with.
+
+Precedence is atropos's: the env's ``config_init()``, then the YAML file
+(``--config``; keys ``env:``, ``openai:`` dict or list, ``phase2:``), then flags
+(``--env.group_size 8``, ``--openai.base_url ...``, ``--phase2.server_type sglang``).
+Every value is validated by the config's own pydantic class; any problem is a
+:class:`ConfigError` naming the source, the field, the value and what was expected.
+
+Two server lists come out: phase 1 (OpenAI-compatible chat) and phase 2 (the same
+base URLs as ``vllm``/``sglang`` servers with the local tokenizer), so the console
+can switch between them at run time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hermes_console.runtime.errors import ConfigError, close_matches, describe_value
+
+Mode = Literal["process", "serve", "evaluate"]
+NAMESPACES = ("env", "openai", "phase2")
+YAML_KEYS = ("env", "openai", "phase2", "slurm", "testing")
+# atroposlib's Hub default: unusable offline (trap 5), replaced by our local tokenizer.
+_HUB_DEFAULT_TOKENIZER = "NousResearch/DeepHermes-3-Llama-3-3B-Preview"
+_PHASE2_TYPES = ("vllm", "sglang", "trl")
+
+
+class RunSpec(BaseModel):
+    """What the operator asked for. Cheap to build: nothing is imported or checked yet."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    env: Any  # "path/to/env.py[:Class]", "package.module[:Class]" or a BaseEnv subclass
+    mode: Mode = "process"
+    config_path: Optional[str] = None
+    flags: List[str] = Field(default_factory=list)  # atropos-style --env.x / --openai.x / --phase2.x
+    env_overrides: Dict[str, Any] = Field(default_factory=dict)  # programmatic, applied after flags
+    openai_overrides: Dict[str, Any] = Field(default_factory=dict)
+    phase: Literal[1, 2] = 1
+    max_in_flight: Optional[int] = Field(None, ge=1)
+    runs_dir: str = "runs"
+    record_path: Optional[str] = None
+    check_server: bool = True  # quick loopback request before starting
+    heartbeat_s: float = Field(0.25, gt=0)
+    stats_interval_s: float = Field(1.0, gt=0)
+    idle_poll_s: float = Field(0.1, gt=0)  # serve mode: get_next_item returned None
+
+
+@dataclass
+class ResolvedRun:
+    env_cls: type
+    env_config: Any  # the env's BaseEnvConfig subclass instance
+    phase1_servers: List[Any]  # APIServerConfig, server_type openai
+    phase2_servers: List[Any]  # APIServerConfig, server_type vllm/sglang/trl
+    run_dir: Path
+    spec: RunSpec
+    slurm: bool = False
+    testing: bool = False
+    notes: List[str] = field(default_factory=list)
+
+    def servers_for(self, phase: int) -> List[Any]:
+        return self.phase1_servers if phase == 1 else self.phase2_servers
+
+
+# --------------------------------------------------------------------------- flags
+
+
+def parse_flags(flags: List[str]) -> Dict[str, Dict[str, str]]:
+    """``["--env.group_size", "8", "--openai.model_name=m"]`` -> {"env": {...}, "openai": {...}}.
+
+    A flag without a value (followed by another flag or nothing) means "true".
+    """
+    out: Dict[str, Dict[str, str]] = {ns: {} for ns in NAMESPACES}
+    i = 0
+    while i < len(flags):
+        token = flags[i]
+        if not token.startswith("--"):
+            raise ConfigError(f"unexpected argument {token!r}; expected flags like --env.group_size 8")
+        name, eq, value = token[2:].partition("=")
+        ns, dot, key = name.partition(".")
+        if not dot or not key:
+            raise ConfigError(
+                f"flag {token!r} is not namespaced; expected --env.<field>, --openai.<field> or --phase2.<field>"
+            )
+        if ns not in NAMESPACES:
+            raise ConfigError(f"flag {token!r}: unknown namespace {ns!r}; expected one of {', '.join(NAMESPACES)}.{close_matches(ns, NAMESPACES)}")
+        if not eq:
+            if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+                value = flags[i + 1]
+                i += 1
+            else:
+                value = "true"
+        out[ns][key] = value
+        i += 1
+    return out
+
+
+def _wants_string(annotation: Any) -> bool:
+    """True when a field is a plain (optional) string: keep the flag text as is."""
+    if annotation is str:
+        return True
+    if get_origin(annotation) is Union:
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return len(args) == 1 and args[0] is str
+    return False
+
+
+def _coerce_flag(model: type, key: str, text: str) -> Any:
+    """Flags arrive as text; parse structured values (lists, dicts, null) with YAML
+    and leave the rest to pydantic's coercion."""
+    info = model.model_fields[key]
+    if _wants_string(info.annotation):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+# --------------------------------------------------------------------------- yaml
+
+
+def load_yaml(path: str) -> Dict[str, Any]:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"config file {path!r} does not exist; expected a YAML file with 'env:' and 'openai:' keys")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        # The context mark is where the broken construct starts (an unclosed '['),
+        # the problem mark where the parser gave up (often the end of the file).
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = " ".join(x for x in (getattr(exc, "context", None), getattr(exc, "problem", None)) if x)
+        raise ConfigError(f"config file {path!r} is not valid YAML at{where}: {problem or str(exc).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path!r}: top level is a {type(data).__name__}; expected a mapping with 'env:' / 'openai:' keys")
+    for key in data:
+        if key not in YAML_KEYS:
+            raise ConfigError(
+                f"config file {path!r}: unknown top-level key {key!r}; expected one of {', '.join(YAML_KEYS)}.{close_matches(str(key), YAML_KEYS)}"
+            )
+    for key in ("env", "phase2"):
+        if key in data and data[key] is not None and not isinstance(data[key], (dict, list) if key == "phase2" else dict):
+            raise ConfigError(f"config file {path!r}: '{key}:' is a {type(data[key]).__name__}; expected a mapping of fields")
+    oai = data.get("openai")
+    if oai is not None and not isinstance(oai, (dict, list)):
+        raise ConfigError(f"config file {path!r}: 'openai:' is a {type(oai).__name__}; expected a mapping or a list of mappings")
+    if isinstance(oai, list) and not all(isinstance(x, dict) for x in oai):
+        raise ConfigError(f"config file {path!r}: every entry of 'openai:' must be a mapping of server fields")
+    return data
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_known(model: type, values: Dict[str, Any], source: str, flag_ns: Optional[str] = None) -> None:
+    known = list(model.model_fields)
+    for key in values:
+        if key not in model.model_fields:
+            where = f"flag --{flag_ns}.{key}" if flag_ns else source
+            raise ConfigError(f"{where}: unknown field {key!r} for {model.__name__}.{close_matches(key, known)}")
+
+
+def _friendly(exc: ValidationError, model: type, source_of: Dict[str, str], prefix: str) -> ConfigError:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        top = str(err["loc"][0]) if err.get("loc") else ""
+        src = source_of.get(top, "default")
+        value = describe_value(err.get("input"))
+        lines.append(f"{prefix}{loc} = {value} (from {src}): {err.get('msg', 'invalid')}")
+    head = f"invalid {model.__name__}: " if len(lines) == 1 else f"invalid {model.__name__} ({len(lines)} problems):\n  "
+    return ConfigError(head + "\n  ".join(lines))
+
+
+def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, Any]]], prefix: str) -> Any:
+    """Merge ``layers`` (source name, values) over ``base`` and validate with ``model``."""
+    merged = dict(base)
+    source_of: Dict[str, str] = {}
+    for source, values in layers:
+        _check_known(model, values, source)
+        for k, v in values.items():
+            merged[k] = v
+            source_of[k] = source
+    try:
+        return model(**merged)
+    except ValidationError as exc:
+        raise _friendly(exc, model, source_of, prefix) from None
+
+
+def _flag_layer(model: type, raw: Dict[str, str], ns: str) -> Dict[str, Any]:
+    _check_known(model, raw, "flags", flag_ns=ns)
+    return {k: _coerce_flag(model, k, v) for k, v in raw.items()}
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def default_run_dir(runs_dir: str, env_name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", env_name).strip("-") or "env"
+    base = Path(runs_dir) / f"{safe}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():
+        candidate = base.with_name(f"{base.name}-{n}")
+        n += 1
+    return candidate
+
+
+def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
+    """Build validated env + server configs for ``env_cls`` from ``spec``."""
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    from environments.atropos_compat import fix_server_configs
+    from environments.tokenizer import local_tokenizer_path
+
+    yaml_cfg = load_yaml(spec.config_path) if spec.config_path else {}
+    yaml_src = f"config file {spec.config_path!r}"
+    flags = parse_flags(spec.flags)
+    notes: List[str] = []
+
+    try:
+        init_env, init_servers = env_cls.config_init()
+    except Exception as exc:  # the env author's code
+        raise ConfigError(f"{env_cls.__name__}.config_init() raised {type(exc).__name__}: {exc}") from exc
+    env_model = type(init_env)
+
+    # ---- env config: config_init -> mode defaults -> YAML -> flags -> programmatic
+    base = init_env.model_dump()
+    explicit = set(yaml_cfg.get("env") or {}) | set(flags["env"]) | set(spec.env_overrides)
+    if spec.mode in ("process", "evaluate"):
+        # atropos's process CLI defaults, except wandb: off unless asked (no key, no network).
+        if spec.mode == "process":
+            base["ensure_scores_are_not_same"] = False
+            base["include_messages"] = True
+        base["use_wandb"] = False
+    if base.get("tokenizer_name") in (None, "", _HUB_DEFAULT_TOKENIZER) and "tokenizer_name" not in explicit:
+        base["tokenizer_name"] = local_tokenizer_path()
+        notes.append("tokenizer_name: using the local tokenizer (the Hub default needs the network)")
+    env_config = _build(
+        env_model,
+        base,
+        [
+            (yaml_src, dict(yaml_cfg.get("env") or {})),
+            ("flags", _flag_layer(env_model, flags["env"], "env")),
+            ("overrides", dict(spec.env_overrides)),
+        ],
+        "env.",
+    )
+
+    env_name = getattr(env_cls, "name", None) or env_cls.__name__
+    if spec.mode == "process" and getattr(env_config, "data_path_to_save_groups", None) is None:
+        run_dir = default_run_dir(spec.runs_dir, env_name)
+        env_config.data_path_to_save_groups = str(run_dir / "groups.jsonl")
+    elif getattr(env_config, "data_path_to_save_groups", None):
+        run_dir = Path(env_config.data_path_to_save_groups).parent
+    else:
+        run_dir = default_run_dir(spec.runs_dir, env_name)
+
+    # ---- phase 1 servers: config_init -> YAML openai (dict or list) -> flags -> programmatic
+    try:
+        templates = fix_server_configs(init_servers, tokenizer_name=env_config.tokenizer_name)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{env_cls.__name__}.config_init() server configs: {exc}") from exc
+    server_model = type(templates[0]) if isinstance(templates[0], APIServerConfig) else APIServerConfig
+    yaml_oai = yaml_cfg.get("openai")
+    if isinstance(yaml_oai, dict):
+        yaml_oai = [yaml_oai]
+    if yaml_oai:
+        pairs = [(templates[min(i, len(templates) - 1)], entry) for i, entry in enumerate(yaml_oai)]
+    else:
+        pairs = [(t, {}) for t in templates]
+    oai_flags = _flag_layer(server_model, flags["openai"], "openai")
+    phase1 = []
+    for i, (template, entry) in enumerate(pairs):
+        phase1.append(
+            _build(
+                server_model,
+                template.model_dump(),
+                [(f"{yaml_src} openai[{i}]", dict(entry)), ("flags", oai_flags), ("overrides", dict(spec.openai_overrides))],
+                f"openai[{i}].",
+            )
+        )
+    try:
+        phase1 = fix_server_configs(phase1, tokenizer_name=env_config.tokenizer_name)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"openai servers: {exc}") from exc
+
+    # ---- phase 2 servers: phase 1 URLs as vllm (or YAML phase2 / --phase2.*), local tokenizer
+    yaml_p2 = yaml_cfg.get("phase2") or {}
+    p2_flags = _flag_layer(server_model, flags["phase2"], "phase2")
+    phase2 = []
+    if isinstance(yaml_p2, list):
+        p2_pairs = [(phase1[min(i, len(phase1) - 1)], entry) for i, entry in enumerate(yaml_p2)]
+        common: Dict[str, Any] = {}
+    else:
+        p2_pairs = [(cfg, {}) for cfg in phase1]
+        common = dict(yaml_p2)
+    for i, (template, entry) in enumerate(p2_pairs):
+        base2 = template.model_dump()
+        base2["server_type"] = "vllm"
+        base2["tokenizer_name"] = env_config.tokenizer_name
+        cfg = _build(
+            server_model,
+            base2,
+            [(f"{yaml_src} phase2", common), (f"{yaml_src} phase2[{i}]", dict(entry)), ("flags", p2_flags)],
+            f"phase2[{i}].",
+        )
+        if cfg.server_type not in _PHASE2_TYPES:
+            raise ConfigError(
+                f"phase2[{i}].server_type = {cfg.server_type!r}: phase 2 needs a token-level server; expected one of {', '.join(_PHASE2_TYPES)}"
+            )
+        phase2.append(cfg)
+    try:
+        phase2 = fix_server_configs(phase2, tokenizer_name=env_config.tokenizer_name)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"phase2 servers: {exc}") from exc
+
+    for i, cfg in enumerate(phase2):
+        if not Path(cfg.tokenizer_name).expanduser().is_dir():
+            # Not fatal (phase 1 does not need it), but say so before anything starts.
+            notes.append(
+                f"phase2[{i}].tokenizer_name = {cfg.tokenizer_name!r} is not a local directory; "
+                "switching to phase 2 will fail offline"
+            )
+    slurm = bool(yaml_cfg.get("slurm", False))
+    testing = bool(yaml_cfg.get("testing", False))
+    return ResolvedRun(
+        env_cls=env_cls,
+        env_config=env_config,
+        phase1_servers=phase1,
+        phase2_servers=phase2,
+        run_dir=run_dir,
+        spec=spec,
+        slurm=slurm,
+        testing=testing,
+        notes=notes,
+    )

@@ -1,0 +1,565 @@
+"""The driver: runs the env itself (never ``process_manager``) so the console can
+pause, drain, cancel, switch phase and evaluate while it runs.
+
+Every item it takes is accounted exactly once: ItemReceived, then one of
+ItemCompleted (kept), ItemDropped (not kept; also written to ``dropped.jsonl``),
+ItemFailed (raised or timed out) or ItemCancelled. Everything here runs on the
+host's loop thread; public coroutines are called through the host's commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import io
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from environments import events
+from environments.redact import safe_head
+from hermes_console.runtime import events as rev
+from hermes_console.runtime.config import ResolvedRun
+from hermes_console.runtime.errors import EvalBusy, first_line
+from hermes_console.runtime.servers import build_server_manager, close_server_manager
+from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, jsonable
+
+logger = logging.getLogger(__name__)
+
+# Set inside an on-demand evaluation's task: lets the observer count its rollouts.
+current_eval_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_current_eval_id", default=None)
+
+DEFAULT_MAX_IN_FLIGHT = 8
+
+
+@dataclass
+class GroupRecord:
+    group_id: str
+    item: Any
+    started: float
+    task: Optional["asyncio.Task[None]"] = None
+    accounted: bool = False
+
+
+def _emit(event: events.Event) -> None:
+    events.emit(event)
+
+
+def _unpack(result: Any) -> Tuple[Any, List[Any]]:
+    if isinstance(result, tuple) and len(result) == 2:
+        return result[0], list(result[1] or [])
+    return result, []
+
+
+class Driver:
+    def __init__(
+        self,
+        env: Any,
+        resolved: ResolvedRun,
+        *,
+        phase: int = 1,
+        max_in_flight: Optional[int] = None,
+        idle_poll_s: float = 0.1,
+    ) -> None:
+        self.env = env
+        self.resolved = resolved
+        self.mode = resolved.spec.mode
+        self.phase = phase
+        cfg = env.config
+        self.total_steps = int(getattr(cfg, "total_steps", 0) or 0)
+        timeout = float(getattr(cfg, "worker_timeout", -1) or -1)
+        self.worker_timeout: Optional[float] = timeout if timeout > 0 else None
+        workers = getattr(env, "max_num_workers", -1)
+        self.max_in_flight = max_in_flight or (workers if isinstance(workers, int) and workers > 0 else DEFAULT_MAX_IN_FLIGHT)
+        self.idle_poll_s = idle_poll_s
+        self.in_flight: Dict[str, GroupRecord] = {}
+        self.done = 0  # completed + dropped + failed (process mode's step count)
+        self.completed = 0
+        self.received = 0
+        self.get_next_item_calls = 0
+        self.status = "loading"
+        self.last_metrics: Dict[str, Any] = {}
+        self._intake_open = True  # operator gate
+        self._trainer_open = self.mode != "serve"  # serve-mode back-pressure gate
+        self._stopping = False
+        self._finished = False
+        self._wake = asyncio.Event()
+        self._seen_drops: Dict[str, str] = {}
+        self._seen_failed: Dict[str, str] = {}
+        self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
+        self._eval_rollouts = 0
+        self._eval_seq = 0
+        self._switching = False
+        self._trainer: Optional[Any] = None  # serve mode: TrainerLink
+        self.run_dir = Path(resolved.run_dir)
+        self.writer: Optional[GroupWriter] = None
+        jsonl = getattr(cfg, "data_path_to_save_groups", None)
+        self.jsonl_path: Optional[str] = jsonl
+        self.dropped = DroppedWriter(str(Path(jsonl).with_name("dropped.jsonl") if jsonl else self.run_dir / "dropped.jsonl"))
+        self._install_writer()
+        events.add_observer(self._watch)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _install_writer(self) -> None:
+        """Swap atroposlib's buffered jsonlines writer for ours (flushed, attributed)."""
+        old = getattr(self.env, "jsonl_writer", None)
+        if old is None or not self.jsonl_path:
+            return
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.writer = GroupWriter(self.jsonl_path)
+        self.env.jsonl_writer = self.writer
+
+    def _watch(self, event: events.Event) -> None:
+        """Observer (any thread): remember drops/failures the env reported itself."""
+        kind = event.kind
+        if kind == "item_dropped":
+            self._seen_drops[event.group_id] = event.reason  # type: ignore[attr-defined]
+        elif kind == "item_failed":
+            self._seen_failed[event.group_id] = event.error  # type: ignore[attr-defined]
+        elif kind == "rollout_finished" and current_eval_id.get() is not None:
+            self._eval_rollouts += 1
+
+    def detach(self) -> None:
+        events.remove_observer(self._watch)
+
+    def _set_status(self, status: str, detail: str = "") -> None:
+        if status != self.status:
+            self.status = status
+            _emit(rev.RuntimeStatus(status=status, detail=detail))
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    async def _wait_wake(self) -> None:
+        self._wake.clear()
+        await self._wake.wait()
+
+    @property
+    def intake_open(self) -> bool:
+        return self._intake_open and self._trainer_open and not self._stopping and not self._switching
+
+    # ------------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        """setup(), then the intake loop (or one evaluation) until done or stopped."""
+        await self.env.setup()
+        if self.mode == "evaluate":
+            self._set_status("running", "evaluating")
+            result = await self.evaluate(pause_intake=False)
+            self._set_status("finished", f"evaluation done: {len(result)} metric(s)")
+            self._finished = True
+            return
+        trainer: Optional["asyncio.Task[None]"] = None
+        if self.mode == "serve":
+            from hermes_console.runtime.trainer import TrainerLink
+
+            self._trainer = TrainerLink(self)
+            trainer = asyncio.get_running_loop().create_task(self._trainer.run(), name="hermes-trainer")
+        self._set_status("running" if self._intake_open else "paused")
+        try:
+            await self._intake_loop()
+        finally:
+            if trainer is not None:
+                trainer.cancel()
+                with contextlib.suppress(BaseException):
+                    await trainer
+        await self._finish_outputs()
+        if not self._stopping:
+            self._finished = True
+            self._set_status("finished", self._summary())
+
+    def _summary(self) -> str:
+        return f"{self.done} group(s) done ({self.completed} kept); jsonl: {self.jsonl_path or '-'}"
+
+    def _process_target_reached(self) -> bool:
+        return self.mode == "process" and self.total_steps > 0 and self.done >= self.total_steps
+
+    async def _intake_loop(self) -> None:
+        exhausted = False
+        while not self._stopping:
+            if self._process_target_reached() and not self.in_flight:
+                return
+            if self._trainer is not None and self._trainer.finished and not self.in_flight:
+                return
+            if not self.intake_open or len(self.in_flight) >= self.max_in_flight:
+                await self._wait_wake()
+                continue
+            if self.mode == "process" and self.total_steps > 0 and self.done + len(self.in_flight) >= self.total_steps:
+                await self._wait_wake()
+                continue
+            if exhausted and self.in_flight and not self.env.backlog:
+                await self._wait_wake()
+                exhausted = False
+                continue
+            item = await self._next_item()
+            if item is None:
+                if self.mode == "process":
+                    if not self.in_flight and not self.env.backlog:
+                        logger.info("get_next_item returned None: no more items")
+                        return
+                    exhausted = True
+                    continue
+                await asyncio.sleep(self.idle_poll_s)  # serve: "nothing right now"
+                continue
+            exhausted = False
+            self._start_group(item)
+
+    async def _next_item(self) -> Any:
+        backlog = getattr(self.env, "backlog", None)
+        if backlog:
+            return backlog.pop(0)
+        self.get_next_item_calls += 1
+        return await self.env.get_next_item()
+
+    def _start_group(self, item: Any) -> None:
+        group_id = uuid.uuid4().hex[:12]
+        rec = GroupRecord(group_id=group_id, item=item, started=time.monotonic())
+        self.received += 1
+        _emit(rev.ItemReceived(group_id=group_id, item_summary=safe_head(_summary_of(item), 120)))
+        ctx = contextvars.copy_context()
+        ctx.run(events.current_group_id.set, group_id)
+        ctx.run(events.current_phase.set, self.phase)
+        ctx.run(current_eval_id.set, None)
+        self.in_flight[group_id] = rec
+        rec.task = asyncio.get_running_loop().create_task(self._run_group(rec), name=f"group-{group_id}", context=ctx)
+
+    # ------------------------------------------------------------------ one group
+
+    async def _run_group(self, rec: GroupRecord) -> None:
+        try:
+            try:
+                if self.worker_timeout is not None:
+                    async with asyncio.timeout(self.worker_timeout) as cm:
+                        result = await self.env.collect_trajectories(rec.item)
+                else:
+                    cm = None
+                    result = await self.env.collect_trajectories(rec.item)
+            except TimeoutError:
+                if cm is not None and cm.expired():
+                    self._fail(rec, f"no result within worker_timeout={self.worker_timeout:g}s", "timeout")
+                    return
+                raise
+            scored, backlog = _unpack(result)
+            if backlog:
+                self.env.backlog.extend(backlog)
+            if not scored:
+                if rec.group_id in self._seen_failed:
+                    self._account(rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]),
+                                  emit=False)
+                else:
+                    seen = self._seen_drops.get(rec.group_id)
+                    self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=seen or "empty_group"),
+                                  emit=seen is None)
+                return
+            processed = await self.env.postprocess_histories(scored)
+            await self._send(rec, processed)
+            await self._wandb_log()
+        except asyncio.CancelledError:
+            self._account(rec, rev.ItemCancelled(group_id=rec.group_id, reason="cancelled"))
+            raise
+        except Exception as exc:  # one failing group never stops the run
+            self._fail(rec, first_line(exc) or type(exc).__name__, "exception")
+        finally:
+            self.in_flight.pop(rec.group_id, None)
+            self._seen_drops.pop(rec.group_id, None)
+            self._seen_failed.pop(rec.group_id, None)
+            if not self.in_flight and self.status == "draining":
+                self._set_status("paused")
+            self._poke()
+
+    def _account(self, rec: GroupRecord, event: events.Event, emit: bool = True) -> bool:
+        """Count ``rec`` as terminal exactly once; ``emit=False`` when the env already reported it."""
+        if rec.accounted:
+            return False
+        rec.accounted = True
+        if not isinstance(event, rev.ItemCancelled):
+            self.done += 1
+        if emit:
+            _emit(event)
+        return True
+
+    def _fail(self, rec: GroupRecord, error: str, kind: str) -> None:
+        already = rec.group_id in self._seen_failed  # the env reported it itself
+        self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
+
+    def _drop_reason(self, group: Any) -> Optional[str]:
+        """The conditions atroposlib's handle_send_to_api silently drops on."""
+        cfg = self.env.config
+        if group is None:
+            return "empty_group"
+        if not isinstance(group, dict) or None in group:
+            return "invalid_group"
+        overrides = group.get("group_overrides") or {}
+        size = overrides.get("group_size", cfg.group_size)
+        if len(group.get("tokens") or []) != size:
+            return f"wrong group size ({len(group.get('tokens') or [])} != {size})"
+        if getattr(cfg, "ensure_scores_are_not_same", False) and len(set(group.get("scores") or [])) == 1:
+            return "identical_scores"
+        return None
+
+    async def _send(self, rec: GroupRecord, processed: Any) -> None:
+        groups = processed if isinstance(processed, list) else [processed]
+        reasons = [self._drop_reason(g) for g in groups]
+        before = self.writer.count_for(rec.group_id) if self.writer else 0
+        await self.env.handle_send_to_api(
+            processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
+        )
+        if self.writer is not None:
+            kept = self.writer.count_for(rec.group_id) > before
+        else:
+            kept = any(r is None for r in reasons) and rec.group_id not in self._seen_drops
+        for group, reason in zip(groups, reasons):
+            if reason is not None and kept:
+                self.dropped.write(rec.group_id, reason, group)  # partly kept: keep the rest on disk too
+        if kept:
+            scores: List[float] = []
+            for group, reason in zip(groups, reasons):
+                if reason is None and isinstance(group, dict):
+                    scores.extend(float(s) for s in group.get("scores") or [])
+            self.completed += 1
+            self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
+        else:
+            seen = self._seen_drops.get(rec.group_id)
+            reason = seen or next((r for r in reasons if r), None) or "not kept by handle_send_to_api"
+            if self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason), emit=seen is None):
+                for group in groups:
+                    self.dropped.write(rec.group_id, reason, group)
+
+    async def _wandb_log(self) -> None:
+        metrics: Dict[str, Any] = {}
+        try:
+            await self.env.wandb_log(metrics)
+        except Exception as exc:  # metrics must never fail a group
+            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"wandb_log raised {first_line(exc)}"))
+        self.last_metrics = metrics
+
+    # ------------------------------------------------------------------ intake gate
+
+    def pause(self) -> None:
+        self._intake_open = False
+        self._poke()
+        if not self._stopping and not self._finished:
+            self._set_status("draining" if self.in_flight else "paused")
+
+    def resume(self) -> None:
+        self._intake_open = True
+        self._poke()
+        if not self._stopping and not self._finished:
+            self._set_status("running")
+
+    async def drain(self, deadline_s: Optional[float] = None) -> bool:
+        """Wait for in-flight groups; True when none is left."""
+        tasks = [r.task for r in self.in_flight.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=deadline_s)
+        return not self.in_flight
+
+    async def cancel_in_flight(self, reason: str = "cancelled", requeue: bool = True) -> int:
+        """Cancel every in-flight group; each is accounted as ItemCancelled (and re-queued)."""
+        records = list(self.in_flight.values())
+        for rec in records:
+            requeued = False
+            if requeue and not self._stopping:
+                self.env.backlog.append(rec.item)
+                requeued = True
+            self._account(rec, rev.ItemCancelled(group_id=rec.group_id, reason=reason, requeued=requeued))
+            if rec.task is not None:
+                rec.task.cancel()
+        tasks = [r.task for r in records if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._poke()
+        return len(records)
+
+    # ------------------------------------------------------------------ phase switch
+
+    async def switch_phase(self, to_phase: int, cancel_in_flight: bool = False) -> None:
+        if to_phase not in (1, 2):
+            raise ValueError(f"phase must be 1 or 2, got {to_phase!r}")
+        if self._switching:
+            raise RuntimeError("a phase switch is already in progress")
+        from_phase = self.phase
+        _emit(rev.PhaseSwitch(stage="requested", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight)))
+        self._switching = True
+        self._poke()
+        try:
+            _emit(rev.PhaseSwitch(stage="draining", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight),
+                                  detail="cancelling in-flight groups" if cancel_in_flight else "waiting for in-flight groups"))
+            if cancel_in_flight:
+                await self.cancel_in_flight(reason="phase switch")
+            else:
+                await self.drain()
+            _emit(rev.PhaseSwitch(stage="rebuilding", from_phase=from_phase, to_phase=to_phase))
+            try:
+                new_manager = build_server_manager(self.env, self.resolved.servers_for(to_phase), to_phase)
+            except Exception as exc:
+                _emit(rev.PhaseSwitch(stage="failed", from_phase=from_phase, to_phase=to_phase,
+                                      detail=f"could not build phase {to_phase} servers: {first_line(exc)}"))
+                raise
+            old = self.env.server
+            self.env.server = new_manager
+            await close_server_manager(old)
+            self.phase = to_phase
+            _emit(rev.PhaseSwitch(stage="done", from_phase=from_phase, to_phase=to_phase))
+        finally:
+            self._switching = False
+            self._poke()
+
+    # ------------------------------------------------------------------ evaluation
+
+    async def evaluate(self, pause_intake: bool = False) -> Dict[str, Any]:
+        if self._eval_task is not None and not self._eval_task.done():
+            raise EvalBusy("an evaluation is already running; wait for it to finish before starting another")
+        self._eval_seq += 1
+        eval_id = f"eval-{self._eval_seq}-{uuid.uuid4().hex[:6]}"
+        ctx = contextvars.copy_context()
+        ctx.run(current_eval_id.set, eval_id)
+        ctx.run(events.current_group_id.set, None)
+        self._eval_task = asyncio.get_running_loop().create_task(
+            self._run_eval(eval_id, pause_intake), name=f"hermes-{eval_id}", context=ctx
+        )
+        return await asyncio.shield(self._eval_task)
+
+    def _eval_total(self) -> int:
+        for attr in ("eval_items", "test_items", "eval_dataset", "test"):
+            value = getattr(self.env, attr, None)
+            try:
+                if value is not None and not isinstance(value, (str, bytes)):
+                    return len(value)
+            except TypeError:
+                continue
+        return 0
+
+    async def _run_eval(self, eval_id: str, pause_intake: bool) -> Dict[str, Any]:
+        env = self.env
+        eval_dir = self.run_dir / "evals" / eval_id
+        eval_dir.mkdir(parents=True, exist_ok=True)
+        paused_here = pause_intake and self._intake_open
+        if paused_here:
+            self.pause()
+        _emit(rev.EvalStarted(eval_id=eval_id, intake_paused=pause_intake))
+        captured: Dict[str, Any] = {"metrics": {}, "samples": None}
+        had_own = "evaluate_log" in vars(env)
+        original = env.evaluate_log
+
+        async def capture(metrics: Dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            captured["metrics"].update(metrics or {})
+            if kwargs.get("samples"):
+                captured["samples"] = list(kwargs["samples"])
+            kwargs["verbose"] = False  # it would print a table into the console's terminal
+            saved = env.config.data_dir_to_save_evals
+            env.config.data_dir_to_save_evals = str(eval_dir)
+            try:
+                return await original(metrics, *args, **kwargs)
+            finally:
+                env.config.data_dir_to_save_evals = saved
+
+        env.evaluate_log = capture
+        self._eval_rollouts = 0
+        total = self._eval_total()
+        progress = asyncio.get_running_loop().create_task(self._eval_progress(eval_id, total), name="hermes-eval-progress")
+        t0 = time.monotonic()
+        error: Optional[str] = None
+        try:
+            returned = await env.evaluate()
+            if not captured["metrics"] and isinstance(returned, dict):
+                captured["metrics"].update(returned)
+        except asyncio.CancelledError:
+            error = "cancelled"
+            raise
+        except Exception as exc:
+            error = first_line(exc)
+        finally:
+            progress.cancel()
+            with contextlib.suppress(BaseException):
+                await progress
+            if had_own:
+                env.evaluate_log = original
+            else:
+                with contextlib.suppress(AttributeError):
+                    del env.evaluate_log
+            metrics = jsonable(captured["metrics"])
+            samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
+            if total or self._eval_rollouts:
+                _emit(rev.EvalProgress(eval_id=eval_id, done=self._eval_rollouts, total=max(total, self._eval_rollouts)))
+            _emit(rev.EvalFinished(eval_id=eval_id, metrics=metrics, samples_path=samples_path, error=error,
+                                   duration_s=time.monotonic() - t0))
+            if paused_here and not self._stopping:
+                self.resume()
+        if error:
+            raise RuntimeError(f"evaluation {eval_id} failed: {error}")
+        return metrics
+
+    async def _eval_progress(self, eval_id: str, total: int) -> None:
+        last = -1
+        while True:
+            await asyncio.sleep(0.5)
+            if self._eval_rollouts != last:
+                last = self._eval_rollouts
+                _emit(rev.EvalProgress(eval_id=eval_id, done=last, total=max(total, last)))
+
+    @staticmethod
+    def _write_eval_files(eval_dir: Path, metrics: Dict[str, Any], samples: Optional[List[Any]]) -> Optional[str]:
+        metrics_path = eval_dir / "metrics.json"
+        if not metrics_path.exists():
+            metrics_path.write_text(json.dumps({"results": {"all": metrics}}, indent=2, default=str))
+        samples_path = eval_dir / "samples.jsonl"
+        if samples and not samples_path.exists():
+            with samples_path.open("w") as fp:
+                for sample in samples:
+                    fp.write(json.dumps(sample, default=str) + "\n")
+        return str(samples_path) if samples_path.exists() else None
+
+    # ------------------------------------------------------------------ stop / outputs
+
+    async def shutdown(self, drain_deadline_s: float) -> None:
+        """Graceful stop: close intake, let in-flight groups finish until the deadline,
+        cancel the rest (ItemCancelled), stop any evaluation."""
+        self._stopping = True
+        self._poke()
+        if not self._finished:  # a finished run stays "finished"
+            self._set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
+        if self.in_flight:
+            await self.drain(drain_deadline_s)
+        if self.in_flight:
+            await self.cancel_in_flight(reason="stopped", requeue=False)
+        if self._eval_task is not None and not self._eval_task.done():
+            self._eval_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._eval_task
+
+    async def _finish_outputs(self) -> None:
+        """Close the jsonl (all kept groups are already flushed) and write the html like atropos. Idempotent."""
+        self.dropped.close()
+        if self.writer is None or self.writer.closed:
+            return
+        self.writer.close()
+        if self.writer.total == 0:
+            return
+        try:
+            from atroposlib.frontend.jsonl2html import generate_html
+
+            sink = io.StringIO()
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                generate_html(self.writer.path)
+        except SystemExit:
+            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"could not write html beside {self.writer.path}"))
+        except Exception as exc:  # noqa: BLE001 - the html is a convenience
+            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"html generation failed: {first_line(exc)}"))
+
+
+def _summary_of(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ("task_id", "id", "prompt", "question"):
+            if key in item:
+                return str(item[key])
+    return str(item)

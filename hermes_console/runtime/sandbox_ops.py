@@ -1,0 +1,68 @@
+"""Operator commands on sandboxes: thin, blocking wrappers over
+``environments.sandboxes`` (the host runs them in a worker thread)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any, Dict
+
+
+def _require(task_id: str) -> Any:
+    from environments import sandboxes
+
+    info = sandboxes.get_sandbox_info(task_id)
+    if info is None:
+        known = ", ".join(i.task_id for i in sandboxes.list_sandboxes()[:10]) or "none"
+        raise KeyError(f"no sandbox {task_id!r}; live sandboxes: {known}")
+    return info
+
+
+def kill(task_id: str) -> bool:
+    from environments import sandboxes
+
+    _require(task_id)
+    return bool(sandboxes.kill_sandbox(task_id))
+
+
+def extend(task_id: str, seconds: float) -> float:
+    from environments import sandboxes
+
+    _require(task_id)
+    return float(sandboxes.extend_lifetime(task_id, seconds))
+
+
+def run(task_id: str, command: str, timeout_s: float = 10.0) -> Dict[str, Any]:
+    from environments import sandboxes
+    from environments.redact import redact
+
+    _require(task_id)
+    result = sandboxes.run_diagnostic(task_id, command, timeout=timeout_s)
+    return {
+        "output": redact(result.output),
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "duration_s": result.duration_s,
+    }
+
+
+def details(task_id: str) -> Dict[str, Any]:
+    """Info + process tree + cwd. Only looks up a sandbox that exists (never creates one)."""
+    from environments import sandboxes
+
+    info = _require(task_id)
+    out: Dict[str, Any] = asdict(info)
+    now = time.time()
+    out["idle_s"] = max(0.0, now - info.last_activity)
+    out["age_s"] = max(0.0, now - info.created_at)
+    out["expires_in_s"] = max(0.0, info.lifetime_s - out["idle_s"])
+    out["process_tree"] = []
+    out["cwd"] = None
+    if info.state != "closed":
+        box = sandboxes.get_sandbox(task_id)  # exists (checked above): returns the live one
+        try:
+            out["cwd"] = box.cwd()
+            out["process_tree"] = [asdict(p) for p in box.process_tree()]
+        except Exception as exc:  # noqa: BLE001 - it may close under us
+            out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

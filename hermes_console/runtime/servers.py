@@ -1,0 +1,177 @@
+"""Inference servers as the console sees them: build a ServerManager for a phase,
+count what goes through each server, report it, and tear a manager down cleanly.
+
+Counting wraps each server *instance's* request methods (instance attributes
+shadow the class's), so atroposlib itself is never edited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Deque, Dict, List, Optional
+from urllib.parse import urlsplit
+
+from hermes_console.runtime.errors import ConfigError
+
+_WRAPPED = ("chat_completion", "completion", "tokens_and_logprobs_completion", "get_logprobs")
+_MARK = "_hermes_counted"
+
+
+@dataclass
+class ServerCounters:
+    requests: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    last_error: Optional[str] = None
+    latencies_ms: Deque[float] = field(default_factory=lambda: deque(maxlen=256))
+
+
+def _counted(server: Any, name: str, counters: ServerCounters) -> Callable[..., Any]:
+    original = getattr(server, name)
+
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        counters.requests += 1
+        counters.in_flight += 1
+        t0 = time.perf_counter()
+        try:
+            result = await original(*args, **kwargs)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            counters.errors += 1
+            counters.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            raise
+        finally:
+            counters.in_flight -= 1
+        counters.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+        return result
+
+    return call
+
+
+def instrument(manager: Any) -> List[ServerCounters]:
+    """Attach counters to every server of ``manager`` (idempotent)."""
+    out = []
+    for server in getattr(manager, "servers", []) or []:
+        counters = getattr(server, _MARK, None)
+        if counters is None:
+            counters = ServerCounters()
+            for name in _WRAPPED:
+                if hasattr(server, name):
+                    setattr(server, name, _counted(server, name, counters))
+            setattr(server, _MARK, counters)
+        out.append(counters)
+    return out
+
+
+def _p50(values: Deque[float]) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[len(ordered) // 2], 1)
+
+
+def server_stats(manager: Any) -> List[Dict[str, Any]]:
+    """One plain dict per server (what ServerStats carries)."""
+    rows = []
+    for server in getattr(manager, "servers", []) or []:
+        counters: Optional[ServerCounters] = getattr(server, _MARK, None)
+        cfg = getattr(server, "config", None)
+        sem = getattr(server, "sem", None)
+        sem_in_use = None
+        if sem is not None and hasattr(sem, "max_val"):
+            sem_in_use = int(sem.max_val - sem._value)  # atroposlib's semaphore exposes no getter
+        rows.append(
+            {
+                "url": getattr(cfg, "base_url", "") or "",
+                "server_type": getattr(cfg, "server_type", "?"),
+                "model": getattr(cfg, "model_name", ""),
+                "healthy": bool(getattr(server, "server_healthy", True)),
+                "in_flight": counters.in_flight if counters else (sem_in_use or 0),
+                "sem_in_use": sem_in_use,
+                "requests": counters.requests if counters else 0,
+                "errors": counters.errors if counters else 0,
+                "last_error": counters.last_error if counters else None,
+                "latency_ms_p50": _p50(counters.latencies_ms) if counters else None,
+            }
+        )
+    return rows
+
+
+def build_server_manager(env: Any, configs: List[Any], phase: int) -> Any:
+    """A fresh ServerManager for ``configs``, wired the way BaseEnv would plus what it forgets."""
+    from atroposlib.envs.server_handling.server_baseline import ReasoningConfig
+    from atroposlib.envs.server_handling.server_manager import ServerManager
+
+    cfg = env.config
+    reasoning = ReasoningConfig(
+        enabled=getattr(cfg, "thinking_mode", False),
+        effort=getattr(cfg, "reasoning_effort", None),
+        max_tokens=getattr(cfg, "max_reasoning_tokens", None),
+    )
+    # BaseEnv never passes tool_parser; phase 2 needs it for client-side tool parsing.
+    tool_parser = getattr(cfg, "tool_call_parser", None) if phase == 2 else None
+    manager = ServerManager(
+        configs,
+        server_class=env.server_cls,
+        reasoning_config=reasoning,
+        tool_parser=tool_parser,
+    )
+    if tool_parser is None and hasattr(manager, "tool_parser") and getattr(cfg, "tool_call_parser", None):
+        manager.tool_parser = cfg.tool_call_parser
+    instrument(manager)
+    return manager
+
+
+async def close_server_manager(manager: Any) -> None:
+    """Cancel health pingers and close HTTP clients; never raises."""
+    from environments.atropos_compat import cancel_health_checks
+
+    try:
+        await cancel_health_checks(manager)
+    except Exception:  # noqa: BLE001 - teardown is best effort
+        pass
+    for server in getattr(manager, "servers", []) or []:
+        client = getattr(server, "openai", None)
+        close = getattr(client, "close", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _health_url(config: Any) -> str:
+    base = (getattr(config, "base_url", "") or "").rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+async def probe_servers(configs: List[Any], timeout_s: float = 3.0) -> None:
+    """Quick reachability check before the run starts (loopback only).
+
+    Any HTTP answer counts as reachable (a 404 still proves a server listens);
+    a refused/timed-out connection is a :class:`ConfigError` naming the URL.
+    Non-loopback servers are not contacted: the console never talks to the network.
+    """
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for i, cfg in enumerate(configs):
+            url = _health_url(cfg)
+            host = urlsplit(url).hostname or ""
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                continue
+            target = url + "/v1/models" if (cfg.base_url or "").rstrip("/").endswith("/v1") else url
+            try:
+                async with session.get(target) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                raise ConfigError(
+                    f"server {i} at {cfg.base_url!r} is not reachable ({type(exc).__name__}: {exc}); "
+                    "expected an OpenAI-compatible server listening there (start one, or run `hermes-console demo` "
+                    "which starts the embedded simulator)"
+                ) from None

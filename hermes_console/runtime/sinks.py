@@ -1,0 +1,91 @@
+"""Files the runtime writes itself: kept groups (flushed per line, attributed to
+the group that wrote them) and dropped groups with their reason."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+from environments import events
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data (numpy scalars, tuples, objects -> JSON types/strings).
+
+    Events carry this so a replayed log compares equal to the live run."""
+    return json.loads(json.dumps(value, default=_default))
+
+
+def _default(obj: Any) -> Any:
+    for attr in ("tolist", "item"):  # numpy arrays / scalars without importing numpy
+        fn = getattr(obj, attr, None)
+        if callable(fn):
+            try:
+                return fn()
+            except Exception:  # noqa: BLE001
+                pass
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=repr)
+    return str(obj)
+
+
+class GroupWriter:
+    """Replaces ``env.jsonl_writer``: same ``write``/``close`` surface as jsonlines'
+    writer, but every line is flushed at once (a crash loses nothing completed) and
+    each write is attributed to the group running in the writing task's context."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._fp = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self.written: Counter[str] = Counter()
+        self.total = 0
+        self.closed = False
+
+    def write(self, obj: Any) -> None:
+        line = json.dumps(obj, default=_default)
+        group_id = events.current_group_id.get() or ""
+        with self._lock:
+            if self.closed:
+                raise ValueError(f"{self.path} is closed")
+            self._fp.write(line + "\n")
+            self._fp.flush()
+            self.written[group_id] += 1
+            self.total += 1
+
+    def count_for(self, group_id: str) -> int:
+        return self.written.get(group_id, 0)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._fp.close()
+
+
+class DroppedWriter:
+    """``dropped.jsonl`` beside the groups file: every group not kept, with the reason."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fp: Optional[Any] = None
+        self.count = 0
+
+    def write(self, group_id: str, reason: str, group: Any) -> None:
+        if self._fp is None:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._fp = open(self.path, "a", encoding="utf-8")
+        record = {"group_id": group_id, "reason": reason, "ts": time.time(), "group": group}
+        self._fp.write(json.dumps(record, default=_default) + "\n")
+        self._fp.flush()
+        self.count += 1
+
+    def close(self) -> None:
+        if self._fp is not None:
+            self._fp.close()
+            self._fp = None

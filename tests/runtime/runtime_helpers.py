@@ -1,0 +1,106 @@
+"""Helpers for live-runtime tests (imported by tests and conftest)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, List, Optional
+
+from environments.events import Event
+from hermes_console.runtime.config import RunSpec
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.sim.server import SimServer
+
+# Threads that belong to process-wide pools of other packages, not to a run.
+FOREIGN_THREAD_PREFIXES = ("hermes-tool", "tqdm_monitor", "hermes-sim", "hermes-sandbox-reaper")
+
+
+class Pump:
+    """Drives a host from the test thread like the UI would."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.state = ConsoleState()
+        self.events: List[Event] = []
+
+    def pump(self) -> None:
+        batch = self.host.drain()
+        self.events.extend(batch)
+        self.state.apply_all(batch)
+
+    def until(self, pred: Callable[[ConsoleState], bool], timeout: float = 30.0, what: str = "") -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.pump()
+            if pred(self.state):
+                return
+            if self.host.done.done():
+                self.pump()
+                if pred(self.state):
+                    return
+                raise AssertionError(f"runtime ended ({self.state.status}: {self.state.status_detail}) before: {what}")
+            time.sleep(0.02)
+        raise AssertionError(f"timed out after {timeout}s waiting for: {what}; status={self.state.status} acc={self.state.accounting}")
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.pump()
+            time.sleep(0.02)
+
+    def stop(self, deadline: float = 5.0) -> None:
+        self.host.stop(deadline).result(timeout=deadline + 30)
+        assert self.host.join(10)
+        self.pump()
+
+    def of(self, kind: str) -> List[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+
+def make_spec(sim: SimServer, tmp_path: Any, *flags: str, **kw: Any) -> RunSpec:
+    base = [
+        "--openai.base_url", f"{sim.base_url}/v1",
+        "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl"),
+    ]
+    return RunSpec(env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path), **kw)
+
+
+def our_threads() -> List[str]:
+    return sorted(
+        t.name for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.name.startswith(FOREIGN_THREAD_PREFIXES)
+    )
+
+
+def child_pids() -> List[int]:
+    """Live children of this process, from /proc (no psutil)."""
+    me = os.getpid()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fp:
+                stat = fp.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] != "Z" and int(fields[1]) == me:
+            out.append(int(name))
+    return out
+
+
+def wait_no_children(timeout: float = 5.0) -> List[int]:
+    end = time.monotonic() + timeout
+    pids = child_pids()
+    while pids and time.monotonic() < end:
+        time.sleep(0.05)
+        pids = child_pids()
+    return pids
+
+
+def identity(state: ConsoleState) -> Optional[str]:
+    a = state.accounting
+    total = a.completed + a.dropped_total + a.failed + a.cancelled + a.in_flight
+    return None if a.received == total and a.in_flight >= 0 else f"identity broken: {a}"

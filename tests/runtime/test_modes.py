@@ -1,0 +1,165 @@
+"""The other modes and front doors: serve against atroposlib's real trainer API
+(on loopback), evaluate mode, `demo --headless`, SIGINT in headless, and the
+event queue's cost."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import aiohttp
+import asyncio
+from rich.console import Console
+
+from environments import events as ev
+from hermes_console.cli import main as cli_main
+from hermes_console.runtime.headless import EXIT_INTERRUPTED, EXIT_OK, run_headless
+from hermes_console.runtime.host import RuntimeHost
+from hermes_console.runtime.queue import EventQueue
+
+from runtime_helpers import identity, make_spec
+
+
+class TrainerAPI:
+    """atroposlib's own FastAPI trainer API, served by uvicorn on a free loopback port."""
+
+    def __init__(self) -> None:
+        import uvicorn
+        from atroposlib.api.server import app
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="test-trainer-api")
+
+    def __enter__(self) -> "TrainerAPI":
+        self.thread.start()
+        end = time.monotonic() + 15
+        while not self.server.started and time.monotonic() < end:
+            time.sleep(0.05)
+        assert self.server.started
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+async def _fake_trainer(url: str, batches: int, batch_size: int) -> list:
+    got = []
+    async with aiohttp.ClientSession() as session:
+        await (await session.get(f"{url}/reset_data")).read()
+        reg = {"wandb_group": "g", "wandb_project": "p", "batch_size": batch_size, "max_token_len": 100_000,
+               "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": batches}
+        await (await session.post(f"{url}/register", json=reg)).read()
+        end = time.monotonic() + 60
+        while len(got) < batches and time.monotonic() < end:
+            data = await (await session.get(f"{url}/batch")).json()
+            if data.get("batch"):
+                got.append(data["batch"])
+            else:
+                await asyncio.sleep(0.2)
+    return got
+
+
+def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
+    with TrainerAPI() as api:
+        spec = make_spec(sim, tmp_path, "--env.rollout_server_url", api.url, "--env.total_steps", "2",
+                         mode="serve", max_in_flight=2)
+        p = live(spec, exit_when_finished=True)
+        p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 30, "waiting for the trainer")
+        batches = asyncio.run(_fake_trainer(api.url, batches=2, batch_size=8))
+        assert len(batches) == 2
+        for batch in batches:
+            for group in batch:
+                assert len(group["tokens"]) == 4 and len(group["scores"]) == 4
+        p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
+    states = [e.state for e in p.of("trainer_status")]
+    assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
+    assert identity(p.state) is None
+    assert p.state.accounting.completed >= 4
+
+
+def test_evaluate_mode_runs_once_and_writes_metrics(sim, tmp_path):
+    host = RuntimeHost(make_spec(sim, tmp_path, mode="evaluate"), exit_when_finished=True)
+    buf = io.StringIO()
+    assert run_headless(host, console=Console(file=buf, width=200)) == EXIT_OK, buf.getvalue()
+    [metrics_file] = list(Path(tmp_path / "run" / "evals").glob("*/metrics.json"))
+    metrics = json.loads(metrics_file.read_text())["results"]["all"]
+    assert metrics["eval/total_tasks"] > 0
+    assert "eval/pass_rate" in buf.getvalue()
+
+
+def test_demo_headless(tmp_path, capsys):
+    code = cli_main(["demo", "--headless", "--total-steps", "2", "--latency-ms", "1", "--runs-dir", str(tmp_path),
+                     "--record", str(tmp_path / "demo.jsonl.gz")])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    assert "received 2 =" in out
+    [jsonl] = list(tmp_path.glob("terminal-tasks-*/groups.jsonl"))
+    assert jsonl.read_text().strip()
+    assert (tmp_path / "demo.jsonl.gz").stat().st_size > 0
+
+
+def test_sigint_in_headless_stops_gracefully(sim, tmp_path):
+    host = RuntimeHost(make_spec(sim, tmp_path, "--env.total_steps", "1000", max_in_flight=4), exit_when_finished=True)
+    timer = threading.Timer(4.0, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    buf = io.StringIO()
+    try:
+        code = run_headless(host, console=Console(file=buf, width=200), drain_deadline_s=0.5)
+    finally:
+        timer.cancel()
+    out = buf.getvalue()
+    assert code == EXIT_INTERRUPTED, out
+    assert "stopped" in out and "in flight 0" in out
+    assert not host._thread.is_alive()
+    lines = Path(host.driver.jsonl_path).read_text().splitlines()
+    assert len(lines) == host.driver.completed  # everything completed is on disk
+
+
+def test_event_queue_is_cheap_enough():
+    q = EventQueue()
+    e = ev.LoopLag(lag_ms=1.0) if hasattr(ev, "LoopLag") else ev.ItemDropped(group_id="g", reason="r")
+    n = 200_000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        q.push(e)
+    rate = n / (time.perf_counter() - t0)
+    assert rate > 100_000, f"{rate:.0f} events/s"  # P3 needs 20k/s end to end
+    assert len(q.drain()) == n and len(q) == 0
+
+
+def test_evaluate_with_intake_paused_then_resumes(sim, tmp_path, live):
+    p = live(make_spec(sim, tmp_path, "--env.total_steps", "1000", max_in_flight=2))
+    p.until(lambda s: s.accounting.received >= 2, 60, "running")
+    metrics = p.host.evaluate(pause_intake=True).result(90)
+    assert metrics["eval/total_tasks"] > 0
+    p.pump()
+    [started] = p.of("eval_started")
+    assert started.intake_paused is True
+    # no item was taken while the evaluation ran
+    t0, t1 = started.ts, p.of("eval_finished")[-1].ts
+    assert not [e for e in p.of("item_received") if t0 < e.ts < t1]
+    statuses = [e.status for e in p.of("runtime_status")]
+    assert "paused" in statuses[statuses.index("running"):] and statuses[-1] == "running"
+    received = p.state.accounting.received
+    p.until(lambda s: s.accounting.received > received, 30, "intake resumed after the evaluation")
+
+
+def test_a_finished_run_stays_available_until_stopped(sim, tmp_path, live):
+    """Under the UI the runtime outlives the run: evaluate and inspect, then quit."""
+    p = live(make_spec(sim, tmp_path, "--env.total_steps", "2"), exit_when_finished=False)
+    p.until(lambda s: s.status == "finished", 60, "finished")
+    assert not p.host.done.done()
+    assert p.host.evaluate().result(90)["eval/total_tasks"] > 0
+    p.stop(deadline=1)
+    assert p.state.status == "finished" and not p.host._thread.is_alive()
+    assert identity(p.state) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
