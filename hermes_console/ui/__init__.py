@@ -1,0 +1,1 @@
+"""Textual operations console: renders ConsoleState, sends RuntimeAPI commands."""

@@ -1,0 +1,344 @@
+"""ConsoleApp: drains the runtime's events on a timer, folds them into its own
+ConsoleState and lets the visible screen redraw what changed. Operator keys
+become RuntimeAPI commands; a failed command is a toast, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Optional, Set, Union
+
+from textual.app import App
+from textual.screen import ModalScreen, Screen
+
+from hermes_console.runtime.api import RuntimeAPI
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.bindings import bindings_for
+from hermes_console.ui.commands import ConsoleCommands
+from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
+from hermes_console.ui.format import duration
+from hermes_console.ui.screens.confirm import ConfirmModal
+from hermes_console.ui.screens.evaluation import EvaluationScreen
+from hermes_console.ui.screens.help import HelpScreen
+from hermes_console.ui.screens.main import MainScreen
+
+Clock = Union[float, Callable[[], float], None]
+PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
+
+
+class ConsoleApp(App[int]):
+    TITLE = "hermes-console"
+    CSS_PATH = "console.tcss"
+    BINDINGS = bindings_for("app")
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+
+    def __init__(self, runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None,
+                 start_runtime: bool = True) -> None:
+        super().__init__()
+        self.runtime = runtime
+        self.config = config or ConsoleConfig()
+        self.state = ConsoleState()
+        self.stopping = False
+        self._clock = now
+        self._start_runtime = start_runtime
+        self._drain_failed = False
+        self._render_key: tuple = ()
+        self.switch_peak = 0  # largest in-flight count seen during the current phase switch
+        # Evaluations that existed before the operator pressed `e`; a new one that
+        # finishes afterwards opens the results screen.
+        self._evals_before: Optional[Set[str]] = None
+        self._eval_result: Optional[dict] = None
+
+    # ------------------------------------------------------------------ clock
+
+    def now(self) -> float:
+        """The time ages are measured against: injected (tests, screenshots),
+        the log's own time for replay, or the wall clock for a live run."""
+        if callable(self._clock):
+            return self._clock()
+        if self._clock is not None:
+            return float(self._clock)
+        if not self.runtime.is_live and self.state.last_ts is not None:
+            return self.state.last_ts
+        return time.time()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_mount(self) -> None:
+        if self.config.keymap:
+            self.set_keymap(self.config.keymap)
+        self.push_screen(MainScreen())
+        if self._start_runtime:
+            # start() may load the env (slow): keep it off the UI thread so the first frame shows at once.
+            self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
+        self.set_interval(1.0 / self.config.tick_hz, self.tick, name="drain")
+        self.call_after_refresh(self.tick)  # first events as soon as the screen exists
+
+    def _start(self) -> None:
+        try:
+            self.runtime.start()
+        except Exception as exc:  # noqa: BLE001 - shown to the operator, the UI stays up
+            self.call_from_thread(self.notify, f"runtime failed to start: {exc}", severity="error",
+                                  title="runtime", timeout=30)
+
+    def tick(self) -> None:
+        """Apply at most ``max_events_per_tick`` events, then redraw the visible screens."""
+        try:
+            events = self.runtime.drain(self.config.max_events_per_tick)
+        except Exception as exc:  # noqa: BLE001
+            if not self._drain_failed:
+                self._drain_failed = True
+                self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
+            events = []
+        self.apply_events(events)
+
+    def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
+        for event in events:
+            self.state.apply(event)
+            if event.kind == "phase_switch":
+                self._track_switch(event)
+        self._maybe_open_eval_results()
+        # Redraw only when the model changed or the displayed second moved on:
+        # an idle console costs nothing per tick.
+        render_key = (self.state.version, int(self.now()), self.stopping)
+        if render_key == self._render_key and not force:
+            return
+        self._render_key = render_key
+        with self.batch_update():
+            for screen in self._visible_screens():
+                refresh = getattr(screen, "refresh_view", None)
+                if refresh is not None and getattr(screen, "ready", False):
+                    refresh(self.state, self.now())
+
+    def _track_switch(self, event: Any) -> None:
+        # The reducer keeps only the latest stage; the drain bar needs the in-flight count it started from.
+        if event.stage in ("done", "failed"):
+            self.switch_peak = 0
+        else:
+            self.switch_peak = max(self.switch_peak, event.in_flight)
+
+    def _visible_screens(self) -> Iterable[Screen]:
+        """The top screen, plus what shows through under modals."""
+        for screen in reversed(self.screen_stack):
+            yield screen
+            if not isinstance(screen, ModalScreen):
+                break
+
+    # ------------------------------------------------------------------ commands
+
+    def send(
+        self,
+        label: str,
+        call: Callable[[], "Future[Any]"],
+        *,
+        success: Union[str, Callable[[Any], str], None] = None,
+        on_result: Optional[Callable[[Any], None]] = None,
+        on_error: Optional[Callable[[BaseException], None]] = None,
+        quiet_replay: bool = False,
+    ) -> bool:
+        """Send one command; its Future is awaited in a worker. Returns False if refused."""
+        if not self.runtime.is_live:
+            if not quiet_replay:
+                self.notify(f"{label}: controls are disabled while replaying a log.", severity="warning",
+                            title="replay")
+            return False
+        try:
+            future = call()
+        except Exception as exc:  # noqa: BLE001 - a command that raises synchronously is still just a toast
+            self._command_failed(label, exc, on_error)
+            return False
+        self.run_worker(self._await(label, future, success, on_result, on_error), group="commands",
+                        exit_on_error=False)
+        return True
+
+    async def _await(self, label: str, future: "Future[Any]", success: Union[str, Callable[[Any], str], None],
+                     on_result: Optional[Callable[[Any], None]],
+                     on_error: Optional[Callable[[BaseException], None]]) -> None:
+        try:
+            result = await asyncio.wrap_future(future)
+        except BaseException as exc:  # noqa: BLE001 - includes CancelledError of the runtime's future
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self._command_failed(label, exc, on_error)
+            return
+        if success is not None:
+            self.notify(success(result) if callable(success) else success, title=label)
+        if on_result is not None:
+            on_result(result)
+
+    def _command_failed(self, label: str, exc: BaseException,
+                        on_error: Optional[Callable[[BaseException], None]]) -> None:
+        cause = str(exc) or type(exc).__name__
+        self.notify(f"{label} failed: {cause}", severity="error", title=label, timeout=10)
+        if on_error is not None:
+            on_error(exc)
+
+    # ------------------------------------------------------------------ operator actions
+
+    def action_toggle_pause(self) -> None:
+        if self.state.status in ("paused", "draining"):
+            self.send("resume", self.runtime.resume, success="intake resumed")
+        else:
+            self.send("pause", self.runtime.pause, success="intake paused; in-flight groups drain")
+
+    def action_cancel_in_flight(self) -> None:
+        if not self._live_or_notice("cancel in-flight"):
+            return
+        n = self.state.accounting.in_flight
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self.send("cancel in-flight", self.runtime.cancel_in_flight,
+                          success=lambda count: f"cancelled {count} group(s)")
+
+        self.push_screen(ConfirmModal("Cancel in-flight groups?",
+                                      f"{n} group(s) in flight will be cancelled and their items counted as "
+                                      "cancelled. Intake continues.", "Cancel them"), answer)
+
+    def action_switch_phase(self) -> None:
+        if not self._live_or_notice("switch phase"):
+            return
+        current = self.state.run.phase
+        target = 2 if current == 1 else 1
+        switch = self.state.phase_switch
+        if switch is not None and switch.stage not in ("done", "failed"):
+            self.notify(f"A phase switch to {switch.to_phase} is already {switch.stage}.", severity="warning")
+            return
+        n = self.state.accounting.in_flight
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self.send("phase switch", lambda: self.runtime.switch_phase(target),
+                          success=f"now in Phase {target}")
+
+        self.push_screen(ConfirmModal(
+            f"Switch Phase {current} → {target}?",
+            f"From: {PHASE_NAMES.get(current)}\nTo:   {PHASE_NAMES.get(target)}\n\n"
+            f"Intake pauses, the {n} in-flight group(s) drain, then the servers are rebuilt. "
+            "Progress shows in the status bar.", "Switch"), answer)
+
+    def action_evaluate(self) -> None:
+        if self._evals_before is not None:
+            self.notify("An evaluation is already running.", severity="warning")
+            return
+        before = set(self.state.evals)
+
+        def done(result: Any) -> None:
+            self._eval_result = result if isinstance(result, dict) else None
+            self._maybe_open_eval_results()
+
+        def failed(_: BaseException) -> None:
+            self._evals_before = None
+
+        if self.send("evaluate", lambda: self.runtime.evaluate(), on_result=done, on_error=failed):
+            self._evals_before = before
+            self.notify("evaluation started; results open when it finishes", title="evaluate")
+
+    def _maybe_open_eval_results(self) -> None:
+        if self._evals_before is None:
+            return
+        new = [v for k, v in self.state.evals.items() if k not in self._evals_before]
+        finished = [v for v in new if v.status != "running"]
+        if finished:
+            view = finished[-1]
+        elif self._eval_result is not None and not new:
+            # The runtime resolved without eval events (or they were evicted): show what we got.
+            view = None
+        else:
+            return
+        self._evals_before = None
+        result, self._eval_result = self._eval_result, None
+        self.push_screen(EvaluationScreen(view.eval_id if view else "latest", fallback_metrics=result))
+
+    def kill_sandbox(self, task_id: str) -> None:
+        if not self._live_or_notice("kill sandbox"):
+            return
+        sandbox = self.state.sandboxes.get(task_id)
+        running = f"\nIt is running: {sandbox.running_command}" if sandbox and sandbox.running_command else ""
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self.send("kill sandbox", lambda: self.runtime.kill_sandbox(task_id),
+                          success=lambda ok: f"sandbox {task_id} killed" if ok else f"sandbox {task_id} was gone")
+
+        self.push_screen(ConfirmModal(f"Kill sandbox {task_id}?",
+                                      f"Its processes are killed and its workspace removed; the rollout's next "
+                                      f"command fails.{running}", "Kill"), answer)
+
+    def extend_sandbox(self, task_id: str) -> None:
+        seconds = self.config.extend_minutes * 60.0
+        self.send("extend sandbox", lambda: self.runtime.extend_sandbox(task_id, seconds),
+                  success=lambda lifetime: f"sandbox {task_id}: lifetime now {duration(lifetime)}"
+                  if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
+
+    def _live_or_notice(self, label: str) -> bool:
+        if self.runtime.is_live:
+            return True
+        self.notify(f"{label}: controls are disabled while replaying a log.", severity="warning", title="replay")
+        return False
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_request_quit(self) -> None:
+        if self.stopping:
+            self.exit(1)  # second q while stopping: give up waiting
+            return
+        live = sum(1 for r in self.state.rollouts.values() if r.status == "running")
+        in_flight = self.state.accounting.in_flight
+        if self.runtime.is_live and (live or in_flight) and self.state.status not in ("stopped", "finished"):
+            def answer(yes: Optional[bool]) -> None:
+                if yes:
+                    self.shutdown()
+
+            self.push_screen(ConfirmModal(
+                "Quit hermes-console?",
+                f"{in_flight} group(s) / {live} rollout(s) are live. The runtime gets "
+                f"{self.config.drain_deadline_s:.0f}s to drain, then stops.", "Quit"), answer)
+        else:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the runtime (drain until the deadline) and exit when it is done."""
+        self.stopping = True
+        self.apply_events([], force=True)  # show "STOPPING" at once
+        try:
+            future = self.runtime.stop(self.config.drain_deadline_s)
+        except Exception as exc:  # noqa: BLE001
+            self.notify(f"stop failed: {exc}", severity="error")
+            self.exit(1)
+            return
+        self.run_worker(self._wait_stopped(future), group="shutdown", exit_on_error=False)
+
+    async def _wait_stopped(self, future: "Future[Any]") -> None:
+        code = 0
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), timeout=self.config.drain_deadline_s + 1.0)
+        except asyncio.TimeoutError:
+            code = 1
+        except Exception:  # noqa: BLE001 - exiting anyway; the runtime logs its own failure
+            code = 1
+        self.exit(code)
+
+
+def run_console(runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None) -> int:
+    """Run the console over ``runtime`` until the operator quits. Returns the exit code.
+
+    ``config`` defaults to the keymap at ~/.config/hermes-console/keys.yaml (if any);
+    an invalid keymap is reported on stderr with exit code 2 before the UI starts.
+    """
+    if config is None:
+        try:
+            config = load_console_config()
+        except KeymapError as exc:
+            print(f"hermes-console: {exc}", file=sys.stderr)
+            return 2
+    app = ConsoleApp(runtime, now=now, config=config)
+    result = app.run()
+    if app.return_code not in (None, 0):
+        return int(app.return_code)
+    return int(result or 0)

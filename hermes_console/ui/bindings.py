@@ -1,0 +1,83 @@
+"""Every console control as a Binding with a stable id (Posting-style).
+
+The id is what a keymap file rebinds; the help screen and the command palette
+list these same specs, so the three can never drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class ControlSpec:
+    id: str
+    key: str
+    action: str
+    label: str  # short footer text
+    description: str  # help screen / command palette text
+    scope: str  # app | main | sandbox | drilldown — where the binding lives
+    show: bool = True
+    priority: bool = False
+    # Controls that send a command to the runtime are refused in replay.
+    sends_command: bool = False
+
+
+CONTROLS: List[ControlSpec] = [
+    # ---- app-wide: operator commands and global navigation
+    ControlSpec("pause", "p", "toggle_pause", "Pause", "Pause / resume intake (in-flight groups drain)", "app", sends_command=True),
+    ControlSpec("cancel-in-flight", "c", "cancel_in_flight", "Cancel", "Cancel every in-flight group (confirm)", "app", sends_command=True),
+    ControlSpec("switch-phase", "P", "switch_phase", "Phase", "Switch Phase 1 ↔ 2 after draining (confirm)", "app", sends_command=True),
+    ControlSpec("evaluate", "e", "evaluate", "Eval", "Run an evaluation now; results open when done", "app", sends_command=True),
+    ControlSpec("help", "question_mark", "help", "Help", "Show every key binding", "app"),
+    ControlSpec("command-palette", "ctrl+p", "command_palette", "Palette", "Command palette (every action)", "app", show=False, priority=True),
+    ControlSpec("quit", "q", "request_quit", "Quit", "Quit (confirm while rollouts are live)", "app"),
+    # ---- main screen: panels and the focused row
+    ControlSpec("drill-down", "enter", "drill_down", "Open", "Open the focused row (rollout / sandbox)", "main"),
+    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill the focused sandbox (confirm)", "main", sends_command=True),
+    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend the focused sandbox's lifetime", "main", sends_command=True),
+    ControlSpec("filter", "slash", "filter", "Filter", "Filter turns and tool calls by group or rollout", "main"),
+    ControlSpec("follow", "f,end", "follow", "Follow", "Follow the turns stream again (tail)", "main"),
+    ControlSpec("toggle-reasoning", "r", "toggle_reasoning", "Reasoning", "Expand / collapse reasoning in the stream", "main"),
+    ControlSpec("errors-only", "o", "toggle_errors_only", "Errors", "Tool table: errors only on / off", "main"),
+    ControlSpec("next-panel", "tab", "focus_next_panel", "Next", "Move to the next panel", "main", show=False),
+    ControlSpec("previous-panel", "shift+tab", "focus_previous_panel", "Prev", "Move to the previous panel", "main", show=False),
+    # ---- drill-down screens
+    ControlSpec("back", "escape", "back", "Back", "Back to the previous screen", "drilldown"),
+    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill this sandbox (confirm)", "sandbox", sends_command=True),
+    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend this sandbox's lifetime", "sandbox", sends_command=True),
+    ControlSpec("run-diagnostic", "d", "focus_diagnostic", "Diagnose", "Run a diagnostic command in this sandbox", "sandbox"),
+    ControlSpec("refresh-details", "R", "refresh_details", "Reload", "Reload process tree and recent commands", "sandbox"),
+]
+
+
+
+def bindings_for(scope: str) -> List[Binding]:
+    return [
+        Binding(
+            spec.key,
+            spec.action,
+            spec.label,
+            show=spec.show,
+            priority=spec.priority,
+            id=spec.id,
+            tooltip=spec.description,
+        )
+        for spec in CONTROLS
+        if spec.scope == scope
+    ]
+
+
+def binding_ids() -> List[str]:
+    return sorted({spec.id for spec in CONTROLS})
+
+
+def unique_controls() -> Iterable[ControlSpec]:
+    """One spec per id (the sandbox screen repeats main-screen ids)."""
+    seen: Dict[str, ControlSpec] = {}
+    for spec in CONTROLS:
+        seen.setdefault(spec.id, spec)
+    return seen.values()

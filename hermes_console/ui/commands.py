@@ -1,0 +1,48 @@
+"""Command palette provider: every console action, with the same text as the help screen."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Iterator, Tuple
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
+
+from hermes_console.ui.bindings import CONTROLS, ControlSpec
+from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.screens.main import MainScreen
+from hermes_console.ui.screens.sandbox import SandboxScreen
+
+
+class ConsoleCommands(Provider):
+    def _available(self) -> Iterator[Tuple[str, ControlSpec, DOMNode]]:
+        screen = self.screen
+        seen = set()
+        for spec in CONTROLS:
+            if spec.action == "command_palette" or spec.id in seen:
+                continue
+            target: DOMNode | None = None
+            if spec.scope == "app":
+                target = self.app
+            elif spec.scope == "main" and isinstance(screen, MainScreen):
+                target = screen
+            elif spec.scope == "sandbox" and isinstance(screen, SandboxScreen):
+                target = screen
+            elif spec.scope == "drilldown" and isinstance(screen, DrillDownScreen):
+                target = screen
+            if target is None:
+                continue
+            seen.add(spec.id)
+            yield f"{spec.label}: {spec.description}", spec, target
+
+    async def discover(self) -> Hits:
+        for title, spec, target in self._available():
+            yield DiscoveryHit(title, partial(target.run_action, spec.action), help=f"binding id: {spec.id}")
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, spec, target in self._available():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), partial(target.run_action, spec.action),
+                          help=f"binding id: {spec.id}")

@@ -1,0 +1,95 @@
+"""UI settings: the keymap file (binding id → keys) and a few tunables.
+
+Default keymap location is ``~/.config/hermes-console/keys.yaml``; ``--keys FILE``
+overrides it. A bad file never half-applies: every problem is collected and
+reported in one :class:`KeymapError` naming the file, the entry and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import yaml
+
+from hermes_console.ui.bindings import binding_ids
+
+DEFAULT_KEYS_FILE = Path("~/.config/hermes-console/keys.yaml")
+
+# A key is a Textual key name ("f", "P", "ctrl+p", "question_mark", "f5")
+# or one printable character ("?", "/"). Several keys: comma-separated.
+_KEY_NAME = re.compile(r"^(?:(?:ctrl|shift|alt|meta|super)\+)*[A-Za-z0-9_]+$")
+
+
+class KeymapError(ValueError):
+    """The keymap file is unreadable or has invalid entries."""
+
+
+@dataclass
+class ConsoleConfig:
+    keymap: Dict[str, str] = field(default_factory=dict)
+    tick_hz: float = 8.0  # how often drained events are applied and panels refreshed
+    max_events_per_tick: int = 2_000  # caps reducer work per tick during floods
+    max_stream_lines_per_tick: int = 200
+    extend_minutes: float = 5.0
+    drain_deadline_s: float = 10.0
+    keys_file: Optional[Path] = None
+
+
+def _valid_key(key: str) -> bool:
+    return bool(_KEY_NAME.match(key)) or (len(key) == 1 and key.isprintable() and not key.isspace())
+
+
+def parse_keymap(data: object, source: str = "keymap") -> Dict[str, str]:
+    """Validate a mapping of binding id → key string(s); raise KeymapError listing every problem."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise KeymapError(f"{source}: expected a mapping of binding id to key, got {type(data).__name__}")
+    known = set(binding_ids())
+    problems: List[str] = []
+    keymap: Dict[str, str] = {}
+    for raw_id, raw_keys in data.items():
+        binding_id = str(raw_id)
+        if binding_id not in known:
+            problems.append(f"unknown binding id {binding_id!r} (valid ids: {', '.join(sorted(known))})")
+            continue
+        if isinstance(raw_keys, list):
+            raw_keys = ",".join(str(k) for k in raw_keys)
+        if not isinstance(raw_keys, str) or not raw_keys.strip():
+            problems.append(f"{binding_id}: expected a key such as 'p' or 'ctrl+r', got {raw_keys!r}")
+            continue
+        keys = [k.strip() for k in raw_keys.split(",")]
+        bad = [k for k in keys if not _valid_key(k)]
+        if bad:
+            problems.append(f"{binding_id}: invalid key {bad[0]!r} (expected e.g. 'p', 'P', 'ctrl+r', 'f5', '?')")
+            continue
+        keymap[binding_id] = ",".join(keys)
+    if problems:
+        raise KeymapError(f"{source}: " + "; ".join(problems))
+    return keymap
+
+
+def load_keymap(path: Path) -> Dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KeymapError(f"{path}: cannot read keymap file ({exc.strerror or exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KeymapError(f"{path}: not valid YAML ({exc})") from exc
+    return parse_keymap(data, str(path))
+
+
+def load_console_config(keys_file: Optional[Path] = None) -> ConsoleConfig:
+    """Read the keymap from ``keys_file`` (must exist) or the default location (optional)."""
+    if keys_file is not None:
+        path = Path(keys_file).expanduser()
+        return ConsoleConfig(keymap=load_keymap(path), keys_file=path)
+    default = DEFAULT_KEYS_FILE.expanduser()
+    if default.is_file():
+        return ConsoleConfig(keymap=load_keymap(default), keys_file=default)
+    return ConsoleConfig()

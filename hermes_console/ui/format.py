@@ -1,0 +1,78 @@
+"""Small pure formatting helpers shared by the widgets (no Textual imports)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional
+
+from rich.text import Text
+
+WARN_FRACTION = 0.75
+ERROR_FRACTION = 0.90
+
+
+def duration(seconds: Optional[float]) -> str:
+    """Compact human duration: 850ms, 4.2s, 3m05s, 2h04m."""
+    if seconds is None or math.isnan(seconds):
+        return "–"
+    if seconds < 0:
+        seconds = 0.0
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s" if seconds != int(seconds) else f"{int(seconds)}s"
+    if seconds < 3600:
+        m, s = divmod(int(seconds), 60)
+        return f"{m}m{s:02d}s"
+    h, m = divmod(int(seconds) // 60, 60)
+    return f"{h}h{m:02d}m"
+
+
+def age(seconds: Optional[float]) -> str:
+    """Like :func:`duration` but in whole seconds: ages tick once a second, not every frame."""
+    if seconds is None or math.isnan(seconds):
+        return "–"
+    return duration(float(int(max(0.0, seconds)))) if seconds >= 1 else "0s"
+
+
+def clock(ts: float) -> str:
+    """HH:MM:SS in UTC, so snapshots do not depend on the machine's timezone."""
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
+
+
+def number(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def head(text: str, width: int) -> str:
+    """One line, at most ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def level_style(fraction: float) -> str:
+    """Colour for a used-up fraction of some budget (timeouts, lifetimes)."""
+    if fraction >= ERROR_FRACTION:
+        return "bold red"
+    if fraction >= WARN_FRACTION:
+        return "yellow"
+    return ""
+
+
+def budget(elapsed: float, limit: Optional[float]) -> Text:
+    """``elapsed / limit`` coloured by how much of the limit is used."""
+    if not limit:
+        return Text(age(elapsed))
+    return Text(f"{age(elapsed)} / {duration(limit)}", style=level_style(elapsed / limit))
+
+
+def bar(fraction: float, width: int = 10) -> str:
+    """A text bar with eighth-block resolution; ``fraction`` is clamped to [0, 1]."""
+    fraction = min(1.0, max(0.0, fraction))
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[part] if part else ""
+    return ("█" * full + partial).ljust(width, "░")[:width]

@@ -1,0 +1,1 @@
+"""Screens: the main console, drill-downs and modals."""

@@ -1,0 +1,72 @@
+"""Evaluation results: status, metrics table, where the samples were written."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Footer, Static
+
+from hermes_console.runtime.state import ConsoleState, EvalView
+from hermes_console.ui.format import bar, duration
+from hermes_console.ui.screens.drilldown import DrillDownScreen
+
+
+class EvaluationScreen(DrillDownScreen):
+    def __init__(self, eval_id: str, fallback_metrics: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(classes="drilldown")
+        self.eval_id = eval_id
+        self._fallback = dict(fallback_metrics or {})
+        self._signature: Optional[Tuple[object, ...]] = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="eval-header", classes="drill-header")
+        yield DataTable(id="eval-metrics", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#eval-metrics", DataTable)
+        table.add_column("metric", key="metric", width=32)
+        table.add_column("value", key="value", width=16)
+        table.border_title = "Metrics"
+        self.ready = True
+        self.refresh_view(self.console.state, self.console.now())
+
+    def refresh_view(self, state: ConsoleState, now: float) -> None:
+        view = state.evals.get(self.eval_id)
+        signature = (None,) if view is None else (view.status, view.done, view.total, len(view.metrics))
+        if signature == self._signature:
+            return
+        self._signature = signature
+        self.query_one("#eval-header", Static).update(self._header(view))
+        metrics = view.metrics if view is not None and view.metrics else self._fallback
+        table = self.query_one("#eval-metrics", DataTable)
+        table.clear()
+        for name, value in sorted(metrics.items()):
+            table.add_row(name, _value(value), key=name)
+
+    def _header(self, view: Optional[EvalView]) -> Text:
+        text = Text(f"Evaluation {self.eval_id}", style="bold")
+        if view is None:
+            text.append("\nno evaluation events received for this id yet", style="dim")
+            return text
+        style = {"running": "bold cyan", "done": "bold green", "error": "bold red"}.get(view.status, "")
+        text.append("   ")
+        text.append(f" {view.status.upper()} ", style=style + " reverse")
+        if view.status == "running":
+            fraction = view.done / view.total if view.total else 0.0
+            text.append(f"\n{bar(fraction, 30)} {view.done}/{view.total or '?'}", style="cyan")
+        else:
+            text.append(f"   took {duration(view.duration_s)}   {view.done or view.total} samples")
+        text.append("\nsamples ", style="dim")
+        text.append(view.samples_path or "(not written)", style="underline" if view.samples_path else "dim")
+        if view.error:
+            text.append(f"\nerror: {view.error}", style="bold red")
+        return text
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)

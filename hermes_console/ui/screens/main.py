@@ -1,0 +1,234 @@
+"""The main console: status bar and five live panels.
+
+Wide terminals show every panel in a grid; small ones (e.g. 80×24) show one
+panel at a time under a tab strip, and `tab` moves between them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Tab, Tabs
+
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.bindings import bindings_for
+from hermes_console.ui.screens.filter_modal import FilterModal
+from hermes_console.ui.screens.rollout import RolloutScreen
+from hermes_console.ui.screens.sandbox import SandboxScreen
+from hermes_console.ui.stream_filter import StreamFilter
+from hermes_console.ui.widgets.groups_table import GroupsTable
+from hermes_console.ui.widgets.rewards_panel import RewardsPanel
+from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
+from hermes_console.ui.widgets.status_bar import StatusBar
+from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+from hermes_console.ui.widgets.turns_stream import TurnsStream
+
+if TYPE_CHECKING:
+    from hermes_console.ui.app import ConsoleApp
+
+PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandboxes", "Sandboxes"),
+          ("rewards", "Rewards")]
+COMPACT_WIDTH = 120
+COMPACT_HEIGHT = 34
+
+
+class MainScreen(Screen[None]):
+    BINDINGS = bindings_for("main")
+
+    def __init__(self) -> None:
+        super().__init__(id="main")
+        self.filter = StreamFilter()
+        self.compact = False
+        self.ready = False  # the app tick skips screens that are not composed yet
+
+    @property
+    def console(self) -> "ConsoleApp":
+        return cast("ConsoleApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Tabs(*[Tab(label, id=f"tab-{key}") for key, label in PANELS], id="panel-tabs")
+        with Container(id="panels"):
+            yield GroupsTable(id="groups", classes="panel")
+            yield TurnsStream(id="turns", classes="panel")
+            yield ToolCallsTable(id="tools", classes="panel")
+            yield SandboxesTable(id="sandboxes", classes="panel")
+            yield RewardsPanel(id="rewards", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_size(self.app.size.width, self.app.size.height)
+        self.query_one(TurnsStream).rebuild(self.console.state)
+        self.query_one(GroupsTable).focus()
+        self.ready = True
+        self.refresh_view(self.console.state, self.console.now())
+
+    # ------------------------------------------------------------------ rendering
+
+    def refresh_view(self, state: ConsoleState, now: float) -> None:
+        config = self.console.config
+        self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
+                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak)
+        self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
+        self.query_one(GroupsTable).update_from(state, now)
+        self.query_one(TurnsStream).update_from(state, max_new=config.max_stream_lines_per_tick)
+        self.query_one(ToolCallsTable).update_from(state, now, max_new=config.max_stream_lines_per_tick)
+        self.query_one(SandboxesTable).update_from(state, now)
+        self.query_one(RewardsPanel).update_from(state)
+
+    def on_screen_resume(self) -> None:
+        if self.ready:
+            self.refresh_view(self.console.state, self.console.now())
+
+    # ------------------------------------------------------------------ layout: wide grid vs tabs
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        self.compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        self.set_class(self.compact, "-compact")
+        # Keep the age / timeout columns on screen at 80 columns by narrowing the free-text ones.
+        self.query_one(GroupsTable).set_column_width("item", max(12, min(36, width - 62)))
+        self.query_one(SandboxesTable).set_column_width("command", max(10, min(22, width - 80)))
+        if self.compact and not self.query(".panel.-current"):
+            self._show_panel(self._current_panel_id() or "groups")
+
+    def _panels(self) -> List[Widget]:
+        return list(self.query(".panel").results(Widget))
+
+    def _panel_of(self, widget: Optional[Widget]) -> Optional[Widget]:
+        while widget is not None and not widget.has_class("panel"):
+            parent = widget.parent
+            widget = parent if isinstance(parent, Widget) else None
+        return widget
+
+    def _current_panel_id(self) -> Optional[str]:
+        panel = self._panel_of(self.focused)
+        return panel.id if panel is not None else None
+
+    def _show_panel(self, panel_id: str) -> None:
+        for panel in self._panels():
+            panel.set_class(panel.id == panel_id, "-current")
+        tabs = self.query_one(Tabs)
+        if tabs.active != f"tab-{panel_id}":
+            tabs.active = f"tab-{panel_id}"
+
+    def _focus_panel(self, panel_id: str) -> None:
+        self._show_panel(panel_id)
+        self.query_one(f"#{panel_id}").focus()
+
+    @on(Tabs.TabActivated, "#panel-tabs")
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        panel_id = (event.tab.id or "tab-groups").removeprefix("tab-")
+        if self._current_panel_id() != panel_id:
+            self._focus_panel(panel_id)
+
+    def on_descendant_focus(self, event: object) -> None:
+        panel = self._panel_of(self.focused)
+        if panel is not None and panel.id:
+            self._show_panel(panel.id)
+
+    def action_focus_next_panel(self) -> None:
+        self._cycle(+1)
+
+    def action_focus_previous_panel(self) -> None:
+        self._cycle(-1)
+
+    def _cycle(self, step: int) -> None:
+        ids = [key for key, _ in PANELS]
+        current = self._current_panel_id()
+        index = ids.index(current) if current in ids else -step
+        self._focus_panel(ids[(index + step) % len(ids)])
+
+    # ------------------------------------------------------------------ drill-downs
+
+    def action_drill_down(self) -> None:
+        panel = self._panel_of(self.focused)
+        self._drill_from(panel)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self._drill_from(event.data_table)
+
+    def _drill_from(self, panel: Optional[Widget]) -> None:
+        state = self.console.state
+        if isinstance(panel, GroupsTable):
+            group = state.groups.get(panel.selected_key() or "")
+            if group is None or not group.rollout_ids:
+                self.app.notify("This group has no rollouts yet.", severity="warning")
+                return
+            running = [r for r in group.rollout_ids if r in state.rollouts and state.rollouts[r].status == "running"]
+            self.app.push_screen(RolloutScreen((running or group.rollout_ids)[0]))
+        elif isinstance(panel, ToolCallsTable):
+            rollout_id = panel.selected_rollout()
+            if rollout_id:
+                self.app.push_screen(RolloutScreen(rollout_id))
+        elif isinstance(panel, SandboxesTable):
+            task_id = panel.selected_key()
+            if task_id:
+                self.app.push_screen(SandboxScreen(task_id))
+        elif isinstance(panel, TurnsStream):
+            latest = next((e for e in reversed(state.stream) if e.rollout_id and self.filter.matches(
+                e.rollout_id, e.group_id)), None)
+            if latest is not None:
+                self.app.push_screen(RolloutScreen(latest.rollout_id))
+        else:
+            self.app.notify("Focus a group, tool call or sandbox row first.", severity="warning")
+
+    # ------------------------------------------------------------------ sandbox controls
+
+    def _selected_sandbox(self) -> Optional[str]:
+        task_id = self.query_one(SandboxesTable).selected_key()
+        if task_id is None:
+            self.app.notify("No sandbox selected: move to the Sandboxes panel and pick a row.", severity="warning")
+        return task_id
+
+    def action_kill_sandbox(self) -> None:
+        task_id = self._selected_sandbox()
+        if task_id:
+            self.console.kill_sandbox(task_id)
+
+    def action_extend_sandbox(self) -> None:
+        task_id = self._selected_sandbox()
+        if task_id:
+            self.console.extend_sandbox(task_id)
+
+    # ------------------------------------------------------------------ stream / table toggles
+
+    def action_filter(self) -> None:
+        def apply(text: Optional[str]) -> None:
+            if text is None:
+                return
+            self.set_filter(text)
+
+        self.app.push_screen(FilterModal(self.filter.text), apply)
+
+    def set_filter(self, text: str) -> None:
+        self.filter.text = text
+        stream = self.query_one(TurnsStream)
+        tools = self.query_one(ToolCallsTable)
+        stream.filter.text = text
+        tools.filter.text = text
+        stream.rebuild(self.console.state)
+        tools.rebuild(self.console.state, self.console.now())
+
+    def action_follow(self) -> None:
+        self.query_one(TurnsStream).follow()
+
+    def action_toggle_reasoning(self) -> None:
+        stream = self.query_one(TurnsStream)
+        stream.show_reasoning = not stream.show_reasoning
+        stream.rebuild(self.console.state)
+
+    def action_toggle_errors_only(self) -> None:
+        tools = self.query_one(ToolCallsTable)
+        tools.errors_only = not tools.errors_only
+        tools.rebuild(self.console.state, self.console.now())

@@ -1,0 +1,117 @@
+"""Rollout drill-down: the full transcript with reasoning, tool calls and results."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Footer, RichLog, Static
+
+from hermes_console.runtime.state import ConsoleState, RolloutView, ToolCallView
+from hermes_console.ui.format import clock, duration
+from hermes_console.ui.screens.drilldown import DrillDownScreen
+
+PHASE_NAMES = {1: "Phase 1 (chat)", 2: "Phase 2 (managed /generate)"}
+
+
+class RolloutScreen(DrillDownScreen):
+    def __init__(self, rollout_id: str) -> None:
+        super().__init__(classes="drilldown")
+        self.rollout_id = rollout_id
+        self._signature: Optional[Tuple[object, ...]] = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="rollout-header", classes="drill-header")
+        yield RichLog(id="transcript", wrap=True, markup=False, auto_scroll=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#transcript", RichLog).border_title = "Transcript"
+        self.ready = True
+        self.refresh_view(self.console.state, self.console.now())
+
+    def refresh_view(self, state: ConsoleState, now: float) -> None:
+        rollout = state.rollouts.get(self.rollout_id)
+        signature = self._signature_of(rollout, now)
+        if signature == self._signature:
+            return
+        self._signature = signature
+        header = self.query_one("#rollout-header", Static)
+        log = self.query_one("#transcript", RichLog)
+        if rollout is None:
+            header.update(Text(f"Rollout {self.rollout_id} is no longer in memory; its group is in the jsonl.",
+                               style="yellow"))
+            log.clear()
+            return
+        header.update(self._header(rollout, state, now))
+        log.clear()
+        for line in self._transcript(rollout, state):
+            log.write(line)
+
+    @staticmethod
+    def _signature_of(rollout: Optional[RolloutView], now: float) -> Tuple[object, ...]:
+        if rollout is None:
+            return ("gone",)
+        last_tool = rollout.tool_calls[-1].status if rollout.tool_calls else None
+        ticking = int(now) if rollout.status == "running" else 0  # the running age changes each second
+        return (rollout.status, len(rollout.turns), rollout.turn, len(rollout.tool_calls), last_tool,
+                rollout.turns[-1].latency_s if rollout.turns else None, ticking)
+
+    @staticmethod
+    def _header(r: RolloutView, state: ConsoleState, now: float) -> Text:
+        text = Text()
+        text.append(f"Rollout {r.rollout_id}", style="bold")
+        text.append(f"   group {r.group_id}   {PHASE_NAMES.get(r.phase, f'phase {r.phase}')}   ")
+        status_style = {"running": "bold cyan", "done": "bold green", "error": "bold red"}.get(r.status, "")
+        text.append(f" {r.status.upper()} ", style=status_style + " reverse")
+        text.append("\n")
+        reward = "–" if r.reward is None else f"{r.reward:.3f}"
+        age = r.duration_s if r.duration_s is not None else max(0.0, now - r.started_at)
+        text.append("reward ", style="dim")
+        text.append(reward, style="bold magenta")
+        text.append(f"   turns {r.turns_used or r.turn}   tokens {r.token_count}   nodes {r.node_count}"
+                    f"   tool errors {r.tool_errors}   duration {duration(age)}")
+        if r.placeholder_tokens:
+            text.append("   placeholder tokens", style="yellow")
+        text.append("\nitem ", style="dim")
+        text.append(r.item_summary or "–")
+        for label, error in (("error", r.error), ("reward error", r.reward_error)):
+            if error:
+                text.append(f"\n{label}: {error}", style="bold red")
+        return text
+
+    @staticmethod
+    def _transcript(r: RolloutView, state: ConsoleState) -> List[Text]:
+        lines: List[Text] = []
+        group = state.groups.get(r.group_id)
+        toolsets = ", ".join(group.toolsets) if group and group.toolsets else "–"
+        lines.append(Text(f"system  agent with toolsets: {toolsets}", style="dim"))
+        lines.append(Text("user    ", style="bold blue") + Text(r.item_summary or "(item not recorded)"))
+        calls_by_turn: Dict[int, List[ToolCallView]] = {}
+        for call in r.tool_calls:
+            calls_by_turn.setdefault(call.turn, []).append(call)
+        for turn in r.turns:
+            latency = "…" if turn.latency_s is None else duration(turn.latency_s)
+            lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
+                              + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
+            if turn.reasoning:
+                lines.append(Text("reasoning  ", style="dim") + Text(turn.reasoning, style="dim italic"))
+            if turn.content:
+                lines.append(Text("assistant  ", style="bold green") + Text(turn.content))
+            if turn.error:
+                lines.append(Text(f"error      {turn.error}", style="bold red"))
+            for call in calls_by_turn.get(turn.turn, []):
+                lines.append(Text(f"tool call  {call.tool_name}", style="cyan") + Text(f"({call.args_head})"))
+                if call.status == "running":
+                    lines.append(Text("result     … running", style="cyan"))
+                elif call.status == "error":
+                    lines.append(Text(f"result     ✖ {call.error_kind or 'error'}: {call.error}", style="bold red"))
+                else:
+                    took = duration(call.duration_s)
+                    lines.append(Text(f"result     ({took}) ", style="green") + Text(call.result_head))
+        if r.status != "running":
+            reward = "–" if r.reward is None else f"{r.reward:.3f}"
+            lines.append(Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"),
+                              style="bold magenta"))
+        return lines

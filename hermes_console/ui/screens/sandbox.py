@@ -1,0 +1,166 @@
+"""Sandbox drill-down: lifetime, process tree, cwd, recent commands; run a diagnostic; kill/extend."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Input, RichLog, Static
+
+from hermes_console.runtime.state import ConsoleState, SandboxView
+from hermes_console.ui.bindings import bindings_for
+from hermes_console.ui.format import bar, budget, clock, duration, head, level_style
+from hermes_console.ui.screens.drilldown import DrillDownScreen
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """Details may arrive as dicts or dataclasses (ProcessInfo, CommandRecord)."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+class SandboxScreen(DrillDownScreen):
+    BINDINGS = bindings_for("sandbox")
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(classes="drilldown")
+        self.task_id = task_id
+        self.details: Optional[Dict[str, Any]] = None
+        self._signature: Optional[Tuple[object, ...]] = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="sandbox-header", classes="drill-header")
+        with Horizontal(id="sandbox-body"):
+            with Vertical(id="sandbox-left"):
+                yield DataTable(id="process-tree", cursor_type="row", zebra_stripes=True)
+                yield RichLog(id="recent-commands", wrap=True, markup=False, auto_scroll=False)
+            with Vertical(id="sandbox-right"):
+                yield Input(placeholder="diagnostic command, e.g. ps aux  (enter to run; d to focus)",
+                            id="diagnostic-input")
+                yield RichLog(id="diagnostic-output", wrap=True, markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        tree = self.query_one("#process-tree", DataTable)
+        for key, label, width in (("pid", "pid", 7), ("ppid", "ppid", 7), ("state", "st", 3),
+                                  ("elapsed", "elapsed", 8), ("command", "command", None)):
+            tree.add_column(label, key=key, width=width)
+        tree.border_title = "Process tree"
+        self.query_one("#recent-commands", RichLog).border_title = "Recent commands"
+        self.query_one("#diagnostic-output", RichLog).border_title = "Diagnostic output"
+        self.ready = True
+        self.refresh_view(self.console.state, self.console.now())
+        self.action_refresh_details()
+
+    # ------------------------------------------------------------------ live header
+
+    def refresh_view(self, state: ConsoleState, now: float) -> None:
+        sandbox = state.sandboxes.get(self.task_id)
+        signature = self._signature_of(sandbox, now)
+        if signature != self._signature:
+            self._signature = signature
+            self.query_one("#sandbox-header", Static).update(self._header(sandbox, now))
+
+    @staticmethod
+    def _signature_of(sb: Optional[SandboxView], now: float) -> Tuple[object, ...]:
+        if sb is None:
+            return ("gone",)
+        return (sb.state, sb.running_command, sb.lifetime_s, sb.last_activity, sb.commands, int(now))
+
+    def _header(self, sb: Optional[SandboxView], now: float) -> Text:
+        text = Text(f"Sandbox {self.task_id}", style="bold")
+        if sb is None:
+            text.append("\nnot in the console's memory (closed long ago, or never seen)", style="yellow")
+            return text
+        text.append(f"   backend {sb.backend}   ")
+        style = {"running": "bold cyan", "idle": "bold green", "closed": "bold"}.get(sb.state, "")
+        text.append(f" {sb.state.upper()} ", style=style + " reverse")
+        text.append(f"\nworkdir {sb.workdir or '–'}   created {clock(sb.created_at)}   commands {sb.commands}"
+                    f"   timeouts {sb.timeouts}   last exit {sb.last_exit_code if sb.last_exit_code is not None else '–'}")
+        text.append("\n")
+        if sb.state == "closed":
+            text.append(f"closed ({sb.closed_reason}) at {clock(sb.closed_at or now)}", style="dim")
+        elif sb.state == "running" and sb.running_since is not None:
+            text.append("running ", style="cyan")
+            text.append(head(sb.running_command or "", 80))
+            text.append("  ")
+            text.append_text(budget(now - sb.running_since, sb.running_timeout_s))
+        elif sb.lifetime_s:
+            idle = max(0.0, now - sb.last_activity)
+            used = idle / sb.lifetime_s
+            text.append("idle → reaped  ", style="dim")
+            text.append(bar(1.0 - used, 20), style=level_style(used) or "green")
+            text.append(f"  {duration(max(0.0, sb.lifetime_s - idle))} left of {duration(sb.lifetime_s)}",
+                        style=level_style(used))
+        if self.details and _get(self.details, "cwd"):
+            text.append(f"\ncwd {_get(self.details, 'cwd')}")
+        return text
+
+    # ------------------------------------------------------------------ details (process tree, commands)
+
+    def action_refresh_details(self) -> None:
+        self.console.send("sandbox details", lambda: self.console.runtime.sandbox_details(self.task_id),
+                          on_result=self.show_details, quiet_replay=True)
+
+    def show_details(self, details: Any) -> None:
+        self.details = details if isinstance(details, dict) else {
+            k: _get(details, k) for k in ("cwd", "processes", "process_tree", "recent_commands", "lifetime_s")
+        }
+        tree = self.query_one("#process-tree", DataTable)
+        tree.clear()
+        processes: Iterable[Any] = _get(self.details, "processes") or _get(self.details, "process_tree") or []
+        for proc in processes:
+            tree.add_row(str(_get(proc, "pid", "")), str(_get(proc, "ppid", "")), str(_get(proc, "state", "")),
+                         duration(_get(proc, "elapsed_s")), head(str(_get(proc, "command", "")), 200))
+        log = self.query_one("#recent-commands", RichLog)
+        log.clear()
+        for record in _get(self.details, "recent_commands") or []:
+            for line in self._command_lines(record):
+                log.write(line)
+        self._signature = None
+        self.refresh_view(self.console.state, self.console.now())
+
+    @staticmethod
+    def _command_lines(record: Any) -> List[Text]:
+        exit_code = _get(record, "exit_code")
+        ok = exit_code == 0
+        line = Text("$ ", style="bold") + Text(str(_get(record, "command", "")), style="bold")
+        line.append(f"   exit {exit_code}  {duration(_get(record, 'duration_s'))}", style="green" if ok else "bold red")
+        out = str(_get(record, "output_head", "") or "")
+        return [line] + ([Text(out, style="dim")] if out else [])
+
+    # ------------------------------------------------------------------ diagnostics and controls
+
+    def action_focus_diagnostic(self) -> None:
+        self.query_one("#diagnostic-input", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        command = event.value.strip()
+        if not command:
+            return
+        output = self.query_one("#diagnostic-output", RichLog)
+        output.write(Text(f"$ {command}", style="bold"))
+        self.console.send(
+            "diagnostic command",
+            lambda: self.console.runtime.run_in_sandbox(self.task_id, command, timeout_s=10.0),
+            on_result=self._show_diagnostic,
+        )
+
+    def _show_diagnostic(self, result: Any) -> None:
+        output = self.query_one("#diagnostic-output", RichLog)
+        text = str(_get(result, "output", "") or "")
+        exit_code = _get(result, "exit_code")
+        if text:
+            output.write(Text(text))
+        output.write(Text(f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
+                          style="green" if exit_code == 0 else "bold red"))
+
+    def action_kill_sandbox(self) -> None:
+        self.console.kill_sandbox(self.task_id)
+
+    def action_extend_sandbox(self) -> None:
+        self.console.extend_sandbox(self.task_id)

@@ -1,0 +1,1 @@
+"""One widget per module; each renders one slice of ConsoleState."""

@@ -1,0 +1,43 @@
+"""Active groups: item, rollouts done/total, stage, age against worker_timeout."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from rich.text import Text
+
+from hermes_console.runtime.state import ConsoleState, GroupView
+from hermes_console.ui.format import budget, head
+from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
+
+
+class GroupsTable(KeyedTable):
+    COLUMNS = (
+        ("group", "group", 12),
+        ("item", "item", 36),
+        ("rollouts", "done", 6),
+        ("stage", "stage", 12),
+        ("age", "age / worker timeout", 22),
+    )
+
+    def update_from(self, state: ConsoleState, now: float) -> None:
+        timeout = state.run.worker_timeout_s
+        rows: Dict[str, Row] = {}
+        for group in state.active_groups():
+            rows[group.group_id] = self._row(group, now, timeout)
+        self.sync(rows)
+        title = f"Active groups ({len(rows)})"
+        if self.border_title != title:
+            self.border_title = title
+
+    @staticmethod
+    def _row(group: GroupView, now: float, timeout: float) -> Row:
+        total = group.group_size or len(group.rollout_ids) or 0
+        stage_style = {"scoring": "cyan", "sending": "green", "queued": "dim"}.get(group.stage, "")
+        return (
+            Text(head(group.group_id, 12), style="bold"),
+            head(group.item_summary or "–", 36),
+            f"{group.rollouts_done}/{total or '?'}",
+            Text(group.stage, style=stage_style),
+            budget(max(0.0, now - group.started_at), timeout or None),
+        )

@@ -1,0 +1,140 @@
+"""Status bar: run identity, intake state, throughput, item accounting, health."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from rich.text import Text
+from textual.widgets import Static
+
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.format import bar
+
+STATUS_STYLES = {
+    "loading": "bold cyan",
+    "running": "bold green",
+    "paused": "bold yellow",
+    "draining": "bold yellow",
+    "stopping": "bold magenta",
+    "stopped": "bold",
+    "finished": "bold",
+    "error": "bold white on red",
+}
+PHASE_NAMES = {1: "chat", 2: "managed"}
+SEP = ("  │  ", "dim")
+
+
+class StatusBar(Static):
+    """Two to four lines; re-rendered only when its text changes."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)
+        self._rendered: tuple = ()
+
+    def update_from(self, state: ConsoleState, now: float, *, live: bool, stopping: bool,
+                    switch_peak: int = 0) -> None:
+        lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
+        progress = self._progress_line(state, switch_peak)
+        if progress is not None:
+            lines.append(progress)
+        if not live:
+            lines.append(Text("REPLAY — read-only: pause, cancel, phase, eval and sandbox controls are disabled",
+                              style="bold black on yellow"))
+        text = Text("\n").join(lines)
+        key = (text.plain, tuple(text.spans))
+        if key != self._rendered:
+            self._rendered = key
+            self.update(text)
+
+    # ------------------------------------------------------------------ lines
+
+    def _run_line(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> Text:
+        run = state.run
+        status = "stopping" if stopping else state.status
+        line = Text()
+        line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
+        if state.status_detail and not stopping:
+            line.append(f" {state.status_detail}", style="dim")
+        line.append(*SEP)
+        line.append(run.env_name or "(no env yet)", style="bold")
+        line.append(f"  {run.mode or '–'}", style="dim")
+        line.append(*SEP)
+        phase_style = "bold black on cyan" if run.phase == 1 else "bold black on magenta"
+        line.append(f" PHASE {run.phase} ", style=phase_style)
+        line.append(f" {PHASE_NAMES.get(run.phase, '?')}", style="dim")
+        line.append(*SEP)
+        total = f"/{run.total_steps}" if run.total_steps else ""
+        line.append(f"step {state.step}{total}")
+        line.append(*SEP)
+        line.append(f"{state.rollouts_per_s(now):.2f} rollouts/s")
+        line.append(*SEP)
+        lag_style = "bold red" if state.loop_lag_ms >= 250 else "yellow" if state.loop_lag_ms >= 50 else ""
+        line.append(f"lag {state.loop_lag_ms:.0f}ms", style=lag_style)
+        line.append(*SEP)
+        line.append_text(self._servers(state))
+        return line
+
+    def _servers(self, state: ConsoleState) -> Text:
+        if not state.servers:
+            return Text("servers –", style="dim")
+        healthy = sum(1 for s in state.servers if s.get("healthy"))
+        total = len(state.servers)
+        style = "green" if healthy == total else "bold red" if healthy == 0 else "yellow"
+        text = Text(f"servers {healthy}/{total} healthy", style=style)
+        latencies = [float(s["latency_ms_p50"]) for s in state.servers if s.get("latency_ms_p50") is not None]
+        if latencies:
+            text.append(f"  p50 {max(latencies):.0f}ms", style="dim")
+        return text
+
+    def _items_line(self, state: ConsoleState) -> Text:
+        acc = state.accounting
+        line = Text(" items ", style="dim")
+        line.append(f"received {acc.received}")
+        line.append("  ·  ", style="dim")
+        line.append(f"completed {acc.completed}", style="green")
+        line.append("  ·  ", style="dim")
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(acc.dropped.items()))
+        line.append(f"dropped {acc.dropped_total}" + (f" ({dropped})" if dropped else ""),
+                    style="yellow" if acc.dropped_total else "")
+        line.append("  ·  ", style="dim")
+        line.append(f"failed {acc.failed}", style="bold red" if acc.failed else "")
+        line.append("  ·  ", style="dim")
+        line.append(f"cancelled {acc.cancelled}")
+        line.append("  ·  ", style="dim")
+        line.append(f"in flight {acc.in_flight}", style="bold")
+        line.append(*SEP)
+        errors = sum(state.errors_by_kind.values()) - sum(
+            v for k, v in state.errors_by_kind.items() if k.startswith("dropped:")
+        )
+        line.append(f"errors {errors}", style="bold red" if errors else "green")
+        if state.trainer is not None:
+            tr = state.trainer
+            line.append(*SEP)
+            line.append(f"trainer {tr.state} step {tr.current_step} queue {tr.queue_size}")
+        return line
+
+    def _progress_line(self, state: ConsoleState, switch_peak: int) -> Optional[Text]:
+        parts: List[Text] = []
+        switch = state.phase_switch
+        if switch is not None and switch.stage not in ("done", "failed"):
+            peak = max(switch_peak, switch.in_flight)
+            drained = 1.0 - (switch.in_flight / peak if peak else 0.0)
+            text = Text(f" ⇄ phase switch {switch.from_phase} → {switch.to_phase}: {switch.stage} ",
+                        style="bold magenta")
+            text.append(bar(drained, 20), style="magenta")
+            text.append(f" {switch.in_flight} in flight", style="magenta")
+            if switch.detail:
+                text.append(f"  {switch.detail}", style="dim")
+            parts.append(text)
+        elif switch is not None and switch.stage == "failed":
+            parts.append(Text(f" ⇄ phase switch failed: {switch.detail}", style="bold red"))
+        for view in state.evals.values():
+            if view.status == "running":
+                fraction = view.done / view.total if view.total else 0.0
+                text = Text(f" ◎ evaluation {view.eval_id} ", style="bold cyan")
+                text.append(bar(fraction, 20), style="cyan")
+                text.append(f" {view.done}/{view.total or '?'}", style="cyan")
+                parts.append(text)
+        if not parts:
+            return None
+        return Text("   ").join(parts)

@@ -1,0 +1,38 @@
+"""Shared helpers for the UI tests: a console over a FakeRuntime at a fixed clock.
+
+(Imported as ``tests.ui.helpers``: tests/ has no __init__.py, so helper modules are
+addressed from the repo root, which ``python -m pytest`` puts on sys.path.)"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from textual.pilot import Pilot
+
+from hermes_console.ui.app import ConsoleApp
+from hermes_console.ui.config import ConsoleConfig
+
+from tests.ui.eventlog import END, T0, SCENARIOS
+from tests.ui.fakes import FakeRuntime
+
+NOW = T0 + END  # every scenario's last event: ages render the same on every run
+
+
+def make_app(runtime: FakeRuntime, *, config: Optional[ConsoleConfig] = None) -> ConsoleApp:
+    return ConsoleApp(runtime, now=NOW, config=config or ConsoleConfig(tick_hz=20.0))
+
+
+async def settle(pilot: Pilot, rounds: int = 3) -> None:
+    """Let ticks, command workers whose futures are resolved, and repaints run.
+    (Workers awaiting a held future are not waited for: they finish when the test resolves it.)"""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.pause(0.01)
+
+
+def messages(app: ConsoleApp, severity: Optional[str] = None) -> List[str]:
+    return [n.message for n in app._notifications if severity is None or n.severity == severity]
+
+
+def scenario(name: str) -> list:
+    return SCENARIOS[name]()

@@ -1,0 +1,127 @@
+"""Drill-downs: rollout transcript, sandbox details + diagnostics + controls, evaluation results."""
+
+from __future__ import annotations
+
+from textual.widgets import Input, RichLog
+
+from hermes_console.ui.screens.confirm import ConfirmModal
+from hermes_console.ui.screens.main import MainScreen
+from hermes_console.ui.screens.rollout import RolloutScreen
+from hermes_console.ui.screens.sandbox import SandboxScreen
+from hermes_console.ui.widgets.groups_table import GroupsTable
+from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
+from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+
+from tests.ui.helpers import make_app, messages, scenario, settle
+from tests.ui.fakes import FakeRuntime
+
+
+def log_text(log: RichLog) -> str:
+    return "\n".join(strip.text for strip in log.lines)
+
+
+async def test_enter_on_group_opens_running_rollout_transcript(main_events) -> None:
+    app = make_app(FakeRuntime(main_events))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        groups = app.screen.query_one(GroupsTable)
+        groups.focus()
+        group_id = groups.selected_key()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutScreen)
+        rollout = app.state.rollouts[app.screen.rollout_id]
+        assert rollout.group_id == group_id and rollout.status == "running"
+        header = str(app.screen.query_one("#rollout-header").render())
+        assert f"group {group_id}" in header and "Phase 1 (chat)" in header
+        text = log_text(app.screen.query_one("#transcript", RichLog))
+        assert "user" in text and rollout.item_summary in text
+        assert "tool call  terminal" in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_finished_rollout_shows_reward_reasoning_and_errors() -> None:
+    app = make_app(FakeRuntime(scenario("errors")))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        failed = next(r for r in app.state.rollouts.values() if r.error and r.status == "error")
+        app.push_screen(RolloutScreen(failed.rollout_id))
+        await settle(pilot)
+        header = str(app.screen.query_one("#rollout-header").render())
+        assert "reward" in header and "tokens" in header and "nodes" in header
+        assert "error: APITimeoutError" in header
+        text = log_text(app.screen.query_one("#transcript", RichLog))
+        assert "reasoning" in text and "★ reward" in text
+
+
+async def test_enter_on_tool_row_opens_its_rollout(main_events) -> None:
+    app = make_app(FakeRuntime(main_events))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        tools.focus()
+        expected = tools.selected_rollout()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutScreen) and app.screen.rollout_id == expected
+
+
+async def test_sandbox_drilldown_details_diagnostic_kill_extend(main_events) -> None:
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(SandboxesTable)
+        table.focus()
+        task_id = table.selected_key()
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SandboxScreen) and screen.task_id == task_id
+        assert ("sandbox_details", (task_id,), {}) in runtime.calls
+        assert screen.query_one("#process-tree").row_count == 2
+        assert "cwd /tmp/hermes/sandbox" in str(screen.query_one("#sandbox-header").render())
+        assert "cat calc.py" in log_text(screen.query_one("#recent-commands", RichLog))
+        await pilot.press("d")
+        assert isinstance(app.focused, Input)
+        await pilot.press(*"ls", "enter")
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("run_in_sandbox", (task_id, "ls"))
+        output = log_text(screen.query_one("#diagnostic-output", RichLog))
+        assert "$ ls" in output and "drwxr-xr-x" in output and "exit 0" in output
+        screen.query_one("#process-tree").focus()
+        await pilot.press("x")
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("extend_sandbox", (task_id, 300.0))
+        await pilot.press("k")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("y")
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("kill_sandbox", (task_id,))
+        assert any(f"sandbox {task_id} killed" in m for m in messages(app))
+
+
+async def test_sandbox_details_failure_is_reported(main_events) -> None:
+    runtime = FakeRuntime(main_events, fail={"sandbox_details": KeyError("no such sandbox")})
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        task_id = next(iter(app.state.live_sandboxes())).task_id
+        app.push_screen(SandboxScreen(task_id))
+        await settle(pilot)
+        assert any("sandbox details failed" in m and "no such sandbox" in m for m in messages(app, "error"))
+        assert app.screen.query_one("#process-tree").row_count == 0
+
+
+async def test_drill_down_key_rebinding_applies_to_screen_binding(main_events) -> None:
+    from hermes_console.ui.config import ConsoleConfig
+
+    app = make_app(FakeRuntime(main_events), config=ConsoleConfig(tick_hz=20.0, keymap={"drill-down": "v"}))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        app.screen.query_one(SandboxesTable).focus()
+        await pilot.press("v")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)

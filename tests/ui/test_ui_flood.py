@@ -1,0 +1,43 @@
+"""Keys stay responsive while thousands of events arrive: per-tick work is capped."""
+
+from __future__ import annotations
+
+from hermes_console.ui.config import ConsoleConfig
+from hermes_console.ui.screens.confirm import ConfirmModal
+
+from tests.ui.eventlog import flood
+from tests.ui.fakes import FakeRuntime
+from tests.ui.helpers import make_app
+
+
+async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_events) -> None:
+    runtime = FakeRuntime(main_events)
+    config = ConsoleConfig(tick_hz=20.0, max_events_per_tick=1_000)
+    app = make_app(runtime, config=config)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        runtime.feed(flood(50_000))
+        await pilot.pause()
+        await pilot.press("p")
+        for _ in range(10):
+            if "pause" in runtime.names():
+                break
+            await pilot.pause(0.02)
+        assert "pause" in runtime.names()
+        # Handled while most of the flood was still queued: keys never wait for the backlog.
+        assert runtime.backlog > 25_000
+        # A modal opens and answers while the flood continues.
+        await pilot.press("c")
+        for _ in range(10):
+            if isinstance(app.screen, ConfirmModal):
+                break
+            await pilot.pause(0.02)
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("n")
+        await pilot.pause()
+        assert runtime.backlog > 0
+        # Every tick applies at most max_events_per_tick events.
+        applied, drains = app.state.events_applied, runtime.drain_calls
+        await pilot.pause(0.2)
+        ticks = runtime.drain_calls - drains
+        assert 0 < app.state.events_applied - applied <= ticks * config.max_events_per_tick

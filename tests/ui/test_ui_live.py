@@ -1,0 +1,62 @@
+"""The console over the real RuntimeHost + embedded simulator: events flow in,
+pause reaches the intake gate, quit stops the runtime and the app exits."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from textual.pilot import Pilot
+
+from hermes_console.runtime.config import RunSpec
+from hermes_console.runtime.host import RuntimeHost
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.sim.config import LatencyConfig, SimConfig
+from hermes_console.sim.server import SimServer
+from hermes_console.ui.app import ConsoleApp
+from hermes_console.ui.config import ConsoleConfig
+from hermes_console.ui.screens.confirm import ConfirmModal
+
+
+async def wait_for(pilot: Pilot, pred: Callable[[ConsoleState], bool], what: str, timeout: float = 40.0) -> None:
+    app = pilot.app
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred(app.state):
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out waiting for {what}: status={app.state.status} "
+                         f"detail={app.state.status_detail!r} acc={app.state.accounting}")
+
+
+async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
+    sim = SimServer(SimConfig(seed=7, latency=LatencyConfig(mode="fixed", mean_ms=20.0)))
+    sim.start()
+    spec = RunSpec(
+        env="environments.terminal_tasks",
+        flags=["--openai.base_url", f"{sim.base_url}/v1",
+               "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl")],
+        runs_dir=str(tmp_path),
+    )
+    host = RuntimeHost(spec, exit_when_finished=False)
+    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0))
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda s: s.rollouts_finished >= 2, "two finished rollouts")
+            assert app.state.run.env_name in str(app.screen.query_one("#status").render())
+            await pilot.press("p")
+            await wait_for(pilot, lambda s: s.status in ("paused", "draining"), "intake paused")
+            await pilot.press("q")
+            await pilot.pause()
+            if isinstance(app.screen, ConfirmModal):  # groups may still be draining
+                await pilot.press("y")
+            end = time.monotonic() + 20
+            while app.is_running and time.monotonic() < end:
+                await pilot.pause(0.1)
+            assert not app.is_running
+        assert host.done.done()
+    finally:
+        host.stop(0.5).result(timeout=30)
+        host.join(10)
+        sim.stop()
