@@ -73,6 +73,18 @@ def resize_tool_pool(max_workers: int) -> None:
     old.shutdown(wait=False)
 
 
+def shutdown_tool_pool(wait: bool = True) -> None:
+    """Stop the tool threads at the end of a run (queued calls are cancelled).
+
+    A fresh pool of the same size takes over; it starts no thread until used,
+    so a stopped host leaves nothing running while later runs still work."""
+    global _tool_executor
+    with _pool_lock:
+        old = _tool_executor
+        _tool_executor = ThreadPoolExecutor(max_workers=old._max_workers, thread_name_prefix="hermes-tool")
+    old.shutdown(wait=wait, cancel_futures=True)
+
+
 def tool_pool_queue_depth() -> int:
     """Work items waiting for a tool thread (for slow-tool warnings and the console)."""
     queue = getattr(_tool_executor, "_work_queue", None)

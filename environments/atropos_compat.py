@@ -259,7 +259,34 @@ def tame_atroposlib_logging(level: int = logging.WARNING, stream: Any = None) ->
     for name, candidate in list(logging.Logger.manager.loggerDict.items()):
         if name.startswith("atroposlib.") and isinstance(candidate, logging.Logger):
             candidate.setLevel(logging.NOTSET)
+    # ManagedServer warns "vLLM is not installed" for every server object; our
+    # agent loop parses tool-call text itself, so once per process is plenty.
+    warnings.filterwarnings("once", message="vLLM is not installed", category=UserWarning)
     return root
+
+
+def drop_reason(
+    group: Any, config: Any, max_token_len: int = -1, abort_on_any_max_length_exceeded: bool = True
+) -> Optional[Tuple[str, str]]:
+    """Why ``BaseEnv.handle_send_to_api`` would silently skip ``group`` (same checks,
+    same order), as ``(code, detail)``; None when it would be kept. atroposlib only
+    logs these, so the console calls this to account for every dropped item."""
+    if group is None:
+        return "empty_group", "collect_trajectories returned no group"
+    if not isinstance(group, dict) or None in group:
+        return "invalid_group", f"expected a ScoredDataGroup dict, got {type(group).__name__}"
+    expected = (group.get("group_overrides") or {}).get("group_size", config.group_size)
+    got = len(group.get("tokens") or [])
+    if got != expected:
+        return "wrong_group_size", f"{got} rollouts, expected {expected}"
+    scores = group.get("scores") or []
+    if getattr(config, "ensure_scores_are_not_same", False) and len(set(scores)) == 1:
+        return "identical_scores", f"all {len(scores)} scores are {scores[0]} (ensure_scores_are_not_same)"
+    if max_token_len > 0 and abort_on_any_max_length_exceeded:
+        longest = max((len(t) for t in group.get("tokens") or []), default=0)
+        if longest >= max_token_len:
+            return "too_long", f"{longest} tokens >= max_token_len {max_token_len}"
+    return None
 
 
 def sensible_max_token_len(max_token_length: int, max_agent_turns: int = 1) -> int:

@@ -221,7 +221,8 @@ class ItemDropped(Event):
 
     kind: ClassVar[str] = "item_dropped"
     group_id: str
-    reason: str
+    reason: str  # stable code: empty_group | invalid_group | wrong_group_size | identical_scores | too_long | ...
+    detail: str = ""  # the specifics (sizes, score value), kept out of the code so counts group well
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -48,6 +48,7 @@ from pydantic import Field  # noqa: E402
 from environments import events  # noqa: E402
 from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
 from environments.atropos_compat import (  # noqa: E402
+    drop_reason,
     fix_server_configs,
     sensible_max_token_len,
     tame_atroposlib_logging,
@@ -57,6 +58,7 @@ from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
 
+from environments.tool_context import ToolContext  # noqa: E402
 from environments.tools import get_tool_definitions  # noqa: E402
 from environments.tools.budget import BudgetConfig  # noqa: E402
 from environments.toolset_distributions import sample_toolsets_from_distribution  # noqa: E402
@@ -140,6 +142,37 @@ def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple
     return tokens, [-100] + tokens[1:]
 
 
+_cleanup_threads: Set[threading.Thread] = set()
+_cleanup_threads_lock = threading.Lock()
+
+
+def _start_cleanup_thread(ctx: Any, task_id: str) -> None:
+    """Clean a cancelled rollout's sandbox without blocking the cancellation."""
+
+    def run() -> None:
+        try:
+            _cleanup_context(ctx)
+        finally:
+            with _cleanup_threads_lock:
+                _cleanup_threads.discard(threading.current_thread())
+
+    thread = threading.Thread(target=run, name=f"cleanup-{task_id[:8]}", daemon=True)
+    with _cleanup_threads_lock:
+        _cleanup_threads.add(thread)
+    thread.start()
+
+
+def wait_for_cleanups(timeout_s: float) -> int:
+    """Wait for cleanups of cancelled rollouts; returns how many are still running."""
+    deadline = time.monotonic() + timeout_s
+    with _cleanup_threads_lock:
+        pending = list(_cleanup_threads)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with _cleanup_threads_lock:
+        return len(_cleanup_threads)
+
+
 def _cleanup_context(ctx: Any) -> None:
     try:
         ctx.cleanup()
@@ -147,25 +180,7 @@ def _cleanup_context(ctx: Any) -> None:
         logger.warning("sandbox cleanup for %s failed: %s", getattr(ctx, "task_id", "?"), exc)
 
 
-class _SandboxOnlyContext:
-    """Used when environments.tool_context is missing: cleans the sandbox only."""
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-
-    def cleanup(self) -> None:
-        try:
-            from environments.sandboxes import cleanup_vm
-        except ImportError:
-            return
-        cleanup_vm(self.task_id)
-
-
-def _make_tool_context(task_id: str) -> Any:
-    try:
-        from environments.tool_context import ToolContext
-    except ImportError:
-        return _SandboxOnlyContext(task_id)
+def _make_tool_context(task_id: str) -> ToolContext:
     return ToolContext(task_id)
 
 
@@ -456,8 +471,7 @@ class HermesAgentBaseEnv(BaseEnv):
             rollout_error = result.error
         except asyncio.CancelledError:
             # Never block a cancellation on sandbox teardown: do it in a thread.
-            threading.Thread(target=_cleanup_context, args=(ctx,), name=f"cleanup-{task_id[:8]}",
-                             daemon=True).start()
+            _start_cleanup_thread(ctx, task_id)
             ctx = None
             raise
         except Exception as exc:  # noqa: BLE001 - one failing rollout never takes down the group
@@ -495,21 +509,6 @@ class HermesAgentBaseEnv(BaseEnv):
 
     # ------------------------------------------------------------------ sending / logging
 
-    def _drop_reason(self, group: Any, abort_on_any_max_length_exceeded: bool) -> Optional[str]:
-        """Why BaseEnv.handle_send_to_api would skip ``group`` (same checks, same order)."""
-        if group is None:
-            return "empty group (None)"
-        group_size = (group.get("group_overrides") or {}).get("group_size", self.config.group_size)
-        if None in group or len(group.get("tokens", [])) != group_size:
-            return f"wrong group size: {len(group.get('tokens', []))} rollouts, expected {group_size}"
-        if self.config.ensure_scores_are_not_same and len(set(group["scores"])) == 1:
-            return f"identical scores ({group['scores'][0]}) with ensure_scores_are_not_same"
-        if self.max_token_len > 0 and abort_on_any_max_length_exceeded:
-            longest = max((len(t) for t in group["tokens"]), default=0)
-            if longest >= self.max_token_len:
-                return f"too long: {longest} tokens >= max_token_len {self.max_token_len}"
-        return None
-
     async def handle_send_to_api(self, scored_data: Any, item: Item = None, do_send_to_api: bool = True,
                                  abort_on_any_max_length_exceeded: bool = True) -> None:
         groups = scored_data if isinstance(scored_data, list) else [scored_data]
@@ -517,10 +516,10 @@ class HermesAgentBaseEnv(BaseEnv):
             group_id = self._group_ids.pop(id(group), None) if group is not None else None
             if not events.active:
                 continue
-            reason = self._drop_reason(group, abort_on_any_max_length_exceeded)
-            if reason is not None:
+            dropped = drop_reason(group, self.config, self.max_token_len, abort_on_any_max_length_exceeded)
+            if dropped is not None:
                 events.emit(events.ItemDropped(group_id=group_id or events.current_group_id.get() or "unknown",
-                                               reason=reason))
+                                               reason=dropped[0], detail=dropped[1]))
         return await super().handle_send_to_api(scored_data, item, do_send_to_api=do_send_to_api,
                                                 abort_on_any_max_length_exceeded=abort_on_any_max_length_exceeded)
 

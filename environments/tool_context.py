@@ -17,6 +17,7 @@ import asyncio
 import base64
 import functools
 import json
+import threading
 import logging
 import shlex
 import uuid
@@ -39,6 +40,16 @@ T = TypeVar("T")
 # Reward code of many rollouts may verify at once; keep it off the default
 # executor (shared with DNS lookups and whatever else uses to_thread).
 _executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="hermes-toolctx")
+_executor_lock = threading.Lock()
+
+
+def shutdown_executor(wait: bool = True) -> None:
+    """Stop the reward-side tool threads (end of a run); a fresh, idle pool takes over."""
+    global _executor
+    with _executor_lock:
+        old = _executor
+        _executor = ThreadPoolExecutor(max_workers=old._max_workers, thread_name_prefix="hermes-toolctx")
+    old.shutdown(wait=wait, cancel_futures=True)
 
 
 def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:

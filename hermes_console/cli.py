@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, List, Optional
 
 from hermes_console.runtime.errors import ConfigError
@@ -24,6 +25,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON lines; .gz to compress)")
     p.add_argument("--drain-deadline", type=float, default=10.0, metavar="S",
                    help="on stop, wait this long for in-flight groups before cancelling them (default 10)")
+    _keys_flag(p)
+
+
+def _keys_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keys", metavar="FILE", help="YAML keymap: binding id -> key (default ~/.config/hermes-console/keys.yaml)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,20 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("log")
     replay.add_argument("--speed", type=float, default=None, help="1.0 = real time; default: everything at once")
     replay.add_argument("--headless", action="store_true")
+    _keys_flag(replay)
 
     sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
     return parser
 
 
-def _front_end(runtime: Any, headless: bool, drain_deadline_s: float) -> int:
+def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file: Optional[str] = None) -> int:
     if not headless:
+        from hermes_console.ui.app import run_console
+        from hermes_console.ui.config import KeymapError, load_console_config
+
         try:
-            from hermes_console.ui.app import run_console
-        except ImportError as exc:
-            print(f"hermes-console: the UI is not available ({exc}); running headless instead", file=sys.stderr)
+            config = load_console_config(Path(keys_file)) if keys_file else None
+        except KeymapError as exc:
+            print(f"hermes-console: {exc}", file=sys.stderr)
+            return 2
         else:
             try:
-                result = run_console(runtime)
+                result = run_console(runtime, config=config)
             finally:
                 # The UI stops the runtime when the operator quits; make sure of it on any exit.
                 runtime.stop(drain_deadline_s).result(timeout=drain_deadline_s + 60)
@@ -96,7 +107,7 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
         check_server=not args.no_server_check,
     )
     host = RuntimeHost(spec, exit_when_finished=args.headless)
-    return _front_end(host, args.headless, args.drain_deadline)
+    return _front_end(host, args.headless, args.drain_deadline, args.keys)
 
 
 def _demo(args: argparse.Namespace, extra: List[str]) -> int:
@@ -118,7 +129,7 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
         )
         host = RuntimeHost(spec, exit_when_finished=args.headless)
         print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
-        return _front_end(host, args.headless, args.drain_deadline)
+        return _front_end(host, args.headless, args.drain_deadline, args.keys)
     finally:
         sim.stop()
 
@@ -127,7 +138,7 @@ def _replay(args: argparse.Namespace) -> int:
     from hermes_console.runtime.replay import ReplaySource
 
     source = ReplaySource(args.log, speed=args.speed)
-    return _front_end(source, args.headless, 0.0)
+    return _front_end(source, args.headless, 0.0, args.keys)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -38,6 +38,7 @@ __all__ = [
     "cleanup_vm",
     "cleanup_all_environments",
     "list_sandboxes",
+    "find_sandbox",
     "get_sandbox_info",
     "kill_sandbox",
     "extend_lifetime",
@@ -390,6 +391,14 @@ def list_sandboxes() -> List[SandboxInfo]:
     with _lock:
         infos = [e.info() for e in _entries.values()]
     return sorted(infos, key=lambda i: i.created_at)
+
+
+def find_sandbox(task_id: Optional[str]) -> Optional[ManagedSandbox]:
+    """The live sandbox of ``task_id``, or None. Never creates one (inspection)."""
+    key = _key(task_id)
+    with _lock:
+        entry = _entries.get(key)
+    return ManagedSandbox(entry) if entry is not None else None
 
 
 def get_sandbox_info(task_id: Optional[str]) -> Optional[SandboxInfo]:

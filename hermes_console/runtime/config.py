@@ -259,7 +259,8 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
     )
 
     env_name = getattr(env_cls, "name", None) or env_cls.__name__
-    if spec.mode == "process" and getattr(env_config, "data_path_to_save_groups", None) is None:
+    # serve mode keeps a jsonl too: what was sent to the trainer stays inspectable.
+    if spec.mode in ("process", "serve") and getattr(env_config, "data_path_to_save_groups", None) is None:
         run_dir = default_run_dir(spec.runs_dir, env_name)
         env_config.data_path_to_save_groups = str(run_dir / "groups.jsonl")
     elif getattr(env_config, "data_path_to_save_groups", None):

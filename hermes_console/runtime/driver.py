@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from environments import events
 from environments.redact import safe_head
 from hermes_console.runtime import events as rev
+from environments.atropos_compat import drop_reason
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
@@ -145,7 +146,10 @@ class Driver:
 
     @property
     def intake_open(self) -> bool:
-        return self._intake_open and self._trainer_open and not self._stopping and not self._switching
+        if not (self._intake_open and self._trainer_open and not self._stopping and not self._switching):
+            return False
+        # serve mode: the trainer's queue paces us (back-pressure, total_steps), checked per admission
+        return self._trainer is None or self._trainer.admits(len(self.in_flight))
 
     # ------------------------------------------------------------------ main loop
 
@@ -172,6 +176,8 @@ class Driver:
                 trainer.cancel()
                 with contextlib.suppress(BaseException):
                     await trainer
+        if self._trainer is not None and self._trainer.error is not None and not self._stopping:
+            raise self._trainer.error  # e.g. group_size > batch_size: the host reports it as the run's error
         await self._finish_outputs()
         if not self._stopping:
             self._finished = True
@@ -291,20 +297,9 @@ class Driver:
         already = rec.group_id in self._seen_failed  # the env reported it itself
         self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
 
-    def _drop_reason(self, group: Any) -> Optional[str]:
-        """The conditions atroposlib's handle_send_to_api silently drops on."""
-        cfg = self.env.config
-        if group is None:
-            return "empty_group"
-        if not isinstance(group, dict) or None in group:
-            return "invalid_group"
-        overrides = group.get("group_overrides") or {}
-        size = overrides.get("group_size", cfg.group_size)
-        if len(group.get("tokens") or []) != size:
-            return f"wrong group size ({len(group.get('tokens') or [])} != {size})"
-        if getattr(cfg, "ensure_scores_are_not_same", False) and len(set(group.get("scores") or [])) == 1:
-            return "identical_scores"
-        return None
+    def _drop_reason(self, group: Any) -> Optional[Tuple[str, str]]:
+        # We call handle_send_to_api with abort_on_any_max_length_exceeded=False.
+        return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), False)
 
     async def _send(self, rec: GroupRecord, processed: Any) -> None:
         groups = processed if isinstance(processed, list) else [processed]
@@ -313,13 +308,18 @@ class Driver:
         await self.env.handle_send_to_api(
             processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
         )
+        # handle_send_to_api swallows send errors; our sender (serve mode) recorded them per group.
+        send_error = self._trainer.pop_send_error(rec.group_id) if self._trainer is not None else None
         if self.writer is not None:
             kept = self.writer.count_for(rec.group_id) > before
         else:
             kept = any(r is None for r in reasons) and rec.group_id not in self._seen_drops
         for group, reason in zip(groups, reasons):
             if reason is not None and kept:
-                self.dropped.write(rec.group_id, reason, group)  # partly kept: keep the rest on disk too
+                self.dropped.write(rec.group_id, reason[0], group, reason[1])  # partly kept: keep the rest on disk too
+        if kept and send_error is not None:
+            self._fail(rec, send_error, "send")  # in the jsonl, but the trainer never got it
+            return
         if kept:
             scores: List[float] = []
             for group, reason in zip(groups, reasons):
@@ -329,10 +329,13 @@ class Driver:
             self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
         else:
             seen = self._seen_drops.get(rec.group_id)
-            reason = seen or next((r for r in reasons if r), None) or "not kept by handle_send_to_api"
-            if self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason), emit=seen is None):
+            first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
+            reason = seen or first[0]
+            detail = first[1] if not seen or seen == first[0] else ""
+            dropped = events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail)
+            if self._account(rec, dropped, emit=seen is None):
                 for group in groups:
-                    self.dropped.write(rec.group_id, reason, group)
+                    self.dropped.write(rec.group_id, reason, group, detail)
 
     async def _wandb_log(self) -> None:
         metrics: Dict[str, Any] = {}

@@ -130,14 +130,25 @@ class TrainerStatus(Event):
     """Serve mode: what the atropos trainer API reports (``/status-env``)."""
 
     kind: ClassVar[str] = "trainer_status"
-    state: str  # waiting | registered | running | finished | unreachable
+    state: str  # waiting | registered | running | backpressure | finished | unreachable | error
     current_step: int = 0
-    queue_size: int = 0
-    self_queue_size: int = 0
+    total_steps: int = 0
+    queue_size: int = 0  # this env's view of the queue, in its own groups (others' surplus included)
+    self_queue_size: int = 0  # groups this env has queued
+    total_queue_size: int = 0  # every env's groups in the trainer's queue (GET /status)
     batch_size: int = 0
+    group_size: int = 0
+    max_group_size: int = 0
+    env_id: Optional[int] = None
     env_weight: float = 0.0
     unallocated_fraction: float = 0.0
     groups_sent: int = 0
-    wait_trainer_s: float = 0.0
-    wait_inference_s: float = 0.0
+    groups_sent_this_step: int = 0
+    groups_per_step: float = 0.0  # groups this host sent per trainer step since it registered
+    send_errors: int = 0
+    last_send_error: Optional[str] = None
+    backpressure: bool = False  # queue holds max_batches_offpolicy batches: no new work
+    wait_trainer_s: float = 0.0  # intake held by the trainer (registration, back-pressure, target queued)
+    wait_inference_s: float = 0.0  # the trainer wanted more but every slot waited on rollouts
+    warning: Optional[str] = None
     detail: str = ""

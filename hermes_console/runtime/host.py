@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 import traceback
-import warnings
 from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 
@@ -224,8 +224,6 @@ class RuntimeHost:
         # atroposlib's own records go through the bridge (LogRecord events), not stderr.
         tame_atroposlib_logging(stream=DISCARD)
         self._log_bridge.attach("", "atroposlib")
-        # Printed for every ManagedServer without vllm; our agent loop parses tool calls itself.
-        warnings.filterwarnings("once", message="vLLM is not installed", category=UserWarning)
         from hermes_console.runtime.config import resolve
         from hermes_console.runtime.driver import Driver
         from hermes_console.runtime.loader import load_env_class
@@ -347,7 +345,7 @@ class RuntimeHost:
             with contextlib.suppress(Exception):
                 await self.env.cleanup()
         await asyncio.to_thread(_cleanup_sandboxes)
-        await asyncio.to_thread(_join_cleanup_threads, 10.0)
+        await asyncio.to_thread(_stop_env_threads, 10.0)
 
     async def _heartbeat(self) -> None:
         """LoopLag: how late the loop wakes up. Blocking env code shows up here."""
@@ -390,13 +388,16 @@ def _sandbox_settings() -> Dict[str, Any]:
         return {}
 
 
-def _join_cleanup_threads(timeout_s: float) -> None:
-    """Cancelled rollouts clean their sandbox on a detached thread (hermes_base_env names
-    them ``cleanup-<task>``); wait for those so a stopped runtime leaves nothing running."""
-    deadline = time.monotonic() + timeout_s
-    for thread in threading.enumerate():
-        if thread.name.startswith("cleanup-") and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
+def _stop_env_threads(timeout_s: float) -> None:
+    """Wait for cancelled rollouts' sandbox cleanups, then stop the tool pools,
+    so a stopped runtime leaves no thread of the env layer running."""
+    loaded = sys.modules  # only what the run imported: no import cost on a config-error exit
+    if "environments.hermes_base_env" in loaded:
+        loaded["environments.hermes_base_env"].wait_for_cleanups(timeout_s)
+    if "environments.agent_loop" in loaded:
+        loaded["environments.agent_loop"].shutdown_tool_pool(wait=True)
+    if "environments.tool_context" in loaded:
+        loaded["environments.tool_context"].shutdown_executor(wait=True)
 
 
 def _cleanup_sandboxes() -> None:

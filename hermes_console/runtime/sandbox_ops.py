@@ -58,8 +58,8 @@ def details(task_id: str) -> Dict[str, Any]:
     out["expires_in_s"] = max(0.0, info.lifetime_s - out["idle_s"])
     out["process_tree"] = []
     out["cwd"] = None
-    if info.state != "closed":
-        box = sandboxes.get_sandbox(task_id)  # exists (checked above): returns the live one
+    box = sandboxes.find_sandbox(task_id) if info.state != "closed" else None
+    if box is not None:
         try:
             out["cwd"] = box.cwd()
             out["process_tree"] = [asdict(p) for p in box.process_tree()]

@@ -27,6 +27,47 @@ class ServerCounters:
     in_flight: int = 0
     last_error: Optional[str] = None
     latencies_ms: Deque[float] = field(default_factory=lambda: deque(maxlen=256))
+    # Failed HTTP attempts (5xx/429, timeouts, refused connections). The openai client and
+    # atroposlib retry these silently, so without this count a flaky server looks healthy.
+    transport_errors: int = 0
+    last_transport_error: Optional[str] = None
+
+
+class _CountingTransport:
+    """Wraps the openai client's httpx transport: counts every failed attempt, retried or not."""
+
+    def __init__(self, inner: Any, counters: ServerCounters) -> None:
+        self._inner = inner
+        self._counters = counters
+
+    async def handle_async_request(self, request: Any) -> Any:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} ({request.url.path})")
+            raise
+        if response.status_code >= 500 or response.status_code == 429:
+            self._note(f"HTTP {response.status_code} from {request.url.path}")
+        return response
+
+    def _note(self, what: str) -> None:
+        self._counters.transport_errors += 1
+        self._counters.last_transport_error = what
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _wrap_transport(server: Any, counters: ServerCounters) -> None:
+    http = getattr(getattr(server, "openai", None), "_client", None)  # httpx.AsyncClient inside AsyncOpenAI
+    transport = getattr(http, "_transport", None)
+    if transport is not None and not isinstance(transport, _CountingTransport):
+        http._transport = _CountingTransport(transport, counters)
 
 
 def _counted(server: Any, name: str, counters: ServerCounters) -> Callable[..., Any]:
@@ -62,6 +103,7 @@ def instrument(manager: Any) -> List[ServerCounters]:
             for name in _WRAPPED:
                 if hasattr(server, name):
                     setattr(server, name, _counted(server, name, counters))
+            _wrap_transport(server, counters)
             setattr(server, _MARK, counters)
         out.append(counters)
     return out
@@ -95,6 +137,8 @@ def server_stats(manager: Any) -> List[Dict[str, Any]]:
                 "requests": counters.requests if counters else 0,
                 "errors": counters.errors if counters else 0,
                 "last_error": counters.last_error if counters else None,
+                "transport_errors": counters.transport_errors if counters else 0,
+                "last_transport_error": counters.last_transport_error if counters else None,
                 "latency_ms_p50": _p50(counters.latencies_ms) if counters else None,
             }
         )

@@ -76,11 +76,11 @@ class DroppedWriter:
         self._fp: Optional[Any] = None
         self.count = 0
 
-    def write(self, group_id: str, reason: str, group: Any) -> None:
+    def write(self, group_id: str, reason: str, group: Any, detail: str = "") -> None:
         if self._fp is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._fp = open(self.path, "a", encoding="utf-8")
-        record = {"group_id": group_id, "reason": reason, "ts": time.time(), "group": group}
+        record = {"group_id": group_id, "reason": reason, "detail": detail, "ts": time.time(), "group": group}
         self._fp.write(json.dumps(record, default=_default) + "\n")
         self._fp.flush()
         self.count += 1

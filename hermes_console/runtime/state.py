@@ -714,6 +714,15 @@ def _on_eval_finished(s: ConsoleState, e: rev.EvalFinished) -> None:
 
 
 def _on_server_stats(s: ConsoleState, e: rev.ServerStats) -> None:
+    # Rows carry cumulative counts; failed attempts that were retried away count as errors
+    # too (by their increase; a rebuilt manager after a phase switch starts again from 0).
+    before = {str(x.get("url")): int(x.get("transport_errors") or 0) for x in s.servers}
+    for row in e.servers:
+        now = int(row.get("transport_errors") or 0)
+        prev = before.get(str(row.get("url")), 0)
+        delta = now - prev if now >= prev else now
+        if delta > 0:
+            s.errors_by_kind["server_http_error"] += delta
     s.servers = [dict(x) for x in e.servers]
 
 

@@ -1,97 +1,360 @@
-"""Serve mode, basic: the link to the atropos trainer API.
+"""Serve mode: the link to the atropos trainer API (``run-api``).
 
-Registers the env (showing TrainerStatus("waiting") until a trainer has started),
-reads ``/info``, then polls ``/status-env``: back-pressure closes the driver's
-trainer gate when the trainer's queue holds ``max_batches_offpolicy`` batches,
-and the run finishes once the trainer reaches ``total_steps``. Groups are sent by
-``handle_send_to_api(do_send_to_api=True)`` in the driver.
-Not yet: periodic evals (steps_per_eval), checkpoints, min_batch_allocation.
+Registers the env (TrainerStatus("waiting") until a trainer has started), reads
+``/info``, then polls ``/status-env`` and paces the driver the way atroposlib's
+``env_manager`` does:
+
+* back-pressure: no new work while ``queue_size*group_size >= max_batches_offpolicy*batch_size``
+  (groups in flight count as queued, so the cap holds between polls too);
+* total_steps: no new work once the queue (plus in-flight) covers the remaining
+  steps; the run finishes when that is queued and nothing is in flight, or the
+  trainer has taken ``total_steps`` batches.
+
+Groups are posted by our checked sender, installed as ``env._send_scored_data_to_api``:
+atroposlib's ``handle_send_to_api`` swallows send errors, so the sender records the
+failure per group and the driver accounts that group as ItemFailed(error_kind="send").
+The jsonl keeps every group either way.
+Not yet: periodic evals (steps_per_eval), checkpoints, min_batch_allocation top-ups.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Dict, Optional
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from environments import events
 from hermes_console.runtime import events as rev
-from hermes_console.runtime.errors import first_line
+from hermes_console.runtime.errors import ConfigError, first_line
+from hermes_console.runtime.trainer_api import (
+    EnvStatus,
+    RegisterEnvRequest,
+    TrainerAPIError,
+    TrainerClient,
+)
 
 if TYPE_CHECKING:
     from hermes_console.runtime.driver import Driver
 
-POLL_S = 0.5
+POLL_S = 0.25
+REGISTER_RETRY_S = 1.0
+SEND_ATTEMPTS = 3
+SEND_BACKOFF_S = (0.25, 1.0)
+GROUP_SIZE_ONE_WARNING = (
+    "group_size is 1: run-api only counts other envs' queued groups when some group is larger than 1, "
+    "so queue_size (and back-pressure) under-counts the trainer's queue"
+)
+
+
+# --------------------------------------------------------------------------- pacing (pure)
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """The config values the pacing rules read."""
+
+    group_size: int
+    batch_size: int
+    max_batches_offpolicy: int
+    total_steps: int
+    min_batch_allocation: Optional[float] = None
+
+    @classmethod
+    def of(cls, cfg: Any) -> "Pacing":
+        return cls(
+            group_size=int(cfg.group_size),
+            batch_size=int(cfg.batch_size),
+            max_batches_offpolicy=int(cfg.max_batches_offpolicy),
+            total_steps=int(cfg.total_steps),
+            min_batch_allocation=getattr(cfg, "min_batch_allocation", None),
+        )
+
+    def backpressure(self, st: EnvStatus) -> bool:
+        """atroposlib's env_manager condition for "too many queued: stop adding work"."""
+        if self.batch_size <= 0:
+            return True  # no batch size known: atropos holds too (derived_batch_size == -1)
+        if self.max_batches_offpolicy <= 0:
+            return False
+        if st.queue_size * self.group_size < self.max_batches_offpolicy * self.batch_size:
+            return False
+        if self.min_batch_allocation is None:
+            return True
+        # An env with a minimum allocation keeps working until its own share is queued.
+        max_group = max(1, st.max_group_size)
+        own_share = math.ceil(self.min_batch_allocation * self.batch_size * self.max_batches_offpolicy / max_group)
+        return own_share * (max_group // self.group_size) - st.self_queue_size <= 0
+
+    def _sequences_needed(self, st: EnvStatus) -> int:
+        return max(0, (self.total_steps - st.current_step) * self.batch_size)
+
+    def admits(self, st: EnvStatus, in_flight: int) -> bool:
+        """May one more group start? In-flight groups count as queued."""
+        if self.backpressure(st):
+            return False
+        pending = (st.queue_size + in_flight) * self.group_size
+        if self.max_batches_offpolicy > 0 and pending >= self.max_batches_offpolicy * self.batch_size:
+            return False
+        if self.total_steps > 0 and pending >= self._sequences_needed(st):
+            return False  # what is queued and running already covers the remaining steps
+        return True
+
+    def target_reached(self, st: EnvStatus) -> bool:
+        """The trainer has what total_steps needs (taken, or queued)."""
+        if self.total_steps <= 0 or self.batch_size <= 0:
+            return False
+        if st.current_step >= self.total_steps:
+            return True
+        return st.queue_size * self.group_size >= self._sequences_needed(st)
+
+
+# --------------------------------------------------------------------------- the link
+
+
+@dataclass
+class _Counters:
+    groups_sent: int = 0
+    sent_this_step: int = 0
+    steps_seen: int = 0
+    send_errors: int = 0
+    last_send_error: Optional[str] = None
+    wait_trainer_s: float = 0.0
+    wait_inference_s: float = 0.0
+    errors_by_group: Dict[str, str] = field(default_factory=dict)
 
 
 class TrainerLink:
-    def __init__(self, driver: "Driver") -> None:
+    def __init__(self, driver: "Driver", poll_s: float = POLL_S) -> None:
         self.driver = driver
         self.env = driver.env
+        self.poll_s = poll_s
         self.finished = False
-        self._last: Optional[Dict[str, Any]] = None
+        self.error: Optional[BaseException] = None
+        self.registered = False
+        self.status: Optional[EnvStatus] = None
+        self.client = TrainerClient(str(self.env.config.rollout_server_url))
+        self.c = _Counters()
+        self._start_step: Optional[int] = None
+        self._total_queue = 0
+        self._sent_at_status = 0
+        self._last_emit: Optional[Dict[str, Any]] = None
+        self._state = "waiting"
+        self._detail = ""
+        self._tick_at = time.monotonic()
+        self._original_send = getattr(self.env, "_send_scored_data_to_api", None)
 
-    def _status(self, state: str, **kw: Any) -> None:
-        key = {"state": state, **kw}
-        if key != self._last:
-            self._last = key
-            events.emit(rev.TrainerStatus(state=state, **kw))
+    # ------------------------------------------------------------------ driver hooks
 
-    async def _register(self) -> None:
-        env = self.env
-        while True:
+    def admits(self, in_flight: int) -> bool:
+        if not self.registered or self.finished or self.status is None:
+            return False
+        # Groups sent after the last status request began may not be in its queue_size yet.
+        unseen = self.c.groups_sent - self._sent_at_status
+        return Pacing.of(self.env.config).admits(self.status, in_flight + unseen)
+
+    def pop_send_error(self, group_id: str) -> Optional[str]:
+        return self.c.errors_by_group.pop(group_id, None)
+
+    async def send(self, scored: Union[Dict[str, Any], List[Dict[str, Any]]]) -> None:
+        """Replacement for ``env._send_scored_data_to_api``: retried, checked, recorded."""
+        env_id = getattr(self.env, "env_id", None)
+        groups = scored if isinstance(scored, list) else [scored]
+        for group in groups:
+            group["env_id"] = env_id
+        group_id = events.current_group_id.get() or ""
+        last: Optional[TrainerAPIError] = None
+        for attempt in range(SEND_ATTEMPTS):
             try:
-                data = await env._register_env()
-            except Exception as exc:  # unreachable trainer API: keep trying, visibly
-                self._status("unreachable")
-                events.emit(rev.LogRecord(level="WARNING", logger="trainer",
-                                          message=f"{env.config.rollout_server_url}: {first_line(exc)}"))
-                await asyncio.sleep(1.0)
-                continue
-            if data.get("status") != "success":
-                self._status("waiting")
-                await asyncio.sleep(1.0)
-                continue
-            env.env_id = data["env_id"]
-            env.wandb_prepend = data.get("wandb_name")
-            env.curr_step = data.get("starting_step", 0)
-            env.checkpoint_dir = data.get("checkpoint_dir", "")
-            env.checkpoint_interval = data.get("checkpoint_interval", -1)
-            if env.config.total_steps == -1:
-                env.config.total_steps = data.get("num_steps", -1)
-            self._status("registered", current_step=env.curr_step)
-            return
+                await self.client.send(scored)
+                self.c.groups_sent += len(groups)
+                self.c.sent_this_step += len(groups)
+                return
+            except TrainerAPIError as exc:
+                last = exc
+                if not exc.retryable or attempt == SEND_ATTEMPTS - 1:
+                    break
+                await asyncio.sleep(SEND_BACKOFF_S[min(attempt, len(SEND_BACKOFF_S) - 1)])
+        assert last is not None
+        tries = f" after {attempt + 1} attempt(s)" if last.retryable else ""
+        message = f"send to trainer API failed{tries}: {last}"
+        self.c.send_errors += 1
+        self.c.last_send_error = message
+        if group_id:
+            self.c.errors_by_group[group_id] = message
+        self._emit(force=True)
+        raise last  # handle_send_to_api logs it; the driver reads errors_by_group
 
-    def _backpressure(self, status: Dict[str, Any]) -> bool:
+    # ------------------------------------------------------------------ status
+
+    def _fields(self) -> Dict[str, Any]:
         cfg = self.env.config
-        batch = cfg.batch_size
-        if batch is None or batch <= 0:
-            return True
-        return cfg.max_batches_offpolicy > 0 and status["queue_size"] * cfg.group_size >= cfg.max_batches_offpolicy * batch
+        st = self.status or EnvStatus()
+        steps = st.current_step - (self._start_step if self._start_step is not None else st.current_step)
+        return dict(
+            state=self._state,
+            current_step=st.current_step,
+            total_steps=int(cfg.total_steps),
+            queue_size=st.queue_size,
+            self_queue_size=st.self_queue_size,
+            total_queue_size=self._total_queue,
+            batch_size=max(0, int(cfg.batch_size)),
+            group_size=int(cfg.group_size),
+            max_group_size=st.max_group_size,
+            env_id=getattr(self.env, "env_id", None),
+            env_weight=round(st.env_weight, 4),
+            unallocated_fraction=round(st.unallocated_fraction, 4),
+            groups_sent=self.c.groups_sent,
+            groups_sent_this_step=self.c.sent_this_step,
+            groups_per_step=round(self.c.groups_sent / steps, 2) if steps > 0 else 0.0,
+            send_errors=self.c.send_errors,
+            last_send_error=self.c.last_send_error,
+            backpressure=bool(self.status is not None and Pacing.of(cfg).backpressure(st)),
+            wait_trainer_s=round(self.c.wait_trainer_s, 1),
+            wait_inference_s=round(self.c.wait_inference_s, 1),
+            warning=GROUP_SIZE_ONE_WARNING if int(cfg.group_size) == 1 else None,
+            detail=self._detail,
+        )
+
+    def _emit(self, force: bool = False) -> None:
+        data = self._fields()
+        if force or data != self._last_emit:
+            self._last_emit = data
+            events.emit(rev.TrainerStatus(**data))
+
+    def _set(self, state: str, detail: str = "") -> None:
+        self._state, self._detail = state, detail
+        self._emit()
+
+    def _tick(self) -> None:
+        """Attribute the time since the last tick to whatever held intake back."""
+        now = time.monotonic()
+        dt, self._tick_at = now - self._tick_at, now
+        d = self.driver
+        if not d._intake_open or d._stopping or d._switching or self.finished:
+            return  # the operator (or shutdown) holds intake, not the trainer
+        n = len(d.in_flight)
+        if not self.admits(n):
+            self.c.wait_trainer_s += dt
+        elif n >= d.max_in_flight:
+            self.c.wait_inference_s += dt
+
+    # ------------------------------------------------------------------ run
 
     async def run(self) -> None:
-        env = self.env
         self.driver._trainer_open = False
-        await self._register()
-        await env.get_server_info()
+        if self._original_send is not None:
+            self.env._send_scored_data_to_api = self.send
+        try:
+            await self._register()
+            await self._server_info()
+            self.driver._trainer_open = True
+            await self._poll_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # reported and raised by the driver; never a silent hang
+            self.error = exc
+            self.finished = True
+            self._set("error", first_line(exc))
+            self.driver._poke()
+        finally:
+            await self.client.close()
+
+    async def _register(self) -> None:
+        env, cfg = self.env, self.env.config
+        req = RegisterEnvRequest(
+            max_token_length=int(cfg.max_token_length),
+            desired_name=cfg.wandb_name or getattr(type(env), "name", None) or type(env).__name__,
+            weight=float(cfg.inference_weight),
+            group_size=int(cfg.group_size),
+            min_batch_allocation=cfg.min_batch_allocation,
+        )
+        while True:
+            self._tick()
+            try:
+                reply = await self.client.register_env(req)
+            except TrainerAPIError as exc:
+                if not exc.retryable:
+                    raise
+                self._set("unreachable", str(exc))
+                await asyncio.sleep(REGISTER_RETRY_S)
+                continue
+            if reply.status != "success" or reply.env_id is None:
+                self._set("waiting", f"{self.client.base_url}: {reply.status} (no trainer has called /batch yet)")
+                await asyncio.sleep(REGISTER_RETRY_S)
+                continue
+            break
+        env.env_id = reply.env_id
+        env.wandb_prepend = reply.wandb_name
+        env.curr_step = reply.starting_step
+        env.checkpoint_dir = reply.checkpoint_dir
+        env.checkpoint_interval = reply.checkpoint_interval
+        if cfg.total_steps == -1:
+            cfg.total_steps = reply.num_steps
+            if cfg.total_steps == -1:
+                raise ConfigError("env.total_steps is -1 and the trainer registered num_steps=-1; expected a step count "
+                                  "from one of them (--env.total_steps N)")
+        if env.curr_step > 0:
+            env.load_checkpoint()  # resuming a trainer run, as atroposlib does
+        self._start_step = reply.starting_step
+        self.registered = True
+        self._set("registered", f"env_id {reply.env_id} as {reply.wandb_name!r}")
+
+    async def _server_info(self) -> None:
+        env, cfg = self.env, self.env.config
+        info = await self._retrying(self.client.info)
+        if info.batch_size != -1:
+            cfg.batch_size = info.batch_size
+        if info.max_token_len != -1:
+            env.max_token_len = info.max_token_len
+        if cfg.batch_size is None or cfg.batch_size <= 0:
+            raise ConfigError(f"batch_size is {cfg.batch_size}: neither the trainer (/info) nor --env.batch_size set it; "
+                              "expected the trainer to register a batch size")
+        if cfg.group_size > cfg.batch_size:
+            raise ConfigError(f"env.group_size ({cfg.group_size}) is larger than the trainer's batch_size "
+                              f"({cfg.batch_size}); expected group_size <= batch_size")
+
+    async def _retrying(self, call: Any) -> Any:
         while True:
             try:
-                await env.get_status()
-            except Exception as exc:
-                self._status("unreachable")
-                events.emit(rev.LogRecord(level="WARNING", logger="trainer", message=f"status-env: {first_line(exc)}"))
-                await asyncio.sleep(1.0)
+                return await call()
+            except TrainerAPIError as exc:
+                if not exc.retryable:
+                    raise
+                self._set("unreachable", str(exc))
+                await asyncio.sleep(REGISTER_RETRY_S)
+
+    async def _poll_loop(self) -> None:
+        env = self.env
+        while True:
+            self._tick()
+            sent_before = self.c.groups_sent
+            try:
+                st = await self.client.status_env(int(env.env_id))
+                self._total_queue = (await self.client.status()).queue_size
+            except TrainerAPIError as exc:
+                if not exc.retryable:
+                    raise
+                self._set("unreachable", str(exc))
+                await asyncio.sleep(REGISTER_RETRY_S)
                 continue
-            st = env.status_dict
-            env.curr_step = st.get("current_step", env.curr_step)
-            self._status("running", current_step=int(st.get("current_step", 0)), queue_size=int(st.get("queue_size", 0)),
-                         self_queue_size=int(st.get("self_queue_size", 0)))
-            total = env.config.total_steps
-            if total > 0 and st.get("current_step", 0) >= total:
+            if self.status is not None and st.current_step != self.status.current_step:
+                self.c.sent_this_step = 0
+            self.status = st
+            self._sent_at_status = sent_before
+            env.status_dict = st.model_dump()  # derived_batch_size and friends read it
+            env.curr_step = st.current_step
+            try:
+                await env.server.update_weight(st.env_weight)
+            except Exception:  # noqa: BLE001 - a manager mid-swap; next poll sets it
+                pass
+            pacing = Pacing.of(env.config)
+            if pacing.target_reached(st):
                 self.finished = True
-                self._status("finished", current_step=int(st.get("current_step", 0)))
-                self.driver._trainer_open = False
+                self._set("finished", f"trainer at step {st.current_step}/{pacing.total_steps}; "
+                                      f"{st.queue_size} group(s) still queued")
                 self.driver._poke()
                 return
-            self.driver._trainer_open = not self._backpressure(st)
+            self._set("backpressure" if pacing.backpressure(st) else "running")
             self.driver._poke()
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.poll_s)

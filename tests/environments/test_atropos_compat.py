@@ -108,6 +108,31 @@ def test_tame_atroposlib_logging():
     assert "noise" not in stream.getvalue() and "signal" in stream.getvalue()
 
 
+def test_vllm_missing_warning_shown_once():
+    import warnings
+
+    compat.tame_atroposlib_logging(stream=io.StringIO())
+    with warnings.catch_warnings(record=True) as caught:
+        compat.tame_atroposlib_logging(stream=io.StringIO())  # installs the filter inside this context
+        for _ in range(3):
+            warnings.warn("vLLM is not installed — tool call parsing is disabled.", UserWarning, stacklevel=1)
+    assert len([w for w in caught if "vLLM is not installed" in str(w.message)]) == 1
+
+
+def test_drop_reason_codes_and_details():
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(group_size=2, ensure_scores_are_not_same=True)
+    assert compat.drop_reason(None, cfg)[0] == "empty_group"
+    assert compat.drop_reason([1], cfg)[0] == "invalid_group"
+    assert compat.drop_reason({"tokens": [[1]], "scores": [1.0]}, cfg) == ("wrong_group_size", "1 rollouts, expected 2")
+    assert compat.drop_reason({"tokens": [[1], [2]], "scores": [1.0, 1.0]}, cfg)[0] == "identical_scores"
+    long = {"tokens": [[1] * 9, [2]], "scores": [1.0, 0.0]}
+    assert compat.drop_reason(long, cfg, max_token_len=5)[0] == "too_long"
+    assert compat.drop_reason(long, cfg, max_token_len=5, abort_on_any_max_length_exceeded=False) is None
+    assert compat.drop_reason({"tokens": [[1], [2]], "scores": [1.0, 0.0]}, cfg) is None
+
+
 def test_sensible_max_token_len():
     assert compat.sensible_max_token_len(4096, 8) == 4096 * 8
     assert compat.sensible_max_token_len(100, 0) == 100

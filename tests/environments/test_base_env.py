@@ -426,8 +426,9 @@ async def test_drop_events_match_atroposlib(tokenizer_path):
             await env.handle_send_to_api([ok, same, small, long, None], do_send_to_api=False)
     finally:
         events.remove_observer(seen.append)
-    reasons = [e.reason for e in seen if e.kind == "item_dropped"]
-    assert len(reasons) == 4
-    assert "identical scores" in reasons[0] and "wrong group size" in reasons[1]
-    assert "too long" in reasons[2] and "None" in reasons[3]
+    drops = [e for e in seen if e.kind == "item_dropped"]
+    # Stable codes (so drops-by-reason counts group), specifics in the detail.
+    assert [d.reason for d in drops] == ["identical_scores", "wrong_group_size", "too_long", "empty_group"]
+    assert "scores are 0.5" in drops[0].detail and "1 rollouts, expected 2" in drops[1].detail
+    assert "9 tokens" in drops[2].detail
     assert len(env.rollouts_for_wandb) == 1  # super still did its job for the good group

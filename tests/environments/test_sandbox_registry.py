@@ -335,3 +335,15 @@ def test_managed_sandbox_satisfies_the_protocol() -> None:
     assert box.process_tree() == []
     box.cleanup()
     assert box.closed and sb.get_sandbox_info("proto") is None
+
+
+def test_find_sandbox_never_creates() -> None:
+    assert sb.find_sandbox("never-made") is None
+    assert sb.get_sandbox_info("never-made") is None  # still nothing after the lookup
+    made = sb.get_sandbox("found-me")
+    try:
+        found = sb.find_sandbox("found-me")
+        assert found is not None and found.task_id == made.task_id
+    finally:
+        sb.cleanup_vm("found-me")
+    assert sb.find_sandbox("found-me") is None

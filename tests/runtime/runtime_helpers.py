@@ -12,8 +12,9 @@ from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.sim.server import SimServer
 
-# Threads that belong to process-wide pools of other packages, not to a run.
-FOREIGN_THREAD_PREFIXES = ("hermes-tool", "tqdm_monitor", "hermes-sim", "hermes-sandbox-reaper")
+# Threads that are not the run's: the test's own simulator and tqdm's monitor.
+# (Tool pools and the sandbox reaper must be gone after stop.)
+FOREIGN_THREAD_PREFIXES = ("tqdm_monitor", "hermes-sim")
 
 
 class Pump:
