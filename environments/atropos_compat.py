@@ -223,6 +223,7 @@ def apply_offline_defaults(environ: Optional[Dict[str, str]] = None) -> Dict[str
         "HF_DATASETS_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TRANSFORMERS_VERBOSITY": "error",
+        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",  # "None of PyTorch... found" at import
         "TOKENIZERS_PARALLELISM": "false",
     }
     if env.get("HERMES_WANDB_ONLINE", "").lower() not in ("1", "true", "yes"):

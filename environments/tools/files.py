@@ -249,6 +249,13 @@ register(
     lambda args, task_id, **_: write_file(args["path"], args["content"], task_id=task_id),
 )
 
+def _patch_call(args: Dict[str, Any], task_id: Optional[str]) -> Dict[str, Any]:
+    mode = args.get("mode") or "replace"
+    if mode != "replace":
+        return {"error": f"patch mode {mode!r} is not supported; use mode='replace' with old_string/new_string"}
+    return patch(args["path"], args["old_string"], args["new_string"], bool(args.get("replace_all", False)), task_id=task_id)
+
+
 register(
     "patch",
     "file",
@@ -256,6 +263,9 @@ register(
     {
         "type": "object",
         "properties": {
+            # Hermes models were trained on a schema with `mode` (replace | patch);
+            # we accept it so their calls work, and implement the replace mode.
+            "mode": {"type": "string", "enum": ["replace"], "description": "Edit mode; only 'replace' is supported"},
             "path": _PATH,
             "old_string": {"type": "string", "description": "Exact text to find (include enough context to be unique)"},
             "new_string": {"type": "string", "description": "Replacement text"},
@@ -264,9 +274,7 @@ register(
         "required": ["path", "old_string", "new_string"],
         "additionalProperties": False,
     },
-    lambda args, task_id, **_: patch(
-        args["path"], args["old_string"], args["new_string"], bool(args.get("replace_all", False)), task_id=task_id
-    ),
+    lambda args, task_id, **_: _patch_call(args, task_id),
 )
 
 register(

@@ -151,6 +151,16 @@ def test_patch_unique_replace_returns_a_diff(task):
     assert (host_dir(task) / "p.py").read_text() == "a = 1\nb = 20\nc = 3\n"
 
 
+def test_patch_accepts_the_hermes_mode_argument(task):
+    # Hermes-trained models send mode="replace" (the seed's schema); V4A "patch" mode is refused clearly.
+    call(task, "write_file", path="m.txt", content="old\n")
+    out = call(task, "patch", mode="replace", path="m.txt", old_string="old", new_string="new")
+    assert out["success"] is True and (host_dir(task) / "m.txt").read_text() == "new\n"
+    out = call(task, "patch", mode="patch", path="m.txt", old_string="new", new_string="x")
+    assert "'mode' must be one of 'replace'" in out["error"]
+    assert (host_dir(task) / "m.txt").read_text() == "new\n"
+
+
 def test_patch_non_unique_needs_replace_all(task):
     call(task, "write_file", path="p.txt", content="x\nx\nx\n")
     out = call(task, "patch", path="p.txt", old_string="x", new_string="y")
