@@ -21,6 +21,7 @@ from hermes_console.runtime import events as rev
 MAX_FINISHED_GROUPS = 500
 MAX_FINISHED_ROLLOUTS = 2_000
 MAX_TURNS_PER_ROLLOUT = 200
+MAX_TOOL_CALLS_PER_ROLLOUT = 500
 MAX_CLOSED_SANDBOXES = 200
 MAX_STREAM = 5_000
 MAX_TOOL_ROWS = 2_000
@@ -553,7 +554,8 @@ def _on_turn_finished(s: ConsoleState, e: ev.TurnFinished) -> None:
         s._push_stream(e.ts, e.rollout_id, group_id, "turn", e.content or "(empty reply)")
 
 
-def _on_tool_started(s: ConsoleState, e: ev.ToolCallStarted) -> None:
+def _new_tool_row(s: ConsoleState, e: Any, args_head: str = "") -> ToolCallView:
+    """A row in the tool table, also listed on its rollout (bounded)."""
     s.tool_seq += 1
     s.tool_calls_total += 1
     row = ToolCallView(
@@ -564,37 +566,28 @@ def _on_tool_started(s: ConsoleState, e: ev.ToolCallStarted) -> None:
         turn=e.turn,
         call_id=e.call_id,
         tool_name=e.tool_name,
-        args_head=e.args_head,
+        args_head=args_head,
     )
     s.tool_rows.append(row)
+    r = s.rollouts.get(e.rollout_id)
+    if r is not None and len(r.tool_calls) < MAX_TOOL_CALLS_PER_ROLLOUT:
+        r.tool_calls.append(row)
+    return row
+
+
+def _on_tool_started(s: ConsoleState, e: ev.ToolCallStarted) -> None:
+    row = _new_tool_row(s, e, e.args_head)
     s._open_tools[f"{e.rollout_id}/{e.call_id}"] = row
     r = s.rollouts.get(e.rollout_id)
     if r is not None:
         r.current_tool = e.tool_name
-        if len(r.tool_calls) < 500:
-            r.tool_calls.append(row)
     s._push_stream(e.ts, e.rollout_id, row.group_id, "tool", f"{e.tool_name}({e.args_head})")
 
 
 def _on_tool_finished(s: ConsoleState, e: ev.ToolCallFinished) -> None:
     row = s._open_tools.pop(f"{e.rollout_id}/{e.call_id}", None)
     if row is None:
-        # Unknown tools / bad JSON are answered without a start event.
-        s.tool_seq += 1
-        s.tool_calls_total += 1
-        row = ToolCallView(
-            seq=s.tool_seq,
-            ts=e.ts,
-            rollout_id=e.rollout_id,
-            group_id=s._group_of(e.rollout_id),
-            turn=e.turn,
-            call_id=e.call_id,
-            tool_name=e.tool_name,
-        )
-        s.tool_rows.append(row)
-        r0 = s.rollouts.get(e.rollout_id)
-        if r0 is not None and len(r0.tool_calls) < 500:
-            r0.tool_calls.append(row)
+        row = _new_tool_row(s, e)  # unknown tools / bad JSON are answered without a start event
     row.status = "error" if e.error else "ok"
     row.duration_s = e.duration_s
     row.result_head = e.result_head
