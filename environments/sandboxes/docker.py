@@ -2,7 +2,9 @@
 
 The container runs ``sleep infinity`` under ``--init`` with every capability dropped
 except the three file-ownership ones, no new privileges, a pids limit, CPU/memory caps
-and no network unless asked. The workspace and the session state dir are host dirs
+(no swap beyond the memory cap) and no network unless asked. Containers are labelled
+(task, "managed", owner host:pid:start); the first sandbox of a process removes
+containers whose owner process is gone (a crash left them), like ``stale.py`` does for dirs. The workspace and the session state dir are host dirs
 bind-mounted at /workspace and /run/hermes-state. ``host_workspace`` stays None
 (contract): with a remote or rootless engine the host dir is not the container's view.
 """
@@ -11,21 +13,35 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 from environments.redact import redact, truncate
+from environments.sandboxes import procfs
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
 
 VIEW_WORKSPACE = "/workspace"
 VIEW_STATE = "/run/hermes-state"
 LABEL = "hermes-console.task"
+LABEL_MANAGED = "hermes-console.managed"  # every container this tool starts: what the sweep lists
+LABEL_OWNER = "hermes-console.owner"  # "<hostname>:<pid>:<start ticks>" of the process that started it
 _FALLBACK = "use terminal_backend=local|bwrap"
+_sweep_lock = threading.Lock()
+_swept_engines: Set[str] = set()
+
+
+def owner_label(pid: Optional[int] = None) -> str:
+    """Who started a container: host, pid and the pid's start time (pids get reused)."""
+    pid = os.getpid() if pid is None else pid
+    st = procfs.read_stat(pid)
+    return f"{socket.gethostname()}:{pid}:{st.start_ticks if st is not None else -1}"
 
 
 def container_name(task_id: str, suffix: Optional[str] = None) -> str:
@@ -46,11 +62,14 @@ def build_run_argv(
     memory_mb: int,
     pids_limit: int,
     env: Dict[str, str],
+    owner: str = "",
 ) -> List[str]:
     argv = [docker, "run", "-d", "--init", "--name", name]
     argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
     argv += ["--security-opt", "no-new-privileges"]
-    argv += ["--pids-limit", str(pids_limit), "--cpus", f"{cpu:g}", "--memory", f"{memory_mb}m"]
+    # --memory-swap = --memory: the limit is a real limit, not a hint to start swapping
+    argv += ["--pids-limit", str(pids_limit), "--cpus", f"{cpu:g}", "--memory", f"{memory_mb}m",
+             "--memory-swap", f"{memory_mb}m"]
     if not network:
         argv += ["--network", "none"]
     argv += ["--tmpfs", "/tmp:rw,nosuid,size=512m"]
@@ -58,9 +77,75 @@ def build_run_argv(
     argv += ["-w", VIEW_WORKSPACE]
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
-    argv += ["--label", f"{LABEL}={task_id}"]
+    argv += ["--label", f"{LABEL}={task_id}", "--label", f"{LABEL_MANAGED}=1"]
+    if owner:
+        argv += ["--label", f"{LABEL_OWNER}={owner}"]
     argv += [image, "sleep", "infinity"]
     return argv
+
+
+# --------------------------------------------------------------------------- orphan sweep
+
+
+def build_sweep_list_argv(*, docker: str) -> List[str]:
+    """Every container (running or not) this tool labelled, with its owner label."""
+    return [docker, "ps", "-a", "--no-trunc", "--filter", f"label={LABEL_MANAGED}=1",
+            "--format", "{{.ID}}\t{{.Label \"%s\"}}" % LABEL_OWNER]
+
+
+def build_remove_argv(*, docker: str, container_ids: List[str]) -> List[str]:
+    return [docker, "rm", "-f", *container_ids]
+
+
+def parse_sweep_listing(text: str) -> List[Tuple[str, str]]:
+    rows = []
+    for line in text.splitlines():
+        cid, _, owner = line.strip().partition("\t")
+        if cid:
+            rows.append((cid, owner.strip()))
+    return rows
+
+
+def _owner_gone(owner: str, host: str) -> bool:
+    """True only for an owner on *this* host whose process is gone (or is a reused pid)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != host:
+        return False  # unknown shape, or another machine sharing the engine: not ours to judge
+    try:
+        pid, ticks = int(parts[1]), int(parts[2])
+    except ValueError:
+        return False
+    st = procfs.read_stat(pid)
+    return st is None or st.state in ("Z", "X") or st.start_ticks != ticks
+
+
+def orphaned(rows: List[Tuple[str, str]], host: Optional[str] = None) -> List[str]:
+    host = socket.gethostname() if host is None else host
+    return [cid for cid, owner in rows if _owner_gone(owner, host)]
+
+
+def sweep_orphans(docker: str, timeout: float = 60.0) -> List[str]:
+    """Remove containers left by a crashed earlier process of this tool. Returns their ids.
+    Never raises: a failed sweep must not stop a new sandbox from starting."""
+    try:
+        listing = subprocess.run(build_sweep_list_argv(docker=docker), capture_output=True, text=True, timeout=timeout)
+        if listing.returncode != 0:
+            return []
+        victims = orphaned(parse_sweep_listing(listing.stdout))
+        if victims:
+            subprocess.run(build_remove_argv(docker=docker, container_ids=victims), capture_output=True, timeout=timeout)
+        return victims
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+
+
+def sweep_once(docker: str) -> None:
+    """The startup sweep: once per process and engine, before the first container."""
+    with _sweep_lock:
+        if docker in _swept_engines:
+            return
+        _swept_engines.add(docker)
+    sweep_orphans(docker)
 
 
 def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
@@ -101,6 +186,7 @@ class DockerSandbox(BashSessionSandbox):
     def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, docker: Optional[str] = None) -> None:
         settings = settings or SandboxSettings()
         self._docker = check_engine(docker)
+        sweep_once(self._docker)
         root = Path(settings.root)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -131,6 +217,7 @@ class DockerSandbox(BashSessionSandbox):
             memory_mb=settings.memory_mb,
             pids_limit=settings.pids_limit,
             env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
+            owner=owner_label(),
         )
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # may pull the image

@@ -13,6 +13,7 @@ can switch between them at run time.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -206,6 +207,25 @@ def _flag_layer(model: type, raw: Dict[str, str], ns: str) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- resolve
 
 
+def _check_writable(path: str, field_name: str) -> None:
+    """Fail before anything runs when the jsonl cannot be created: otherwise atroposlib
+    raises from deep inside the env constructor with a message that names neither."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ConfigError(f"{field_name} = {path!r} is a directory; expected a file path such as {path.rstrip('/')}/groups.jsonl")
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{field_name} = {path!r} cannot be created: {str(ancestor)!r} is a file, not a directory; "
+                          "expected a path in a writable directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        where = target if target.exists() else ancestor
+        raise ConfigError(f"{field_name} = {path!r} is not writable ({str(where)!r} is read-only or not ours); "
+                          "expected a path in a writable directory")
+
+
+
 def default_run_dir(runs_dir: str, env_name: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", env_name).strip("-") or "env"
@@ -267,6 +287,8 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         run_dir = Path(env_config.data_path_to_save_groups).parent
     else:
         run_dir = default_run_dir(spec.runs_dir, env_name)
+    if getattr(env_config, "data_path_to_save_groups", None):
+        _check_writable(env_config.data_path_to_save_groups, "env.data_path_to_save_groups")
 
     # ---- phase 1 servers: config_init -> YAML openai (dict or list) -> flags -> programmatic
     try:

@@ -26,9 +26,9 @@ from environments.redact import safe_head
 from hermes_console.runtime import events as rev
 from environments.atropos_compat import drop_reason
 from hermes_console.runtime.config import ResolvedRun
-from hermes_console.runtime.errors import EvalBusy, first_line
+from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
-from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, jsonable
+from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class Driver:
         self._trainer_open = self.mode != "serve"  # serve-mode back-pressure gate
         self._stopping = False
         self._finished = False
+        self._intake_error: Optional[str] = None  # set once: no more items can be taken or stored
         self._wake = asyncio.Event()
         self._seen_drops: Dict[str, str] = {}
         self._seen_failed: Dict[str, str] = {}
@@ -148,6 +149,8 @@ class Driver:
     def intake_open(self) -> bool:
         if not (self._intake_open and self._trainer_open and not self._stopping and not self._switching):
             return False
+        if self._intake_error is not None:
+            return False
         # serve mode: the trainer's queue paces us (back-pressure, total_steps), checked per admission
         return self._trainer is None or self._trainer.admits(len(self.in_flight))
 
@@ -192,6 +195,9 @@ class Driver:
     async def _intake_loop(self) -> None:
         exhausted = False
         while not self._stopping:
+            if self._intake_error is not None:
+                await self.drain()  # in-flight groups are not at fault: let them finish
+                raise IntakeStopped(f"{self._intake_error}; intake stopped after {self.received} item(s)")
             if self._process_target_reached() and not self.in_flight:
                 return
             if self._trainer is not None and self._trainer.finished and not self.in_flight:
@@ -206,7 +212,11 @@ class Driver:
                 await self._wait_wake()
                 exhausted = False
                 continue
-            item = await self._next_item()
+            try:
+                item = await self._next_item()
+            except Exception as exc:  # the env cannot give items: stop taking them, keep what is running
+                self._stop_intake(f"get_next_item() raised {first_line(exc)}")
+                continue
             if item is None:
                 if self.mode == "process":
                     if not self.in_flight and not self.env.backlog:
@@ -272,6 +282,9 @@ class Driver:
         except asyncio.CancelledError:
             self._account(rec, rev.ItemCancelled(group_id=rec.group_id, reason="cancelled"))
             raise
+        except SinkError as exc:  # nowhere to keep results: stop taking items (the rest still runs)
+            self._fail(rec, str(exc), "sink")
+            self._stop_intake(str(exc))
         except Exception as exc:  # one failing group never stops the run
             self._fail(rec, first_line(exc) or type(exc).__name__, "exception")
         finally:
@@ -281,6 +294,15 @@ class Driver:
             if not self.in_flight and self.status == "draining":
                 self._set_status("paused")
             self._poke()
+
+    def _stop_intake(self, reason: str) -> None:
+        """Close intake for good and say why; the intake loop ends the run once in-flight groups finish."""
+        if self._intake_error is not None:
+            return
+        self._intake_error = reason
+        _emit(rev.LogRecord(level="ERROR", logger="runtime",
+                            message=f"{reason}; intake stopped, finishing {len(self.in_flight)} in-flight group(s)"))
+        self._poke()
 
     def _account(self, rec: GroupRecord, event: events.Event, emit: bool = True) -> bool:
         """Count ``rec`` as terminal exactly once; ``emit=False`` when the env already reported it."""

@@ -14,6 +14,12 @@ class ConfigError(ValueError):
     """
 
 
+class IntakeStopped(RuntimeError):
+    """The env can no longer supply items (get_next_item raised) or the run can no longer
+    store them (the jsonl write failed). Intake stops, in-flight groups finish, the run
+    ends with this message (hook or file, and the cause)."""
+
+
 class EvalBusy(RuntimeError):
     """An evaluation is already running; only one at a time."""
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional
 from urllib.parse import urlsplit
 
 from hermes_console.runtime.errors import ConfigError
+from hermes_console.runtime.health import health_row, stop_probes
 
 _WRAPPED = ("chat_completion", "completion", "tokens_and_logprobs_completion", "get_logprobs")
 _MARK = "_hermes_counted"
@@ -142,6 +143,7 @@ def server_stats(manager: Any) -> List[Dict[str, Any]]:
                 "latency_ms_p50": _p50(counters.latencies_ms) if counters else None,
             }
         )
+        rows[-1].update(health_row(server))
     return rows
 
 
@@ -167,6 +169,9 @@ def build_server_manager(env: Any, configs: List[Any], phase: int) -> Any:
     if tool_parser is None and hasattr(manager, "tool_parser") and getattr(cfg, "tool_call_parser", None):
         manager.tool_parser = cfg.tool_call_parser
     instrument(manager)
+    from hermes_console.runtime.health import attach
+
+    attach(manager)  # after instrument(): its failover wrapper must be outermost
     return manager
 
 
@@ -176,6 +181,7 @@ async def close_server_manager(manager: Any) -> None:
 
     try:
         await cancel_health_checks(manager)
+        await stop_probes(manager)
     except Exception:  # noqa: BLE001 - teardown is best effort
         pass
     for server in getattr(manager, "servers", []) or []:

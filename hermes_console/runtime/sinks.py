@@ -33,6 +33,10 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+class SinkError(OSError):
+    """A kept group could not be written (disk full, file gone read-only)."""
+
+
 class GroupWriter:
     """Replaces ``env.jsonl_writer``: same ``write``/``close`` surface as jsonlines'
     writer, but every line is flushed at once (a crash loses nothing completed) and
@@ -53,10 +57,30 @@ class GroupWriter:
         with self._lock:
             if self.closed:
                 raise ValueError(f"{self.path} is closed")
-            self._fp.write(line + "\n")
-            self._fp.flush()
+            try:
+                self._fp.write(line + "\n")
+                self._fp.flush()
+            except OSError as exc:
+                self._untear()
+                raise SinkError(exc.errno, f"cannot write kept groups to {self.path}: {exc.strerror or exc}") from exc
             self.written[group_id] += 1
             self.total += 1
+
+    def _untear(self) -> None:
+        """After a failed write, cut the file back to its last whole line (best effort):
+        a reader of the jsonl never meets half a group."""
+        try:
+            self._fp.seek(0, 2)
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(self.path, "rb+") as raw:
+                data = raw.read()
+                keep = data.rfind(b"\n") + 1
+                if keep < len(data):
+                    raw.truncate(keep)
+        except OSError:
+            pass
 
     def count_for(self, group_id: str) -> int:
         return self.written.get(group_id, 0)

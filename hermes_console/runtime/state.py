@@ -30,6 +30,7 @@ MAX_REWARD_STEPS = 1_000
 MAX_LOGS = 1_000
 MAX_EVALS = 50
 THROUGHPUT_WINDOW_S = 10.0
+MAX_TRAINER_STEPS = 1_000
 
 
 @dataclass
@@ -191,6 +192,17 @@ class PhaseSwitchView:
 
 
 @dataclass
+class TrainerPoint:
+    """Serve mode, one per trainer step: the queue and what this host had sent by then."""
+
+    ts: float
+    current_step: int
+    queue_size: int
+    self_queue_size: int
+    groups_sent: int
+
+
+@dataclass
 class RunInfo:
     env_name: str = ""
     mode: str = ""
@@ -255,6 +267,7 @@ class ConsoleState:
         self.loop_lag_max_ms: float = 0.0
         self.logs: Deque[rev.LogRecord] = deque(maxlen=MAX_LOGS)
         self.trainer: Optional[rev.TrainerStatus] = None
+        self.trainer_history: Deque[TrainerPoint] = deque(maxlen=MAX_TRAINER_STEPS)
         self.sandboxes_closed_by: Counter[str] = Counter()
         # Finished keys in finishing order, so eviction is O(1) per event.
         self._finished_groups: Deque[str] = deque()
@@ -299,6 +312,14 @@ class ConsoleState:
             "p90": percentile(values, 90),
         }
 
+    def unhealthy_servers(self) -> List[Dict[str, Any]]:
+        return [row for row in self.servers if not row.get("healthy", True)]
+
+    def groups_per_trainer_step(self) -> List[int]:
+        """Groups this host sent during each trainer step seen (oldest first)."""
+        pts = list(self.trainer_history)
+        return [b.groups_sent - a.groups_sent for a, b in zip(pts, pts[1:])]
+
     def identical_share(self) -> float:
         return self.identical_score_groups / self.groups_scored if self.groups_scored else 0.0
 
@@ -323,6 +344,7 @@ class ConsoleState:
             "servers": self.servers,
             "loop_lag_ms": self.loop_lag_ms,
             "trainer": self.trainer.to_dict() if self.trainer else None,
+            "trainer_history": [asdict(p) for p in self.trainer_history],
         }
 
     # ------------------------------------------------------------------ apply
@@ -732,6 +754,12 @@ def _on_log(s: ConsoleState, e: rev.LogRecord) -> None:
 
 def _on_trainer(s: ConsoleState, e: rev.TrainerStatus) -> None:
     s.trainer = e
+    if e.state in ("running", "backpressure", "finished"):
+        point = TrainerPoint(e.ts, e.current_step, e.queue_size, e.self_queue_size, e.groups_sent)
+        if s.trainer_history and s.trainer_history[-1].current_step == e.current_step:
+            s.trainer_history[-1] = point  # one point per trainer step: the latest figures
+        else:
+            s.trainer_history.append(point)
 
 
 _HANDLERS = {

@@ -169,6 +169,7 @@ class TrainerLink:
                 await self.client.send(scored)
                 self.c.groups_sent += len(groups)
                 self.c.sent_this_step += len(groups)
+                self._emit()  # live counts, and right after "finished" while the last groups land
                 return
             except TrainerAPIError as exc:
                 last = exc

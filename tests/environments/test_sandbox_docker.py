@@ -80,7 +80,7 @@ def test_run_argv_hardening_and_mounts() -> None:
     assert after("-v") == ["/h/ws:/workspace", "/h/st:/run/hermes-state"]
     assert after("-w") == ["/workspace"]
     assert after("-e") == ["HOME=/workspace", "HERMES_SANDBOX_ID=sid"]
-    assert after("--label") == ["hermes-console.task=task-1234"]
+    assert after("--label") == ["hermes-console.task=task-1234", "hermes-console.managed=1"]  # no owner given
     # capabilities are dropped before any is added back
     assert argv.index("--cap-drop") < argv.index("--cap-add")
 

@@ -1,0 +1,64 @@
+"""Serve mode: what the atropos trainer API says (step, queue, weight, back-pressure)
+and where the time goes (waiting on the trainer vs on inference)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Sparkline, Static
+
+from hermes_console.runtime.events import TrainerStatus
+from hermes_console.runtime.state import ConsoleState
+
+STATE_STYLE = {"running": "bold green", "finished": "bold cyan", "backpressure": "bold yellow",
+               "waiting": "yellow", "registered": "green", "unreachable": "bold red", "error": "bold red"}
+
+
+def render_trainer(t: Optional[TrainerStatus]) -> Text:
+    """Plain text of the panel (also used by tests and the headless summary)."""
+    if t is None:
+        return Text("no trainer (process/evaluate mode)", style="dim")
+    text = Text()
+    text.append(t.state, style=STATE_STYLE.get(t.state, "bold"))
+    if t.env_id is not None:
+        text.append(f"  env {t.env_id}", style="dim")
+    text.append(f"\nstep {t.current_step}/{t.total_steps or '?'}  batch {t.batch_size}  group {t.group_size}")
+    text.append(f"\nqueue {t.queue_size} (own {t.self_queue_size}, all envs {t.total_queue_size})")
+    if t.backpressure:
+        text.append("  back-pressure", style="bold yellow")
+    text.append(f"\nweight {t.env_weight:.2f}  unallocated {t.unallocated_fraction:.0%}")
+    text.append(f"\nsent {t.groups_sent}  this step {t.groups_sent_this_step}  per step {t.groups_per_step:g}")
+    text.append(f"\nwaiting on trainer {t.wait_trainer_s:.1f}s  on inference {t.wait_inference_s:.1f}s")
+    if t.send_errors:
+        text.append(f"\nsend errors {t.send_errors}: ", style="bold red")
+        text.append(t.last_send_error or "", style="red")
+    if t.warning:
+        text.append(f"\n! {t.warning}", style="yellow")
+    if t.detail and t.state in ("waiting", "unreachable", "error", "finished"):
+        text.append(f"\n{t.detail}", style="dim")
+    return text
+
+
+class TrainerPanel(Vertical):
+    can_focus = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(render_trainer(None), id="trainer-text")
+        yield Sparkline([], id="trainer-queue", summary_function=max)
+
+    def on_mount(self) -> None:
+        self.border_title = "Trainer"
+        self._seen: Optional[float] = None
+
+    def update_from(self, state: ConsoleState) -> None:
+        t = state.trainer
+        key = t.ts if t is not None else None
+        if key == self._seen:
+            return
+        self._seen = key
+        self.query_one("#trainer-text", Static).update(render_trainer(t))
+        self.query_one("#trainer-queue", Sparkline).data = [float(p.queue_size) for p in state.trainer_history]
+        self.border_title = f"Trainer ({t.state})" if t is not None else "Trainer"

@@ -1,0 +1,125 @@
+"""Helpers for the scale-out tests: a real `run-api` subprocess on a free loopback
+port, a host driven like the UI drives it, small polling utilities."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+from environments.events import Event
+from hermes_console.runtime.config import RunSpec
+from hermes_console.runtime.state import ConsoleState
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+class RunAPI:
+    """atroposlib's `run-api` console script, as an operator starts it."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(log_dir / f"run-api-{self.port}.log", "w")
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 30.0) -> "RunAPI":
+        self.proc = subprocess.Popen(
+            [str(VENV_BIN / "run-api"), "--host", "127.0.0.1", "--port", str(self.port)],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            assert self.proc.poll() is None, f"run-api exited with {self.proc.returncode}; see {self.log.name}"
+            try:
+                get_json(f"{self.url}/status", timeout=1.0)
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"run-api did not answer on {self.url} within {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+class Pump:
+    """Drains a host into a ConsoleState from the test thread, like the UI does."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.state = ConsoleState()
+        self.events: List[Event] = []
+
+    def pump(self) -> None:
+        batch = self.host.drain()
+        self.events.extend(batch)
+        self.state.apply_all(batch)
+
+    def until(self, pred: Callable[[ConsoleState], bool], timeout: float, what: str) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.pump()
+            if pred(self.state):
+                return
+            if self.host.done.done():
+                self.pump()
+                if pred(self.state):
+                    return
+                raise AssertionError(f"runtime ended ({self.state.status}: {self.state.status_detail}) before: {what}")
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for: {what}; status={self.state.status} "
+                             f"trainer={self.state.trainer} acc={self.state.accounting}")
+
+    def of(self, kind: str) -> List[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+
+def spec_for(tmp_path: Path, *flags: str, config_path: Optional[str] = None, **kw: Any) -> RunSpec:
+    base = ["--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl")]
+    return RunSpec(env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path),
+                   config_path=config_path, **kw)
+
+
+def identity_holds(state: ConsoleState) -> bool:
+    a = state.accounting
+    return a.in_flight >= 0 and a.received == a.completed + a.dropped_total + a.failed + a.cancelled + a.in_flight
+
+
+def read_events(path: Path) -> List[dict]:
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as fp:
+        return [json.loads(line) for line in fp if line.strip()]
+
+
+def child_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("WANDB_MODE", "offline")
+    return env
