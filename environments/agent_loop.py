@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -452,11 +453,26 @@ class HermesAgentLoop:
                    n_calls: int = 0, parsed_from_text: bool = False, error: Optional[str] = None) -> None:
         if not events.active:
             return
+        if reasoning is None and isinstance(content, str):
+            # Phase 2 replies keep their <think> block in the text (the conversation must
+            # re-render byte-identically); for display, show it as reasoning.
+            reasoning, content = _split_think(content)
         events.emit(events.TurnFinished(
             rollout_id=self.task_id, turn=turn, latency_s=time.monotonic() - started,
             content=safe_head(content or "", _HEAD_LIMIT), reasoning=safe_head(reasoning, _HEAD_LIMIT) if reasoning else None,
             tool_calls=n_calls, parsed_from_text=parsed_from_text, error=safe_head(error, 500) if error else None,
         ))
+
+
+_THINK_RE = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+def _split_think(content: str) -> Tuple[Optional[str], str]:
+    """``"<think>r</think> answer"`` -> ``("r", "answer")``; anything else unchanged."""
+    match = _THINK_RE.match(content)
+    if match is None:
+        return None, content
+    return (match.group(1).strip() or None), content[match.end():]
 
 
 __all__ = [

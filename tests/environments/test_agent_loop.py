@@ -407,6 +407,20 @@ async def test_events_emitted_and_secrets_redacted():
     assert len(result.tool_errors) == 3
 
 
+async def test_phase2_think_block_shown_as_reasoning_but_kept_in_messages():
+    seen: List[events.Event] = []
+    events.add_observer(seen.append)
+    server = MockServer([reply("<think>plan it</think>\nThe answer is 4.")])
+    try:
+        result = await HermesAgentLoop(server, [], set(), task_id="think").run(user())
+    finally:
+        events.remove_observer(seen.append)
+    turn = next(e for e in seen if e.kind == "turn_finished")
+    assert turn.reasoning == "plan it" and turn.content == "The answer is 4."
+    # The conversation itself is untouched: ManagedServer needs it to re-render identically.
+    assert result.messages[-1]["content"] == "<think>plan it</think>\nThe answer is 4."
+
+
 async def test_tool_error_arguments_truncated_for_non_str():
     long_args = {"command": "z" * 1000}
     server = MockServer([reply(None, [{"id": "c", "function": {"name": "ghost", "arguments": long_args}}]), reply("x")])
