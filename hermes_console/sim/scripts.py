@@ -158,7 +158,16 @@ def _count_lines(m: re.Match[str]) -> TaskScript:
                       verify=f"cat {dst}", summary=f"{dst} holds the number of lines in {src} containing {word}.")
 
 
+def _run_command(m: re.Match[str]) -> TaskScript:
+    # Fault and security tests need the policy to issue an exact command (a long sleep,
+    # an output flood, `env`): the first turn always runs it, then a cheap step, then the answer.
+    cmd = m.group("cmd").strip()
+    return TaskScript(f"run:{cmd[:40]}", "", Shell(("echo done",), ("echo done",)), look=cmd,
+                      summary="I ran the command.")
+
+
 FAMILIES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], TaskScript]], ...] = (
+    (re.compile(r"^run (?:exactly )?this command:\s*(?P<cmd>.+?)\s*$", re.IGNORECASE | re.DOTALL), _run_command),
     (re.compile(r"create a file (?:named |called )?(?P<name>[\w./-]+?)[,.]?\s+(?:\S+\s+){0,4}?containing "
                 r"(?:exactly |only )?(?:the (?:text|word|number|string):?\s*)?(?P<text>.+?)\.?\s*$",
                 re.IGNORECASE | re.DOTALL), _create_file),
