@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -117,8 +118,9 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
     from hermes_console.sim.server import SimServer
 
     latency = LatencyConfig(mode="lognormal", mean_ms=args.latency_ms, sigma=0.5)
-    sim = SimServer(SimConfig(port=0, latency=latency, faults={} if args.no_faults else dict(DEMO_FAULTS)))
-    base_url = sim.start()
+    port = _free_loopback_port()
+    sim = SimServer(SimConfig(port=port, latency=latency, faults={} if args.no_faults else dict(DEMO_FAULTS)))
+    base_url = f"http://127.0.0.1:{port}"
     try:
         spec = RunSpec(
             env=DEMO_ENV,
@@ -126,12 +128,21 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
             flags=["--openai.base_url", f"{base_url}/v1", "--env.total_steps", str(args.total_steps), *extra],
             runs_dir=args.runs_dir,
             record_path=args.record,
+            server_wait_s=10.0,
         )
-        host = RuntimeHost(spec, exit_when_finished=args.headless)
+        # The simulator loads a tokenizer (~1.5 s): the host starts it on its own
+        # thread while loading, so the UI's first frame does not wait for it.
+        host = RuntimeHost(spec, exit_when_finished=args.headless, prepare=sim.start)
         print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
         return _front_end(host, args.headless, args.drain_deadline, args.keys)
     finally:
         sim.stop()
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _replay(args: argparse.Namespace) -> int:

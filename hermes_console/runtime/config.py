@@ -49,6 +49,7 @@ class RunSpec(BaseModel):
     runs_dir: str = "runs"
     record_path: Optional[str] = None
     check_server: bool = True  # quick loopback request before starting
+    server_wait_s: float = Field(0.0, ge=0)  # keep probing this long (a server starting beside us)
     heartbeat_s: float = Field(0.25, gt=0)
     stats_interval_s: float = Field(1.0, gt=0)
     idle_poll_s: float = Field(0.1, gt=0)  # serve mode: get_next_item returned None

@@ -34,9 +34,14 @@ THREAD_NAME = "hermes-runtime"
 class RuntimeHost:
     """Implements :class:`hermes_console.runtime.api.RuntimeAPI` for a live run."""
 
-    def __init__(self, spec: RunSpec, *, exit_when_finished: bool = True) -> None:
+    def __init__(
+        self, spec: RunSpec, *, exit_when_finished: bool = True, prepare: Optional[Callable[[], Any]] = None
+    ) -> None:
         self.spec = spec
         self.exit_when_finished = exit_when_finished
+        # Runs on the host thread before loading (e.g. the demo starts its simulator
+        # there, after the UI's first frame); its failure is a fatal load error.
+        self._prepare = prepare
         self.queue = EventQueue()
         self.recorder: Any = None
         self.env: Any = None
@@ -221,6 +226,8 @@ class RuntimeHost:
         from environments.atropos_compat import apply_offline_defaults, sensible_max_token_len, tame_atroposlib_logging
 
         apply_offline_defaults()
+        if self._prepare is not None:
+            await asyncio.to_thread(self._prepare)
         # atroposlib's own records go through the bridge (LogRecord events), not stderr.
         tame_atroposlib_logging(stream=DISCARD)
         self._log_bridge.attach("", "atroposlib")
@@ -235,7 +242,7 @@ class RuntimeHost:
         self.resolved = resolved
         servers = resolved.servers_for(spec.phase)
         if spec.check_server:
-            await probe_servers(servers)
+            await probe_servers(servers, wait_s=spec.server_wait_s)
         try:
             env = env_cls(config=resolved.env_config, server_configs=servers, slurm=resolved.slurm, testing=resolved.testing)
         except ConfigError:

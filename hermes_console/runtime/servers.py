@@ -199,13 +199,26 @@ def _health_url(config: Any) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-async def probe_servers(configs: List[Any], timeout_s: float = 3.0) -> None:
+async def probe_servers(configs: List[Any], timeout_s: float = 3.0, wait_s: float = 0.0) -> None:
     """Quick reachability check before the run starts (loopback only).
 
     Any HTTP answer counts as reachable (a 404 still proves a server listens);
     a refused/timed-out connection is a :class:`ConfigError` naming the URL.
     Non-loopback servers are not contacted: the console never talks to the network.
+    ``wait_s`` keeps retrying that long first (a server starting beside us, e.g. the
+    demo's simulator, which starts after the UI so the first frame is immediate).
     """
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        try:
+            return await _probe_once(configs, timeout_s)
+        except ConfigError:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def _probe_once(configs: List[Any], timeout_s: float) -> None:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=timeout_s)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 import asyncio
 from rich.console import Console
 
@@ -163,3 +164,49 @@ def test_a_finished_run_stays_available_until_stopped(sim, tmp_path, live):
     p.stop(deadline=1)
     assert p.state.status == "finished" and not p.host._thread.is_alive()
     assert identity(p.state) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
+
+
+def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) -> None:
+    """The demo's simulator (tokenizer load ~1.5 s) must not delay the first frame:
+    cli hands `sim.start` to the host as `prepare`, and the host waits for the server."""
+    import hermes_console.cli as cli
+
+    seen = {}
+
+    class FakeHost:
+        def __init__(self, spec, *, exit_when_finished, prepare):
+            seen["spec"], seen["prepare"] = spec, prepare
+
+    def fake_front_end(host, headless, deadline, keys):
+        seen["started_before_front_end"] = bool(getattr(seen["prepare"].__self__, "_thread", None))
+        return 0
+
+    monkeypatch.setattr("hermes_console.runtime.host.RuntimeHost", FakeHost)
+    monkeypatch.setattr(cli, "_front_end", fake_front_end)
+    assert cli.main(["demo", "--headless"]) == 0
+    assert seen["prepare"].__name__ == "start"  # SimServer.start, run by the host
+    assert seen["started_before_front_end"] is False
+    assert seen["spec"].server_wait_s > 0
+
+
+async def test_probe_waits_for_a_server_that_starts_late() -> None:
+    from hermes_console.runtime.errors import ConfigError
+    from hermes_console.runtime.servers import probe_servers
+    from hermes_console.sim.config import SimConfig
+    from hermes_console.sim.server import SimServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    cfg = [APIServerConfig(base_url=f"http://127.0.0.1:{port}/v1", model_name="m", api_key="x")]
+    with pytest.raises(ConfigError, match="not reachable"):
+        await probe_servers(cfg, timeout_s=0.5, wait_s=0.0)
+    sim = SimServer(SimConfig(port=port))
+    starter = asyncio.get_running_loop().run_in_executor(None, sim.start)
+    try:
+        await probe_servers(cfg, timeout_s=0.5, wait_s=20.0)  # retries until it answers
+    finally:
+        await starter
+        sim.stop()
