@@ -161,6 +161,7 @@ SCENES: Dict[str, Scene] = {
     "evaluation": Scene("evaluation.jsonl", (200, 50), _evaluation),
     "phase_switch": Scene("phase_switch.jsonl", (200, 50), _main),
     "errors": Scene("errors.jsonl", (200, 50), _errors),
+    "serve": Scene("serve.jsonl", (200, 50), _main),
 }
 
 

@@ -330,6 +330,27 @@ def flood(n: int, t0: float = T0 + 1_000.0) -> List[Event]:
     return out
 
 
+def serve_run() -> List[Event]:
+    """Serve mode against a trainer: trainer status over the steps, one of two servers down."""
+    b = LogBuilder(seed=5)
+    b.run_header(mode="serve")
+    b.add(1.5, rev.TrainerStatus, state="waiting", detail="waiting for the trainer to start (POST /register)")
+    t = 6.0
+    for i in range(18):
+        t = b.finished_group(t, i) + 1.0
+        step = i // 3
+        b.add(t, rev.TrainerStatus, state="backpressure" if i == 12 else "running", current_step=step, total_steps=20,
+              queue_size=2 + i % 4, self_queue_size=1 + i % 3, total_queue_size=4 + i % 5, batch_size=16,
+              group_size=4, max_group_size=4, env_id=0, env_weight=0.5, unallocated_fraction=0.25,
+              groups_sent=i + 1, groups_sent_this_step=1 + i % 3, groups_per_step=3.0,
+              backpressure=i == 12, wait_trainer_s=round(0.8 * i, 1), wait_inference_s=round(2.5 * i, 1))
+        if i % 4 == 0:
+            b.health(t, unhealthy=1 if i >= 8 else 0)
+    _active_set(b, 20)
+    b.health(END, unhealthy=1, lag_ms=5.0)
+    return b.events()
+
+
 def small_run() -> List[Event]:
     """The main run with fewer finished groups: same active set, cheaper for behaviour tests."""
     return main_run(finished=6)
@@ -341,6 +362,7 @@ SCENARIOS: Dict[str, Callable[[], List[Event]]] = {
     "errors": error_run,
     "phase_switch": phase_switch_run,
     "evaluation": evaluation_run,
+    "serve": serve_run,
 }
 
 

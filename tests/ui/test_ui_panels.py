@@ -144,12 +144,12 @@ async def test_compact_layout_at_80x24_tabs_between_panels(main_events) -> None:
         visible = [p.id for p in screen.query(".panel") if p.display and p.has_class("-current")]
         assert visible == ["groups"]
         seen = []
-        for _ in range(5):
+        for _ in range(6):
             await pilot.press("tab")
             await settle(pilot, 1)
             seen.append([p.id for p in screen.query(".panel.-current")][0])
             assert screen.query_one(f"#{seen[-1]}").region.height > 3  # actually on screen
-        assert seen == ["turns", "tools", "sandboxes", "rewards", "groups"]
+        assert seen == ["turns", "tools", "sandboxes", "rewards", "ops", "groups"]
 
 
 async def test_wide_layout_shows_every_panel(main_events) -> None:

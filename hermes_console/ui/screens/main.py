@@ -1,7 +1,9 @@
-"""The main console: status bar and five live panels.
+"""The main console: status bar and the live panels.
 
 Wide terminals show every panel in a grid; small ones (e.g. 80×24) show one
-panel at a time under a tab strip, and `tab` moves between them.
+panel at a time under a tab strip, and `tab` moves between them. The "ops"
+panel (trainer + inference servers) joins the grid only when it has something
+to say: serve mode, or several servers, or a server that is down.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional, cast
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Container
+from textual.containers import Container, Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -25,15 +27,17 @@ from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
+from hermes_console.ui.widgets.servers_table import ServersTable
 from hermes_console.ui.widgets.status_bar import StatusBar
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+from hermes_console.ui.widgets.trainer_panel import TrainerPanel
 from hermes_console.ui.widgets.turns_stream import TurnsStream
 
 if TYPE_CHECKING:
     from hermes_console.ui.app import ConsoleApp
 
 PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandboxes", "Sandboxes"),
-          ("rewards", "Rewards")]
+          ("rewards", "Rewards"), ("ops", "Trainer/Servers")]
 COMPACT_WIDTH = 120
 COMPACT_HEIGHT = 34
 
@@ -60,6 +64,9 @@ class MainScreen(Screen[None]):
             yield ToolCallsTable(id="tools", classes="panel")
             yield SandboxesTable(id="sandboxes", classes="panel")
             yield RewardsPanel(id="rewards", classes="panel")
+            with Horizontal(id="ops", classes="panel"):
+                yield TrainerPanel(id="trainer")
+                yield ServersTable(id="servers")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -81,6 +88,20 @@ class MainScreen(Screen[None]):
         self.query_one(ToolCallsTable).update_from(state, now, max_new=config.max_stream_lines_per_tick)
         self.query_one(SandboxesTable).update_from(state, now)
         self.query_one(RewardsPanel).update_from(state)
+        self._refresh_ops(state)
+
+    def _refresh_ops(self, state: ConsoleState) -> None:
+        show_trainer = state.trainer is not None or state.run.mode == "serve"
+        show_servers = len(state.servers) > 1 or bool(state.unhealthy_servers())
+        # Compact mode reaches the panel through its tab, so it always shows both.
+        trainer, servers = self.query_one(TrainerPanel), self.query_one(ServersTable)
+        trainer.display = show_trainer or self.compact
+        servers.display = show_servers or self.compact
+        self.query_one("#panels").set_class(show_trainer or show_servers, "-ops")
+        if trainer.display:
+            trainer.update_from(state)
+        if servers.display:
+            servers.update_from(state)
 
     def on_screen_resume(self) -> None:
         if self.ready:
@@ -122,7 +143,10 @@ class MainScreen(Screen[None]):
 
     def _focus_panel(self, panel_id: str) -> None:
         self._show_panel(panel_id)
-        self.query_one(f"#{panel_id}").focus()
+        target = self.query_one(f"#{panel_id}")
+        if not target.focusable:  # a container panel (ops): focus its first visible child
+            target = next((w for w in target.query("*").results(Widget) if w.focusable and w.display), target)
+        target.focus()
 
     @on(Tabs.TabActivated, "#panel-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
@@ -142,7 +166,7 @@ class MainScreen(Screen[None]):
         self._cycle(-1)
 
     def _cycle(self, step: int) -> None:
-        ids = [key for key, _ in PANELS]
+        ids = [key for key, _ in PANELS if self.compact or key != "ops" or self.query_one("#panels").has_class("-ops")]
         current = self._current_panel_id()
         index = ids.index(current) if current in ids else -step
         self._focus_panel(ids[(index + step) % len(ids)])
