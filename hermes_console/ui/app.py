@@ -11,6 +11,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional, Set, Union
 
+from textual.css.query import NoMatches
 from textual.app import App
 from textual.screen import ModalScreen, Screen
 
@@ -110,8 +111,17 @@ class ConsoleApp(App[int]):
         with self.batch_update():
             for screen in self._visible_screens():
                 refresh = getattr(screen, "refresh_view", None)
-                if refresh is not None and getattr(screen, "ready", False):
+                if refresh is None or not getattr(screen, "ready", False):
+                    continue
+                try:
                     refresh(self.state, self.now())
+                except NoMatches:
+                    # A tick that lands while the app tears the screen down has
+                    # nothing to draw; on a live screen a missing widget is a bug.
+                    tearing_down = any(getattr(node, flag, False) for node in (self, screen)
+                                       for flag in ("_closing", "_closed"))
+                    if screen.is_attached and not tearing_down:
+                        raise
 
     def _track_switch(self, event: Any) -> None:
         # The reducer keeps only the latest stage; the drain bar needs the in-flight count it started from.

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional
 from environments import events as ev
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as rev
+from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -92,19 +93,27 @@ class LogBuilder:
         )
         self.add(at + 1.0, rev.RuntimeStatus, status="running")
 
-    def health(self, at: float, phase: int = 1, unhealthy: int = 0, lag_ms: float = 4.0) -> None:
+    def health(self, at: float, phase: int = 1, unhealthy: int = 0, lag_ms: float = 4.0,
+               down_since: Optional[float] = None) -> None:
+        """Two servers; the first ``unhealthy`` are down. With ``down_since`` (relative time)
+        the down rows carry the connection-failure fields the health watcher adds."""
         servers: List[Dict[str, object]] = []
         for i, port in enumerate((8100, 8101)):
-            servers.append(
-                {
-                    "url": f"http://127.0.0.1:{port}/v1",
-                    "healthy": i >= unhealthy,
-                    "in_flight": 3 + i,
-                    "requests": 400 + 37 * i,
-                    "errors": 2 + 9 * (i < unhealthy),
-                    "latency_ms_p50": 120.0 + 15 * i,
-                }
-            )
+            row: Dict[str, object] = {
+                "url": f"http://127.0.0.1:{port}/v1",
+                "healthy": i >= unhealthy,
+                "in_flight": 3 + i,
+                "requests": 400 + 37 * i,
+                "errors": 2 + 9 * (i < unhealthy),
+                "latency_ms_p50": 120.0 + 15 * i,
+            }
+            if down_since is not None:
+                down = i < unhealthy
+                row.update(connection_failures=7 if down else 0, rerouted=5 if down else 0,
+                           down_since=self.t0 + down_since if down else None,
+                           last_connection_failure="APIConnectionError: Connection refused (127.0.0.1:8100)"
+                           if down else None)
+            servers.append(row)
         self.add(at, rev.ServerStats, phase=phase, servers=servers)
         self.add(at, rev.LoopLag, lag_ms=lag_ms)
 
@@ -330,24 +339,30 @@ def flood(n: int, t0: float = T0 + 1_000.0) -> List[Event]:
     return out
 
 
-def serve_run() -> List[Event]:
-    """Serve mode against a trainer: trainer status over the steps, one of two servers down."""
+def serve_run(group_size: int = 4) -> List[Event]:
+    """Serve mode against a trainer: trainer status over the steps, one of two servers down
+    since step 2. ``group_size=1`` adds the runtime's under-counted-queue warning."""
     b = LogBuilder(seed=5)
     b.run_header(mode="serve")
     b.add(1.5, rev.TrainerStatus, state="waiting", detail="waiting for the trainer to start (POST /register)")
+    warning = GROUP_SIZE_ONE_WARNING if group_size == 1 else None
     t = 6.0
+    went_down: Optional[float] = None
     for i in range(18):
         t = b.finished_group(t, i) + 1.0
         step = i // 3
         b.add(t, rev.TrainerStatus, state="backpressure" if i == 12 else "running", current_step=step, total_steps=20,
               queue_size=2 + i % 4, self_queue_size=1 + i % 3, total_queue_size=4 + i % 5, batch_size=16,
-              group_size=4, max_group_size=4, env_id=0, env_weight=0.5, unallocated_fraction=0.25,
+              group_size=group_size, max_group_size=group_size, env_id=0, env_weight=0.5, unallocated_fraction=0.25,
               groups_sent=i + 1, groups_sent_this_step=1 + i % 3, groups_per_step=3.0,
-              backpressure=i == 12, wait_trainer_s=round(0.8 * i, 1), wait_inference_s=round(2.5 * i, 1))
+              backpressure=i == 12, wait_trainer_s=round(0.8 * i, 1), wait_inference_s=round(2.5 * i, 1),
+              warning=warning)
         if i % 4 == 0:
-            b.health(t, unhealthy=1 if i >= 8 else 0)
+            if i >= 8 and went_down is None:
+                went_down = t
+            b.health(t, unhealthy=1 if went_down is not None else 0, down_since=went_down)
     _active_set(b, 20)
-    b.health(END, unhealthy=1, lag_ms=5.0)
+    b.health(END, unhealthy=1, lag_ms=5.0, down_since=went_down)
     return b.events()
 
 

@@ -149,7 +149,8 @@ async def test_compact_layout_at_80x24_tabs_between_panels(main_events) -> None:
             await settle(pilot, 1)
             seen.append([p.id for p in screen.query(".panel.-current")][0])
             assert screen.query_one(f"#{seen[-1]}").region.height > 3  # actually on screen
-        assert seen == ["turns", "tools", "sandboxes", "rewards", "ops", "groups"]
+        # Two servers: the Servers tab is in the cycle; no trainer outside serve mode.
+        assert seen == ["turns", "tools", "sandboxes", "rewards", "servers", "groups"]
 
 
 async def test_wide_layout_shows_every_panel(main_events) -> None:
@@ -158,8 +159,11 @@ async def test_wide_layout_shows_every_panel(main_events) -> None:
         await settle(pilot)
         screen = app.screen
         assert not screen.compact
-        for panel in screen.query(".panel"):
-            assert panel.region.width > 20 and panel.region.height >= 8, panel.id
+        shown = {p.id: p.region for p in screen.query(".panel") if p.display}
+        assert set(shown) == {"groups", "turns", "tools", "sandboxes", "rewards", "servers"}  # no trainer: not serve
+        for panel_id, region in shown.items():
+            # The server list is exactly as tall as its rows (2 + header + border).
+            assert region.width > 20 and region.height >= (5 if panel_id == "servers" else 8), panel_id
 
 
 async def test_first_frame_shows_loading_while_runtime_starts() -> None:

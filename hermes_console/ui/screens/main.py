@@ -1,18 +1,18 @@
 """The main console: status bar and the live panels.
 
-Wide terminals show every panel in a grid; small ones (e.g. 80×24) show one
-panel at a time under a tab strip, and `tab` moves between them. The "ops"
-panel (trainer + inference servers) joins the grid only when it has something
-to say: serve mode, or several servers, or a server that is down.
+Wide terminals show every panel in rows; small ones (e.g. 80×24) show one
+panel at a time under a tab strip, and `tab` moves between them. Two panels
+appear only when they have something to say: Servers (several inference
+servers, or one that is down) and Trainer (serve mode).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, cast
+from typing import TYPE_CHECKING, Dict, List, Optional, cast
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Container, Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -27,7 +27,7 @@ from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-from hermes_console.ui.widgets.servers_table import ServersTable
+from hermes_console.ui.widgets.servers_table import ServersTable, last_error
 from hermes_console.ui.widgets.status_bar import StatusBar
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console.ui.widgets.trainer_panel import TrainerPanel
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from hermes_console.ui.app import ConsoleApp
 
 PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandboxes", "Sandboxes"),
-          ("rewards", "Rewards"), ("ops", "Trainer/Servers")]
+          ("rewards", "Rewards"), ("trainer", "Trainer"), ("servers", "Servers")]
+OPTIONAL_PANELS = ("trainer", "servers")
 COMPACT_WIDTH = 120
 COMPACT_HEIGHT = 34
 
@@ -50,6 +51,7 @@ class MainScreen(Screen[None]):
         self.filter = StreamFilter()
         self.compact = False
         self.ready = False  # the app tick skips screens that are not composed yet
+        self._present: Dict[str, bool] = {}
 
     @property
     def console(self) -> "ConsoleApp":
@@ -58,20 +60,26 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield Tabs(*[Tab(label, id=f"tab-{key}") for key, label in PANELS], id="panel-tabs")
-        with Container(id="panels"):
-            yield GroupsTable(id="groups", classes="panel")
-            yield TurnsStream(id="turns", classes="panel")
-            yield ToolCallsTable(id="tools", classes="panel")
-            yield SandboxesTable(id="sandboxes", classes="panel")
-            yield RewardsPanel(id="rewards", classes="panel")
-            with Horizontal(id="ops", classes="panel"):
-                yield TrainerPanel(id="trainer")
-                yield ServersTable(id="servers")
+        # Rows, not a grid: the servers row is as tall as the server list and the
+        # trainer sits beside the rewards, so neither squeezes the busy panels.
+        with Vertical(id="panels"):
+            with Horizontal(id="row-top", classes="row"):
+                yield GroupsTable(id="groups", classes="panel")
+                yield TurnsStream(id="turns", classes="panel")
+            with Horizontal(id="row-mid", classes="row"):
+                yield ToolCallsTable(id="tools", classes="panel")
+                yield SandboxesTable(id="sandboxes", classes="panel")
+            with Horizontal(id="row-servers", classes="row"):
+                yield ServersTable(id="servers", classes="panel")
+            with Horizontal(id="row-bottom", classes="row"):
+                yield RewardsPanel(id="rewards", classes="panel")
+                yield TrainerPanel(id="trainer", classes="panel")
         yield Footer()
 
     def on_mount(self) -> None:
         self._apply_size(self.app.size.width, self.app.size.height)
         self.query_one(TurnsStream).rebuild(self.console.state)
+        self._set_present({key: False for key in OPTIONAL_PANELS})
         self.query_one(GroupsTable).focus()
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
@@ -88,26 +96,39 @@ class MainScreen(Screen[None]):
         self.query_one(ToolCallsTable).update_from(state, now, max_new=config.max_stream_lines_per_tick)
         self.query_one(SandboxesTable).update_from(state, now)
         self.query_one(RewardsPanel).update_from(state)
-        self._refresh_ops(state)
+        self._refresh_optional(state, now)
 
-    def _refresh_ops(self, state: ConsoleState) -> None:
-        show_trainer = state.trainer is not None or state.run.mode == "serve"
-        show_servers = len(state.servers) > 1 or bool(state.unhealthy_servers())
-        # Compact mode reaches the panel through its tab, so it always shows both.
+    def _refresh_optional(self, state: ConsoleState, now: float) -> None:
         trainer, servers = self.query_one(TrainerPanel), self.query_one(ServersTable)
-        trainer.display = show_trainer or self.compact
-        servers.display = show_servers or self.compact
-        self.query_one("#panels").set_class(show_trainer or show_servers, "-ops")
-        if trainer.display:
+        present = {"trainer": TrainerPanel.wanted(state), "servers": ServersTable.wanted(state)}
+        if present != self._present:
+            self._set_present(present)
+        if present["servers"]:
+            # Wide: exactly as tall as the list; compact: the whole tab.
+            row_height = "1fr" if self.compact else ServersTable.rows_height(state)
+            self.query_one("#row-servers").styles.height = row_height
+            servers.update_from(state, now)
+        if present["trainer"]:
             trainer.update_from(state)
-        if servers.display:
-            servers.update_from(state)
+
+    def _set_present(self, present: Dict[str, bool]) -> None:
+        """Show or hide the optional panels (and their rows and tabs)."""
+        self._present = present
+        current = self._current_panel_id()
+        if current in present and not present[current]:
+            self._focus_panel("groups")  # the focused panel is going away
+        tabs = self.query_one(Tabs)
+        for panel_id, shown in present.items():
+            self.query_one(f"#{panel_id}").set_class(not shown, "-absent")
+            (tabs.show if shown else tabs.hide)(f"tab-{panel_id}")
+        self.query_one("#row-servers").set_class(not present["servers"], "-absent")
+        self.query_one("#row-bottom").set_class(present["trainer"], "-with-trainer")
 
     def on_screen_resume(self) -> None:
         if self.ready:
             self.refresh_view(self.console.state, self.console.now())
 
-    # ------------------------------------------------------------------ layout: wide grid vs tabs
+    # ------------------------------------------------------------------ layout: wide rows vs tabs
 
     def on_resize(self, event: Resize) -> None:
         self._apply_size(event.size.width, event.size.height)
@@ -137,16 +158,16 @@ class MainScreen(Screen[None]):
     def _show_panel(self, panel_id: str) -> None:
         for panel in self._panels():
             panel.set_class(panel.id == panel_id, "-current")
+        for row in self.query(".row").results(Widget):
+            # Compact mode shows only the row holding the current panel.
+            row.set_class(bool(row.query(f"#{panel_id}")), "-current-row")
         tabs = self.query_one(Tabs)
         if tabs.active != f"tab-{panel_id}":
             tabs.active = f"tab-{panel_id}"
 
     def _focus_panel(self, panel_id: str) -> None:
         self._show_panel(panel_id)
-        target = self.query_one(f"#{panel_id}")
-        if not target.focusable:  # a container panel (ops): focus its first visible child
-            target = next((w for w in target.query("*").results(Widget) if w.focusable and w.display), target)
-        target.focus()
+        self.query_one(f"#{panel_id}").focus()
 
     @on(Tabs.TabActivated, "#panel-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
@@ -166,7 +187,7 @@ class MainScreen(Screen[None]):
         self._cycle(-1)
 
     def _cycle(self, step: int) -> None:
-        ids = [key for key, _ in PANELS if self.compact or key != "ops" or self.query_one("#panels").has_class("-ops")]
+        ids = [key for key, _ in PANELS if self._present.get(key, True)]
         current = self._current_panel_id()
         index = ids.index(current) if current in ids else -step
         self._focus_panel(ids[(index + step) % len(ids)])
@@ -199,6 +220,12 @@ class MainScreen(Screen[None]):
             task_id = panel.selected_key()
             if task_id:
                 self.app.push_screen(SandboxScreen(task_id))
+        elif isinstance(panel, ServersTable):
+            server = panel.selected_server(state)
+            if server is not None:  # the table crops the error; show it whole
+                error = last_error(server) or "no error recorded"
+                self.app.notify(f"{server.get('url', '?')}: {error}", title="server",
+                                severity="information" if server.get("healthy", True) else "error")
         elif isinstance(panel, TurnsStream):
             latest = next((e for e in reversed(state.stream) if e.rollout_id and self.filter.matches(
                 e.rollout_id, e.group_id)), None)

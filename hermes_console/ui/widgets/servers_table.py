@@ -1,52 +1,95 @@
-"""Inference servers: one row each, health first (a dead server is red and
-counted; ServerManager routes around it)."""
+"""Inference servers: one row each, health first (a dead server's row is red and
+says for how long; ServerManager routes around it)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.format import age, clock, head
+from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 
-COLUMNS = ("server", "health", "in flight", "requests", "errors", "conn fails", "rerouted", "p50 ms", "last error")
+# What an operator scans for comes first, so 80 columns show it without scrolling.
+COLUMNS = ("server", "health", "down for", "in flight", "p50 ms", "conn fails", "errors", "requests", "rerouted",
+           "last error")
+DOWN_STYLE = "bold red"
+MAX_VISIBLE_ROWS = 8  # beyond this the table scrolls instead of squeezing the other panels
 
 
-def server_cells(row: Dict[str, Any]) -> Tuple[Any, ...]:
+def last_error(row: Dict[str, Any]) -> str:
+    return str(row.get("last_connection_failure") or row.get("last_error") or row.get("last_transport_error") or "")
+
+
+def short_url(url: str) -> str:
+    """host:port[/path] without the scheme and the usual /v1 suffix (the full url is one Enter away)."""
+    short = url.split("://", 1)[-1]
+    return short[:-3] if short.endswith("/v1") else short
+
+
+def down_for(row: Dict[str, Any], now: Optional[float]) -> str:
+    since = row.get("down_since")
+    if row.get("healthy", True) or since is None:
+        return "–"
+    # Without a clock (plain rendering) show when it went down rather than a stale age.
+    return clock(float(since)) if now is None else age(now - float(since))
+
+
+def server_cells(row: Dict[str, Any], now: Optional[float] = None) -> Tuple[Any, ...]:
     healthy = bool(row.get("healthy", True))
-    health = Text("up", style="green") if healthy else Text("DOWN", style="bold red")
+    down = "" if healthy else DOWN_STYLE
+    health = Text("up", style="green") if healthy else Text("DOWN", style="bold white on red")
     errors = int(row.get("errors") or 0) + int(row.get("transport_errors") or 0)
-    last = row.get("last_connection_failure") or row.get("last_error") or row.get("last_transport_error") or ""
     p50 = row.get("latency_ms_p50")
     return (
-        str(row.get("url", "")),
+        Text(short_url(str(row.get("url", ""))), style=down or "bold"),
         health,
-        str(row.get("in_flight", 0)),
-        str(row.get("requests", 0)),
-        Text(str(errors), style="red" if errors else ""),
-        Text(str(row.get("connection_failures", 0)), style="red" if row.get("connection_failures") else ""),
-        str(row.get("rerouted", 0)),
+        Text(down_for(row, now), style=down),
+        Text(str(row.get("in_flight", 0)), style=down),
         "–" if p50 is None else f"{p50:.0f}",
-        str(last)[:80],
+        Text(str(row.get("connection_failures", 0)), style="red" if row.get("connection_failures") else ""),
+        Text(str(errors), style="red" if errors else ""),
+        str(row.get("requests", 0)),
+        str(row.get("rerouted", 0)),
+        Text(head(last_error(row), 80), style="red" if not healthy else "dim"),
     )
 
 
-class ServersTable(DataTable):
-    def on_mount(self) -> None:
-        self.border_title = "Servers"
-        self.cursor_type = "row"
-        self.add_columns(*COLUMNS)
-        self._seen: List[Tuple[Any, ...]] = []
+class ServersTable(KeyedTable):
+    COLUMNS = tuple((label.replace(" ", "_"), label, None) for label in COLUMNS)
 
-    def update_from(self, state: ConsoleState) -> None:
-        rows = [server_cells(r) for r in state.servers]
-        plain = [tuple(str(c) for c in r) for r in rows]
-        if plain == self._seen:
-            return
-        self._seen = plain
-        self.clear()
-        for i, cells in enumerate(rows):
-            self.add_row(*cells, key=f"server-{i}")
+    def on_mount(self) -> None:
+        # Textual also runs KeyedTable.on_mount (it dispatches along the MRO): no super() here.
+        self.border_title = "Servers"
+        self.show_cursor = False  # an idle cursor row would hide a down server's red
+
+    def on_focus(self) -> None:
+        self.show_cursor = True
+
+    def on_blur(self) -> None:
+        self.show_cursor = False
+
+    @staticmethod
+    def wanted(state: ConsoleState) -> bool:
+        """Worth a panel: several servers, or one that is down (else the status bar says it all)."""
+        return len(state.servers) > 1 or bool(state.unhealthy_servers())
+
+    @staticmethod
+    def rows_height(state: ConsoleState) -> int:
+        """Outer height that shows every server (up to a cap): rows + header + border."""
+        return min(len(state.servers), MAX_VISIBLE_ROWS) + 3
+
+    def update_from(self, state: ConsoleState, now: Optional[float] = None) -> None:
+        # Keyed by position as well as url: two entries may point at the same url.
+        rows: Dict[str, Row] = {f"{i}:{r.get('url', '')}": server_cells(r, now) for i, r in enumerate(state.servers)}
+        self.sync(rows)
         down = len(state.unhealthy_servers())
-        self.border_title = f"Servers ({len(rows)}, {down} down)" if down else f"Servers ({len(rows)})"
+        title = f"Servers ({len(rows)}, {down} down)" if down else f"Servers ({len(rows)})"
+        if self.border_title != title:
+            self.border_title = title
+
+    def selected_server(self, state: ConsoleState) -> Optional[Dict[str, Any]]:
+        key = self.selected_key()
+        index = int(key.split(":", 1)[0]) if key else -1
+        return state.servers[index] if 0 <= index < len(state.servers) else None

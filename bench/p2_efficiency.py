@@ -1,0 +1,181 @@
+"""P2 efficiency: many concurrent agent rollouts vs the latency-bound ideal.
+
+    python -m bench.p2_efficiency [--quick] [--rollouts 256] [--latency-ms 1000] [--no-write]
+
+Each rollout of terminal_tasks (4-tool-turn tasks, solve_rate 1) makes exactly
+4 tool turns and a final answer: 5 LLM calls of fixed latency L. With every
+rollout in parallel the ideal wall is one rollout's own wall time measured alone
+(5·L + its tool and bookkeeping time). Efficiency = ideal / achieved wall
+(= achieved rollouts/s over ideal rollouts/s). The simulator runs in its own
+process like a real inference server. No observer is installed: this is the
+env layer alone (P1 measures what the console adds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any, Dict, List
+
+from bench.common import (
+    SimProcess,
+    bench_tmpdir,
+    figure,
+    four_turn_tasks_file,
+    load_average,
+    median,
+    rnd,
+    write_results,
+)
+
+TARGET = 0.90
+# What an operator running 256 agent rollouts against one real inference server
+# sees per turn (long prompts, a busy batch): seconds, not milliseconds.
+DEFAULT_LATENCY_MS = 2000.0
+SECTION = "p2_efficiency"
+
+
+async def _solo(env: Any, items: List[Any]) -> float:
+    t0 = time.perf_counter()
+    scored, _ = await env.collect_trajectory(items[0])
+    wall = time.perf_counter() - t0
+    _check_turns([scored])
+    return wall
+
+
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
+    p0, c0, m0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
+    wall = time.perf_counter() - t0
+    # CPU per rollout: this process (all threads), its loop thread, and the bash children it waited for.
+    cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n)
+    cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n)
+    cpu.setdefault("bash_children_ms", []).append(1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n)
+    return wall, [r[0] for r in results]
+
+
+def _check_turns(scored: List[Any]) -> Dict[str, Any]:
+    """How many LLM calls each rollout made (should be 5) and its reward."""
+    turns = [sum(1 for m in s["messages"] if m.get("role") == "assistant") for s in scored]
+    return {"rollouts": len(scored), "five_llm_calls": sum(1 for t in turns if t == 5),
+            "mean_reward": rnd(sum(s["scores"] for s in scored) / max(1, len(scored)), 3)}
+
+
+async def _measure(base_url: str, rollouts: int, repeats: int, tool_pool: int, tmp: str,
+                   compare_full: bool) -> Dict[str, Any]:
+    from bench import lean_openai
+
+    from bench.tt_env import TimedTerminalTasksEnv, build_bare_env, env_overrides
+
+    tasks = four_turn_tasks_file(tmp)
+    overrides = env_overrides(tasks, os.path.join(tmp, "groups.jsonl"), total_steps=1,
+                              extra={"tool_pool_size": tool_pool})
+    env = build_bare_env(TimedTerminalTasksEnv, base_url, overrides)
+    await env.setup()
+    items = env.train_items
+    await _solo(env, items)  # warm: imports, tokenizer, connection pool
+    solos: List[float] = []
+    walls: List[float] = []
+    checks: Dict[str, Any] = {}
+    cpu: Dict[str, List[float]] = {}
+    full_walls: List[float] = []
+    full_cpu: Dict[str, List[float]] = {}
+    for _ in range(repeats):  # alternate: solo, concurrent, [concurrent without the fix], solo, ...
+        solos.append(await _solo(env, items))
+        wall, scored = await _concurrent(env, items, rollouts, cpu)
+        walls.append(wall)
+        checks = _check_turns(scored)
+        if compare_full and lean_openai.active():
+            lean_openai.remove()  # the same env without environments.patches' request fast path
+            try:
+                full_walls.append((await _concurrent(env, items, rollouts, full_cpu))[0])
+            finally:
+                lean_openai.apply()
+    cpu_ms = {k: rnd(median(v), 1) for k, v in cpu.items()}
+    return {"solo_walls_s": [rnd(x) for x in solos], "concurrent_walls_s": [rnd(x) for x in walls], "check": checks,
+            "cpu_ms_per_rollout": cpu_ms, "concurrent_walls_full_transform_s": [rnd(x) for x in full_walls],
+            "cpu_ms_per_rollout_full_transform": {k: rnd(median(v), 1) for k, v in full_cpu.items()}}
+
+
+def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float | None = None,
+        tool_pool: int = 256, repeats: int | None = None, full_transform: bool = False) -> Dict[str, Any]:
+    rollouts = rollouts or (32 if quick else 256)
+    latency_ms = latency_ms if latency_ms is not None else (100.0 if quick else DEFAULT_LATENCY_MS)
+    repeats = repeats or (1 if quick else 2)
+    tmp = bench_tmpdir("p2")
+    import environments.hermes_base_env  # noqa: F401 - applies environments.patches as any env does
+    from bench import lean_openai
+
+    if full_transform:  # A/B: the env without the openai request fast path
+        lean_openai.remove()
+    load_before = load_average()
+    with SimProcess(latency_ms, solve_rate=1.0) as sim:
+        m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+    solo = median(m["solo_walls_s"])
+    wall = median(m["concurrent_walls_s"])
+    efficiency = solo / wall if wall else float("nan")
+    formula_ideal = 5 * latency_ms / 1000.0
+    result = {
+        "rollouts": rollouts,
+        "latency_ms": latency_ms,
+        "tool_pool_size": tool_pool,
+        "openai_request_transform": "lean (environments.patches)" if lean_openai.active() else "full (openai's own)",
+        "repeats": repeats,
+        "ideal_wall_s": rnd(solo),
+        "ideal_5L_s": rnd(formula_ideal),
+        "tool_and_overhead_s_per_rollout": rnd(solo - formula_ideal),
+        "achieved_wall_s": rnd(wall),
+        "achieved_rollouts_per_s": rnd(rollouts / wall if wall else None, 2),
+        "ideal_rollouts_per_s": rnd(rollouts / solo if solo else None, 2),
+        "efficiency": rnd(efficiency, 4),
+        "efficiency_vs_5L_only": rnd(formula_ideal / wall if wall else None, 4),
+        # Side by side in the same run: the env without the openai request fast path (before the fix).
+        "efficiency_without_request_fast_path": rnd(solo / median(m["concurrent_walls_full_transform_s"]), 4)
+        if m["concurrent_walls_full_transform_s"] else None,
+        "cpu_ms_per_rollout": m["cpu_ms_per_rollout"],
+        # CPU the rollouts need per second of ideal wall: > cores available means CPU-bound.
+        "cpu_cores_needed_at_ideal": rnd(rollouts * (m["cpu_ms_per_rollout"].get("process_ms", 0)
+                                                    + m["cpu_ms_per_rollout"].get("bash_children_ms", 0)) / 1000
+                                         / max(solo, 1e-9), 2),
+        "runs": m,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "figures": [figure("P2 efficiency (achieved / latency-bound ideal)", efficiency, TARGET, "x", True)],
+        "quick": quick,
+    }
+    return result
+
+
+def main(argv: List[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.p2_efficiency", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rollouts", type=int, default=None)
+    ap.add_argument("--latency-ms", type=float, default=None)
+    ap.add_argument("--tool-pool", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--full-transform", action="store_true",
+                    help="A/B: run without environments.patches' openai request fast path")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    result = run(args.quick, rollouts=args.rollouts, latency_ms=args.latency_ms, tool_pool=args.tool_pool,
+                 repeats=args.repeats, full_transform=args.full_transform)
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1, default=str))
+    print(json.dumps(result["runs"], default=str))
+    if not args.no_write:
+        write_results(SECTION, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
