@@ -13,7 +13,7 @@ import argparse
 import socket
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hermes_console.runtime.errors import ConfigError
 
@@ -114,13 +114,22 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
 def _demo(args: argparse.Namespace, extra: List[str]) -> int:
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
-    from hermes_console.sim.config import LatencyConfig, SimConfig
-    from hermes_console.sim.server import SimServer
 
-    latency = LatencyConfig(mode="lognormal", mean_ms=args.latency_ms, sigma=0.5)
     port = _free_loopback_port()
-    sim = SimServer(SimConfig(port=port, latency=latency, faults={} if args.no_faults else dict(DEMO_FAULTS)))
     base_url = f"http://127.0.0.1:{port}"
+    holder: Dict[str, Any] = {}
+
+    def start_sim() -> None:
+        # Runs on the host thread after the UI is up: importing the simulator (aiohttp,
+        # tokenizer) and loading its tokenizer (~1 s) never delay the first frame.
+        from hermes_console.sim.config import LatencyConfig, SimConfig
+        from hermes_console.sim.server import SimServer
+
+        latency = LatencyConfig(mode="lognormal", mean_ms=args.latency_ms, sigma=0.5)
+        sim = SimServer(SimConfig(port=port, latency=latency, faults={} if args.no_faults else dict(DEMO_FAULTS)))
+        holder["sim"] = sim
+        sim.start()
+
     try:
         spec = RunSpec(
             env=DEMO_ENV,
@@ -130,13 +139,13 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
             record_path=args.record,
             server_wait_s=10.0,
         )
-        # The simulator loads a tokenizer (~1.5 s): the host starts it on its own
-        # thread while loading, so the UI's first frame does not wait for it.
-        host = RuntimeHost(spec, exit_when_finished=args.headless, prepare=sim.start)
+        host = RuntimeHost(spec, exit_when_finished=args.headless, prepare=start_sim)
         print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
         return _front_end(host, args.headless, args.drain_deadline, args.keys)
     finally:
-        sim.stop()
+        sim = holder.get("sim")
+        if sim is not None:
+            sim.stop()
 
 
 def _free_loopback_port() -> int:

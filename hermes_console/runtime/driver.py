@@ -326,14 +326,19 @@ class Driver:
     async def _send(self, rec: GroupRecord, processed: Any) -> None:
         groups = processed if isinstance(processed, list) else [processed]
         reasons = [self._drop_reason(g) for g in groups]
-        before = self.writer.count_for(rec.group_id) if self.writer else 0
-        await self.env.handle_send_to_api(
-            processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
-        )
+        # The live count only: a settled count of an earlier send of this id is not "before".
+        before = self.writer.written.get(rec.group_id, 0) if self.writer else 0
+        try:
+            await self.env.handle_send_to_api(
+                processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
+            )
+        finally:
+            # Read this group's count once and drop its entry: the writer stays bounded.
+            after = self.writer.settle(rec.group_id) if self.writer else 0
         # handle_send_to_api swallows send errors; our sender (serve mode) recorded them per group.
         send_error = self._trainer.pop_send_error(rec.group_id) if self._trainer is not None else None
         if self.writer is not None:
-            kept = self.writer.count_for(rec.group_id) > before
+            kept = after > before
         else:
             kept = any(r is None for r in reasons) and rec.group_id not in self._seen_drops
         for group, reason in zip(groups, reasons):

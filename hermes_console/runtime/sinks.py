@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
 from environments import events
+
+MAX_SETTLED = 1_024  # settled groups whose counts count_for still reports
 
 
 def jsonable(value: Any) -> Any:
@@ -47,7 +49,11 @@ class GroupWriter:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._fp = open(path, "a", encoding="utf-8")
         self._lock = threading.Lock()
+        # Lines per group still being sent; the driver settles each group once it has read
+        # its count, so this holds only in-flight groups (not one entry per group forever).
         self.written: Counter[str] = Counter()
+        # The last few settled counts, so count_for still answers just after a send (bounded).
+        self._settled: "OrderedDict[str, int]" = OrderedDict()
         self.total = 0
         self.closed = False
 
@@ -83,7 +89,21 @@ class GroupWriter:
             pass
 
     def count_for(self, group_id: str) -> int:
-        return self.written.get(group_id, 0)
+        with self._lock:
+            if group_id in self.written:
+                return self.written[group_id]
+            return self._settled.get(group_id, 0)
+
+    def settle(self, group_id: str) -> int:
+        """Forget the live count of a group that has been sent; returns it."""
+        with self._lock:
+            count = self.written.pop(group_id, 0)
+            if count:
+                self._settled[group_id] = count
+                self._settled.move_to_end(group_id)
+                while len(self._settled) > MAX_SETTLED:
+                    self._settled.popitem(last=False)
+            return count
 
     def close(self) -> None:
         with self._lock:

@@ -235,6 +235,13 @@ class ConsoleState:
 
     def __init__(self) -> None:
         self.version = 0
+        # Per-panel change counters (bumped by event kind, see _SECTIONS): the UI redraws
+        # a panel only when its counter moved. stream_seq / tool_seq count appends.
+        self.groups_version = 0
+        self.tools_version = 0
+        self.sandboxes_version = 0
+        self.rewards_version = 0
+        self.servers_version = 0
         self.events_applied = 0
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
@@ -354,13 +361,16 @@ class ConsoleState:
             self.apply(item)
 
     def apply(self, event: ev.Event) -> None:
-        handler = _HANDLERS.get(type(event).kind)
+        kind = type(event).kind
+        handler = _HANDLERS.get(kind)
         self.events_applied += 1
         if self.first_ts is None:
             self.first_ts = event.ts
         self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
         if handler is not None:
             handler(self, event)
+        for section in _SECTIONS.get(kind, ()):
+            setattr(self, section, getattr(self, section) + 1)
         self.version += 1
 
     # ------------------------------------------------------------------ helpers
@@ -791,4 +801,29 @@ _HANDLERS = {
     rev.LoopLag.kind: _on_loop_lag,
     rev.LogRecord.kind: _on_log,
     rev.TrainerStatus.kind: _on_trainer,
+}
+
+# Which per-panel counters an event kind moves (by kind, so replay counts the same).
+_GROUPS, _TOOLS, _SANDBOXES, _REWARDS, _SERVERS = (
+    "groups_version", "tools_version", "sandboxes_version", "rewards_version", "servers_version")
+_SECTIONS = {
+    rev.RunConfigured.kind: (_GROUPS, _SERVERS),  # worker timeout, server list
+    rev.ItemReceived.kind: (_GROUPS,),
+    rev.ItemCompleted.kind: (_GROUPS,),
+    rev.ItemCancelled.kind: (_GROUPS,),
+    ev.ItemDropped.kind: (_GROUPS,),
+    ev.ItemFailed.kind: (_GROUPS,),
+    ev.GroupStarted.kind: (_GROUPS,),
+    ev.GroupFinished.kind: (_GROUPS, _REWARDS),
+    ev.RolloutStarted.kind: (_GROUPS,),
+    ev.RolloutFinished.kind: (_GROUPS, _REWARDS),
+    ev.ToolCallStarted.kind: (_TOOLS,),
+    ev.ToolCallFinished.kind: (_TOOLS,),
+    ev.SandboxCreated.kind: (_SANDBOXES,),
+    ev.SandboxCommandStarted.kind: (_SANDBOXES,),
+    ev.SandboxCommandFinished.kind: (_SANDBOXES,),
+    ev.SandboxLifetimeChanged.kind: (_SANDBOXES,),
+    ev.SandboxClosed.kind: (_SANDBOXES,),
+    rev.EvalFinished.kind: (_GROUPS,),  # closes the eval-* groups
+    rev.ServerStats.kind: (_SERVERS,),
 }

@@ -47,6 +47,10 @@ class ConsoleApp(App[int]):
         self._start_runtime = start_runtime
         self._drain_failed = False
         self._render_key: tuple = ()
+        self._cost_per_event_s = 5e-6  # running estimate of reducer cost, sizes each drain step
+        self._steps = 0  # drain steps so far; every _redraw_every-th one also redraws
+        self._flooding = False  # a drain step since the last redraw left a backlog
+        self.lines_per_tick = self.config.max_stream_lines_per_tick  # new stream lines / tool rows this redraw
         self.switch_peak = 0  # largest in-flight count seen during the current phase switch
         # Evaluations that existed before the operator pressed `e`; a new one that
         # finishes afterwards opens the results screen.
@@ -75,7 +79,9 @@ class ConsoleApp(App[int]):
         if self._start_runtime:
             # start() may load the env (slow): keep it off the UI thread so the first frame shows at once.
             self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
-        self.set_interval(1.0 / self.config.tick_hz, self.tick, name="drain")
+        drain_hz = max(self.config.drain_hz, self.config.tick_hz)
+        self._redraw_every = max(1, round(drain_hz / self.config.tick_hz))
+        self.set_interval(1.0 / drain_hz, self.tick, name="drain")
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
 
     def _start(self) -> None:
@@ -86,22 +92,54 @@ class ConsoleApp(App[int]):
                                   title="runtime", timeout=30)
 
     def tick(self) -> None:
-        """Apply at most ``max_events_per_tick`` events, then redraw the visible screens."""
+        """One drain step (about ``drain_budget_ms`` of reducer work); every few steps
+        (``tick_hz``) also redraw the visible screens."""
+        self._drain_step()
+        redraw = self._steps % self._redraw_every == 0
+        self._steps += 1
+        if redraw:
+            self._redraw()
+
+    def _drain_step(self) -> None:
+        config = self.config
+        # Sized by time, not count: the queue stays bounded at any event rate, and a key
+        # never waits for more than one step's worth of reducer work.
+        want = int(config.drain_budget_ms / 1000.0 / self._cost_per_event_s)
+        want = max(64, min(config.max_events_per_tick, want))
         try:
-            events = self.runtime.drain(self.config.max_events_per_tick)
+            events = self.runtime.drain(want)
         except Exception as exc:  # noqa: BLE001
             if not self._drain_failed:
                 self._drain_failed = True
                 self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
-            events = []
-        self.apply_events(events)
+            return
+        if not events:
+            return
+        t0 = time.perf_counter()
+        self._fold(events)
+        if len(events) >= 64:  # small batches measure timer noise, not the reducer
+            cost = (time.perf_counter() - t0) / len(events)
+            self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
+        if len(events) >= want:
+            self._flooding = True
 
-    def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
+    def _fold(self, events: Iterable[Any]) -> None:
         for event in events:
             self.state.apply(event)
             if event.kind == "phase_switch":
                 self._track_switch(event)
+
+    def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
+        """Apply ``events`` and redraw at once (shutdown, tests)."""
+        self._fold(events)
+        self._redraw(force=force)
+
+    def _redraw(self, *, force: bool = False) -> None:
         self._maybe_open_eval_results()
+        # In a flood, draw few new lines per redraw; the stream summarizes the rest.
+        self.lines_per_tick = self.config.flood_lines_per_tick if self._flooding \
+            else self.config.max_stream_lines_per_tick
+        self._flooding = False
         # Redraw only when the model changed or the displayed second moved on:
         # an idle console costs nothing per tick.
         render_key = (self.state.version, int(self.now()), self.stopping)

@@ -184,7 +184,7 @@ def test_degenerate_output_is_parsed_in_bounded_time_with_bounded_errors(name: s
     parser = get_parser(name)
     started = time.perf_counter()
     parser.parse(DEGENERATE)
-    assert time.perf_counter() - started < 1.0  # quadratic scanning takes many seconds here
+    assert time.perf_counter() - started < 3.0  # quadratic scanning takes many seconds here
     assert len(parser.last_errors) <= MAX_ERRORS + 1
 
 

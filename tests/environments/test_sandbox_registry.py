@@ -100,7 +100,7 @@ def test_slow_creation_of_one_key_does_not_block_others(monkeypatch: pytest.Monk
     time.sleep(0.05)
     started = time.monotonic()
     sb.get_sandbox("fast").execute("true", 5)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.5
     release.set()
     t.join(5)
 
@@ -192,7 +192,7 @@ def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> 
 
     def slow_cleanup() -> None:
         entered.set()
-        time.sleep(1.0)
+        time.sleep(3.0)
         real_cleanup()
 
     monkeypatch.setattr(inner, "cleanup", slow_cleanup)
@@ -202,7 +202,7 @@ def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> 
     started = time.monotonic()
     sb.get_sandbox("other").execute("true", 5)
     sb.list_sandboxes()
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 2.0  # the other key never waits for the 3 s cleanup
     t.join(5)
 
 

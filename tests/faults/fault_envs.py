@@ -30,7 +30,7 @@ class BlockingRewardEnv(TerminalTasksEnv):
     """compute_reward blocks the event loop synchronously (the classic sync-in-async bug)."""
 
     name = "fault-reward-blocks"
-    block_s = 1.2
+    block_s = 2.0
 
     async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
         time.sleep(self.block_s)  # deliberately blocking: this is the fault

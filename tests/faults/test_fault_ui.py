@@ -76,7 +76,9 @@ async def test_console_keeps_ticking_while_the_env_loop_is_blocked(sim, tmp_path
             await pilot.pause(0.1)
             versions.append(time.monotonic())
         gaps = [b - a for a, b in zip(versions, versions[1:])]
-        assert max(gaps) < 0.6, max(gaps)  # the UI thread never waited on the blocked loop
+        # The UI thread never waited on the blocked loop: no gap comes near one whole
+        # block (a loaded 2-core machine stretches 0.1 s pauses, so the bound is loose).
+        assert max(gaps) < 0.8 * BlockingRewardEnv.block_s, max(gaps)
         await _wait(pilot, lambda s: s.loop_lag_max_ms >= 800, "the lag reached the console")
         await _wait(pilot, lambda s: s.accounting.completed >= 2, "the run recovered")
         assert "lag" in _panel_text(app, "#status")

@@ -167,25 +167,39 @@ def test_a_finished_run_stays_available_until_stopped(sim, tmp_path, live):
 
 
 def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) -> None:
-    """The demo's simulator (tokenizer load ~1.5 s) must not delay the first frame:
-    cli hands `sim.start` to the host as `prepare`, and the host waits for the server."""
+    """The demo's simulator (aiohttp app, tokenizer load ~1 s) must not delay the first frame:
+    cli builds and starts it inside the host's `prepare` callable, and the host waits for the server."""
     import hermes_console.cli as cli
 
-    seen = {}
+    seen = {"built": 0, "started": 0, "stopped": 0}
+
+    class FakeSim:
+        def __init__(self, config):
+            seen["built"] += 1
+            seen["port"] = config.port
+
+        def start(self):
+            seen["started"] += 1
+
+        def stop(self):
+            seen["stopped"] += 1
 
     class FakeHost:
         def __init__(self, spec, *, exit_when_finished, prepare):
             seen["spec"], seen["prepare"] = spec, prepare
 
     def fake_front_end(host, headless, deadline, keys):
-        seen["started_before_front_end"] = bool(getattr(seen["prepare"].__self__, "_thread", None))
+        seen["built_before_front_end"] = seen["built"]
+        seen["prepare"]()  # what the host does on its own thread once the UI is up
         return 0
 
+    monkeypatch.setattr("hermes_console.sim.server.SimServer", FakeSim)
     monkeypatch.setattr("hermes_console.runtime.host.RuntimeHost", FakeHost)
     monkeypatch.setattr(cli, "_front_end", fake_front_end)
     assert cli.main(["demo", "--headless"]) == 0
-    assert seen["prepare"].__name__ == "start"  # SimServer.start, run by the host
-    assert seen["started_before_front_end"] is False
+    assert seen["built_before_front_end"] == 0
+    assert (seen["built"], seen["started"], seen["stopped"]) == (1, 1, 1)
+    assert f"127.0.0.1:{seen['port']}/v1" in " ".join(seen["spec"].flags)
     assert seen["spec"].server_wait_s > 0
 
 

@@ -153,7 +153,7 @@ def test_blocking_env_code_does_not_block_the_caller(sim, tmp_path, live):
     p.until(lambda s: s.loop_lag_max_ms >= 200, 60, "loop lag observed")
     t0 = time.monotonic()
     p.pump()
-    assert time.monotonic() - t0 < 0.1  # drain never waits for the runtime loop
+    assert time.monotonic() - t0 < 0.5  # drain never waits for the (blocked) runtime loop
     fut = p.host.pause()
     fut.result(5)
 

@@ -59,6 +59,7 @@ class FakeRuntime:
         self.calls: List[Tuple[str, tuple, dict]] = []
         self.pending: Dict[str, Future] = {}
         self.drain_calls = 0
+        self.drains_at_call: List[int] = []  # drain_calls when each command arrived (parallel to calls)
         self.started = False
 
     # ------------------------------------------------------------------ test helpers
@@ -92,6 +93,7 @@ class FakeRuntime:
     def start(self) -> None:
         self.started = True
         self.calls.append(("start", (), {}))
+        self.drains_at_call.append(self.drain_calls)
 
     @property
     def is_live(self) -> bool:
@@ -99,6 +101,7 @@ class FakeRuntime:
 
     def _command(self, name: str, *args: Any, **kwargs: Any) -> Future:
         self.calls.append((name, args, kwargs))
+        self.drains_at_call.append(self.drain_calls)
         future: Future = Future()
         if not self._live and name != "stop":
             future.set_exception(CommandUnavailable(f"{name} is not available during replay"))

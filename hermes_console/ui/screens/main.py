@@ -8,7 +8,7 @@ servers, or one that is down) and Trainer (serve mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -52,6 +52,10 @@ class MainScreen(Screen[None]):
         self.compact = False
         self.ready = False  # the app tick skips screens that are not composed yet
         self._present: Dict[str, bool] = {}
+        self._shown_panel = "groups"  # the one panel drawn in compact mode
+        # Change key each panel was last drawn with: an unchanged panel is not touched
+        # (any DataTable update drops its render cache and redraws every visible cell).
+        self._drawn: Dict[str, Hashable] = {}
 
     @property
     def console(self) -> "ConsoleApp":
@@ -87,16 +91,33 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ rendering
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
-        config = self.console.config
+        lines = self.console.lines_per_tick
+        second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
                                               stopping=self.console.stopping, switch_peak=self.console.switch_peak)
         self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
-        self.query_one(GroupsTable).update_from(state, now)
-        self.query_one(TurnsStream).update_from(state, max_new=config.max_stream_lines_per_tick)
-        self.query_one(ToolCallsTable).update_from(state, now, max_new=config.max_stream_lines_per_tick)
-        self.query_one(SandboxesTable).update_from(state, now)
-        self.query_one(RewardsPanel).update_from(state)
+        groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
+        self._draw("groups", (state.groups_version, state.run.worker_timeout_s, second),
+                   lambda: groups.update_from(state, now))
+        stream = self.query_one(TurnsStream)
+        self._draw("turns", state.stream_seq, lambda: stream.update_from(state, max_new=lines))
+        # Running calls show a live duration; finished rows change only with tool events.
+        self._draw("tools", (state.tools_version, second if tools.has_running else None),
+                   lambda: tools.update_from(state, now, max_new=lines))
+        sandboxes = self.query_one(SandboxesTable)
+        self._draw("sandboxes", (state.sandboxes_version, second), lambda: sandboxes.update_from(state, now))
+        rewards = self.query_one(RewardsPanel)
+        self._draw("rewards", state.rewards_version, lambda: rewards.update_from(state))
         self._refresh_optional(state, now)
+
+    def _draw(self, panel_id: str, key: Hashable, update: Callable[[], None]) -> None:
+        """Run ``update`` if the panel is on screen and its data changed since it was last drawn."""
+        if self.compact and panel_id != self._shown_panel:
+            return  # drawn when its tab is shown (_show_panel)
+        if self._drawn.get(panel_id) == key:
+            return
+        update()
+        self._drawn[panel_id] = key
 
     def _refresh_optional(self, state: ConsoleState, now: float) -> None:
         trainer, servers = self.query_one(TrainerPanel), self.query_one(ServersTable)
@@ -104,12 +125,16 @@ class MainScreen(Screen[None]):
         if present != self._present:
             self._set_present(present)
         if present["servers"]:
-            # Wide: exactly as tall as the list; compact: the whole tab.
-            row_height = "1fr" if self.compact else ServersTable.rows_height(state)
-            self.query_one("#row-servers").styles.height = row_height
-            servers.update_from(state, now)
+            def update_servers() -> None:
+                # Wide: exactly as tall as the list; compact: the whole tab.
+                row_height = "1fr" if self.compact else ServersTable.rows_height(state)
+                self.query_one("#row-servers").styles.height = row_height
+                servers.update_from(state, now)
+
+            self._draw("servers", (state.servers_version, self.compact, int(now)), update_servers)
         if present["trainer"]:
-            trainer.update_from(state)
+            self._draw("trainer", (state.trainer.ts if state.trainer else None, len(state.trainer_history)),
+                       lambda: trainer.update_from(state))
 
     def _set_present(self, present: Dict[str, bool]) -> None:
         """Show or hide the optional panels (and their rows and tabs)."""
@@ -134,6 +159,7 @@ class MainScreen(Screen[None]):
         self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
+        was_compact = self.compact
         self.compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
         self.set_class(self.compact, "-compact")
         # Keep the age / timeout columns on screen at 80 columns by narrowing the free-text ones.
@@ -141,6 +167,8 @@ class MainScreen(Screen[None]):
         self.query_one(SandboxesTable).set_column_width("command", max(10, min(22, width - 80)))
         if self.compact and not self.query(".panel.-current"):
             self._show_panel(self._current_panel_id() or "groups")
+        if was_compact and not self.compact and self.ready:
+            self.refresh_view(self.console.state, self.console.now())  # panels hidden in compact mode
 
     def _panels(self) -> List[Widget]:
         return list(self.query(".panel").results(Widget))
@@ -164,6 +192,10 @@ class MainScreen(Screen[None]):
         tabs = self.query_one(Tabs)
         if tabs.active != f"tab-{panel_id}":
             tabs.active = f"tab-{panel_id}"
+        changed = panel_id != self._shown_panel
+        self._shown_panel = panel_id
+        if changed and self.compact and self.ready:
+            self.refresh_view(self.console.state, self.console.now())  # it was skipped while hidden
 
     def _focus_panel(self, panel_id: str) -> None:
         self._show_panel(panel_id)

@@ -37,6 +37,11 @@ class ToolCallsTable(DataTable):
         self.add_column("dur", key="dur", width=6)
         self.add_column("status", key="status", width=17)
 
+    @property
+    def has_running(self) -> bool:
+        """Rows whose duration still ticks (the screen redraws them once a second)."""
+        return bool(self._open)
+
     # ------------------------------------------------------------------ updates
 
     def update_from(self, state: ConsoleState, now: float, max_new: int = 200) -> None:
