@@ -12,37 +12,11 @@ import pytest
 from environments.sandboxes.base import ExecResult, SandboxClosedError
 from environments.sandboxes.local import LocalSandbox, sandbox_child_env
 from environments.sandboxes.settings import SandboxSettings
+from proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def live_pids_with(fingerprint: str) -> List[int]:
-    """Independent oracle: non-zombie processes whose cmdline contains ``fingerprint``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{name}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if fingerprint in cmd and state not in ("Z", "X"):
-            found.append(int(name))
-    return found
-
-
-def wait_until_gone(fingerprint: str, within: float = 2.0) -> List[int]:
-    end = time.monotonic() + within
-    while True:
-        pids = live_pids_with(fingerprint)
-        if not pids or time.monotonic() > end:
-            return pids
-        time.sleep(0.02)
 
 
 @pytest.fixture

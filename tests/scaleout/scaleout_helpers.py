@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Optional
 from environments.events import Event
 from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.state import ConsoleState
+from tests.runtime.runtime_helpers import Pump as RuntimePump
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -66,36 +67,14 @@ class RunAPI:
         self.log.close()
 
 
-class Pump:
-    """Drains a host into a ConsoleState from the test thread, like the UI does."""
+class Pump(RuntimePump):
+    """The runtime tests' pump; on timeout it also shows the trainer status."""
 
-    def __init__(self, host: Any) -> None:
-        self.host = host
-        self.state = ConsoleState()
-        self.events: List[Event] = []
-
-    def pump(self) -> None:
-        batch = self.host.drain()
-        self.events.extend(batch)
-        self.state.apply_all(batch)
-
-    def until(self, pred: Callable[[ConsoleState], bool], timeout: float, what: str) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            self.pump()
-            if pred(self.state):
-                return
-            if self.host.done.done():
-                self.pump()
-                if pred(self.state):
-                    return
-                raise AssertionError(f"runtime ended ({self.state.status}: {self.state.status_detail}) before: {what}")
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout}s waiting for: {what}; status={self.state.status} "
-                             f"trainer={self.state.trainer} acc={self.state.accounting}")
-
-    def of(self, kind: str) -> List[Event]:
-        return [e for e in self.events if e.kind == kind]
+    def until(self, pred: Callable[[ConsoleState], bool], timeout: float = 30.0, what: str = "") -> None:
+        try:
+            super().until(pred, timeout, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; trainer={self.state.trainer}") from None
 
 
 def spec_for(tmp_path: Path, *flags: str, config_path: Optional[str] = None, **kw: Any) -> RunSpec:
