@@ -45,6 +45,10 @@ class ScriptedRuntime:
     def is_live(self) -> bool:
         return True
 
+    @property
+    def pending(self) -> int:
+        return len(self._events)
+
     def drain(self, max_events: Optional[int] = None) -> List[Event]:
         n = len(self._events) if max_events is None else max_events
         out, self._events = self._events[:n], self._events[n:]
@@ -107,6 +111,13 @@ class ScriptedRuntime:
 
 
 async def _settle(pilot: Pilot, rounds: int = 4) -> None:
+    # The app drains by a time budget, so a loaded machine needs more ticks for the
+    # whole log: wait for it (bounded), then settle, so every capture is the same.
+    runtime = getattr(pilot.app, "runtime", None)
+    for _ in range(500):
+        if not getattr(runtime, "pending", 0):
+            break
+        await pilot.pause(0.02)
     for _ in range(rounds):
         await pilot.pause()
         await pilot.pause(0.02)
