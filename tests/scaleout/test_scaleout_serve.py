@@ -49,7 +49,9 @@ def test_serve_registers_waits_paces_to_total_steps_and_finishes(tmp_path, sims,
     assert identity_holds(p.state) and p.state.accounting.failed == 0
     lines = Path(tmp_path / "run" / "groups.jsonl").read_text().splitlines()
     assert len(lines) == 6  # the jsonl keeps what was sent
-    assert any(e.current_step >= 1 and e.self_queue_size >= 1 for e in p.of("trainer_status"))
+    # The API's step reached the panel (queue sizes are sampled once a second, so a fast
+    # trainer may empty the queue between polls: not asserted here).
+    assert max(e.current_step for e in p.of("trainer_status")) >= 1
 
 
 def test_failed_send_is_item_failed_not_completed(tmp_path, sims, run_api, live):
