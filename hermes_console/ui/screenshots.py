@@ -153,7 +153,7 @@ async def _evaluation(pilot: Pilot) -> None:
 
 async def _errors(pilot: Pilot) -> None:
     await _settle(pilot)
-    await pilot.press("o")  # errors-only tool table
+    pilot.app.screen.action_toggle_errors_only()  # errors-only tool table (as the `o` key does)
     await _settle(pilot)
 
 
@@ -185,7 +185,9 @@ def build_app(scene: str, fixtures: Path = DEFAULT_FIXTURES) -> ConsoleApp:
     """The console over the scene's log, clock fixed at the log's last event."""
     events = read_log(fixtures / SCENES[scene].log)
     now = max(e.ts for e in events)
-    return ConsoleApp(ScriptedRuntime(events), now=now, config=ConsoleConfig(tick_hz=20.0))
+    # No flood line cap: what a capture shows must not depend on how fast this machine drains.
+    config = ConsoleConfig(tick_hz=20.0, flood_lines_per_tick=1_000_000)
+    return ConsoleApp(ScriptedRuntime(events), now=now, config=config)
 
 
 async def capture(scene: str, out_dir: Path, fixtures: Path = DEFAULT_FIXTURES) -> Path:

@@ -54,7 +54,8 @@ class RecordingHost(RuntimeHost):
 
     def _record(self, name: str, future: Any) -> Any:
         self.sent.append(name)
-        future.add_done_callback(lambda f: self.results.__setitem__(name, f.exception() or f.result()))
+        future.add_done_callback(
+            lambda f: self.results.__setitem__(name, "cancelled" if f.cancelled() else (f.exception() or f.result())))
         return future
 
     def pause(self):  # type: ignore[override]
