@@ -36,7 +36,9 @@ trap is listed with its fix; each fix has a test in
 8. transformers 5 ``apply_chat_template`` returns a ``BatchEncoding`` and
    ``tokenize_for_trainer`` silently produces garbage. We pin <5 and never use
    ``tokenize_for_trainer``: :func:`tokenize_conversation` goes through
-   :func:`environments.tokenizer.chat_token_ids` (correct on 4 and 5).
+   :func:`environments.tokenizer.chat_token_ids` (correct on 4 and 5) and
+   masks like ``tokenize_for_trainer(train_on_all_assistant_turns=True)``:
+   every assistant turn trained, nothing else (tests/data/test_phase1_masks.py).
 
 Nothing here runs at import time: callers apply what they need.
 """
@@ -48,6 +50,7 @@ import logging
 import os
 import sys
 import warnings
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 # atroposlib is imported inside the functions: apply_offline_defaults() must be
@@ -306,30 +309,91 @@ def sensible_max_token_len(max_token_length: int, max_agent_turns: int = 1) -> i
 # --------------------------------------------------------------------------- tokenization
 
 
+#: Roles whose turns the model generated (atroposlib's UNMASKED_ROLES).
+TRAINED_ROLES = ("assistant", "agent")
+
+
+@dataclass
+class ConversationTokens:
+    """One conversation rendered for the trainer.
+
+    ``spans`` are the ``[start, end)`` token ranges trained on, one per trained
+    assistant turn (``span_messages`` holds each one's message index).
+    ``drift`` counts assistant turns whose rendering alone was not a prefix of
+    the whole conversation's rendering (a template that re-renders history):
+    those turns are trained only as far as the two renderings agree.
+    """
+
+    tokens: List[int]
+    masks: List[int]
+    spans: List[Tuple[int, int]] = field(default_factory=list)
+    span_messages: List[int] = field(default_factory=list)
+    drift: int = 0
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def render_conversation(
+    tokenizer: Any,
+    messages: List[Dict[str, Any]],
+    tools: Optional[List[Dict[str, Any]]] = None,
+    prompt_messages: int = 0,
+) -> ConversationTokens:
+    """Tokens of the whole conversation, every assistant turn trained (trap 8).
+
+    Same result as atroposlib's ``tokenize_for_trainer(train_on_all_assistant_turns=True)``
+    (with ``tools`` passed to the template): for each assistant message ``i`` the
+    trained span runs from the end of ``render(messages[:i], add_generation_prompt)``
+    (the role header is the template's, not the model's) to the end of
+    ``render(messages[:i+1])`` (content, tool calls, reasoning as rendered and the
+    end-of-turn token). Everything else (system, user, tool, headers) is -100.
+    Assistant messages before ``prompt_messages`` are prompt (e.g. few-shot).
+    Unlike the upstream function it never writes tokens it did not render at that
+    position: where a template re-renders history differently it trains only the
+    agreeing prefix of that turn and counts it in ``drift``.
+    """
+    from environments.tokenizer import chat_token_ids
+
+    tokens = chat_token_ids(tokenizer, messages, tools=tools)
+    masks = [-100] * len(tokens)
+    out = ConversationTokens(tokens=tokens, masks=masks)
+    for i, message in enumerate(messages):
+        if i < prompt_messages or message.get("role") not in TRAINED_ROLES:
+            continue
+        before = chat_token_ids(tokenizer, messages[:i], tools=tools, add_generation_prompt=True) if i else []
+        through = chat_token_ids(tokenizer, messages[: i + 1], tools=tools)
+        start, end = len(before), len(through)
+        agreed = _common_prefix(through, tokens)
+        if _common_prefix(before, through) < start or agreed < end:
+            out.drift += 1
+            logger.warning("chat template renders assistant turn %d differently inside the whole conversation; "
+                           "training only the %d tokens where both renderings agree", i, max(0, agreed - start))
+            end = min(end, agreed)
+        if end > start:
+            masks[start:end] = tokens[start:end]
+            out.spans.append((start, end))
+            out.span_messages.append(i)
+    return out
+
+
 def tokenize_conversation(
     tokenizer: Any,
     messages: List[Dict[str, Any]],
     tools: Optional[List[Dict[str, Any]]] = None,
     prompt_messages: Optional[int] = None,
 ) -> Tuple[List[int], List[int]]:
-    """Tokens and masks for a finished conversation (trap 8).
+    """Tokens and masks for a finished conversation (trap 8); see :func:`render_conversation`.
 
-    The first ``prompt_messages`` messages (default: everything before the
-    first assistant message) are the prompt and masked with -100; the rest
-    is trained on. Correct on transformers 4 and 5.
+    Every assistant turn at index >= ``prompt_messages`` (default 0: all of them)
+    is trained; everything the model did not generate is -100. Correct on
+    transformers 4 and 5.
     """
-    from environments.tokenizer import chat_token_ids
-
-    if prompt_messages is None:
-        prompt_messages = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-    tokens = chat_token_ids(tokenizer, messages, tools=tools)
-    prompt_ids = chat_token_ids(tokenizer, messages[:prompt_messages], tools=tools, add_generation_prompt=True)
-    # The rendered prompt is a prefix of the full render with our template; if a
-    # template re-renders history differently, mask the common prefix only.
-    n_prompt = 0
-    for a, b in zip(prompt_ids, tokens):
-        if a != b:
-            break
-        n_prompt += 1
-    masks = [-100] * n_prompt + tokens[n_prompt:]
-    return tokens, masks
+    rendered = render_conversation(tokenizer, messages, tools=tools, prompt_messages=prompt_messages or 0)
+    return rendered.tokens, rendered.masks

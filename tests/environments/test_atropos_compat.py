@@ -151,3 +151,4 @@ def test_tokenize_conversation_masks_prompt(tokenizer):
     assert tokenizer.decode(tokens[:n_prompt]) == prompt_text
     assert "hello there" in tokenizer.decode(tokens[n_prompt:])
     assert masks[n_prompt:] == tokens[n_prompt:]
+    # every assistant turn is trained, nothing after it (tool output, headers): tests/data/test_phase1_masks.py
