@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -397,3 +398,176 @@ def tokenize_conversation(
     """
     rendered = render_conversation(tokenizer, messages, tools=tools, prompt_messages=prompt_messages or 0)
     return rendered.tokens, rendered.masks
+
+
+# --------------------------------------------------------------------------- Phase 2 trajectories (trap 9)
+#
+# 9. ManagedServer extends a sequence node only when the new prompt's text starts
+#    with the node's text. The agent loop re-sends earlier replies as structured
+#    ``tool_calls``, which the template re-renders differently from what was
+#    sampled (``<tool_call>\n{json}\n</tool_call>`` vs ``<tool_call>{json}</tool_call>``),
+#    so every turn opened a new node and only the last turn was trained.
+#    Fix: the Phase 2 adapter (``hermes_base_env._StripSpecialTokens``) re-sends
+#    each earlier reply as its exact sampled text (:func:`with_sampled_text`), so
+#    one node grows over the whole rollout; where a server or template still breaks
+#    the prefix, :func:`merge_nodes` keeps every turn it can find and counts the rest.
+
+_THINK_SPLIT = re.compile(r"^<think>(.*?)</think>\n", re.DOTALL)
+
+
+def strip_end_of_turn(text: str, end_tokens: Sequence[str]) -> str:
+    """Drop one trailing end-of-turn token (``<|im_end|>``): the template writes it back."""
+    for token in end_tokens:
+        if token and text.endswith(token):
+            return text[: -len(token)]
+    return text
+
+
+def with_sampled_text(messages: List[Dict[str, Any]], sampled: Dict[int, str]) -> List[Dict[str, Any]]:
+    """``messages`` with each assistant reply at a known index replaced by its exact sampled text."""
+    out = list(messages)
+    for index, text in sampled.items():
+        if index < len(out) and out[index].get("role") == "assistant":
+            out[index] = {"role": "assistant", "content": text}
+    return out
+
+
+def _renders_same(tokenizer: Any, a: Dict[str, Any], b: Dict[str, Any], tools: Optional[List[Dict[str, Any]]]) -> bool:
+    probe = [{"role": "user", "content": "x"}]
+    try:
+        ra = tokenizer.apply_chat_template(probe + [a], tools=tools or None, tokenize=False)
+        rb = tokenizer.apply_chat_template(probe + [b], tools=tools or None, tokenize=False)
+    except Exception:  # noqa: BLE001 - a template that cannot render it does not render it the same
+        return False
+    return ra == rb
+
+
+def sampled_messages(
+    tokenizer: Any,
+    messages: List[Dict[str, Any]],
+    sampled: Dict[int, str],
+    tools: Optional[List[Dict[str, Any]]] = None,
+) -> List[Dict[str, Any]]:
+    """Phase 2 ``messages`` whose template rendering is what was sampled.
+
+    Reasoning goes to ``reasoning_content`` (as in Phase 1). An assistant message
+    keeps its structured ``tool_calls`` when the template renders them exactly as
+    the model wrote them; otherwise ``content`` carries the sampled text (tool-call
+    markup included) and the parsed calls move to ``parsed_tool_calls``, so that
+    ``tokens`` still decode to the rendering of ``messages``.
+    """
+    out = list(messages)
+    for index, text in sorted(sampled.items()):
+        if index >= len(out) or out[index].get("role") != "assistant":
+            continue
+        original = out[index]
+        raw = {"role": "assistant", "content": text}
+        reasoning, rest = None, text
+        match = _THINK_SPLIT.match(text)
+        if match:
+            reasoning, rest = match.group(1), text[match.end():]
+        candidates = []
+        if original.get("tool_calls"):
+            structured = {k: v for k, v in original.items() if k not in ("content", "reasoning_content")}
+            structured["content"] = original.get("content") or ""
+            if reasoning is not None:
+                structured["content"] = _THINK_SPLIT.sub("", structured["content"], count=1)
+                structured["reasoning_content"] = reasoning
+            candidates.append(structured)
+        plain = {"role": "assistant", "content": rest}
+        if reasoning is not None:
+            plain["reasoning_content"] = reasoning
+        if original.get("tool_calls"):
+            plain["parsed_tool_calls"] = original["tool_calls"]
+        candidates.append(plain)
+        chosen = next((c for c in candidates if _renders_same(tokenizer, c, raw, tools)), None)
+        if chosen is None:
+            chosen = dict(raw, **({"parsed_tool_calls": original["tool_calls"]} if original.get("tool_calls") else {}))
+        out[index] = chosen
+    return out
+
+
+@dataclass
+class Trajectory:
+    """One Phase 2 rollout as a trainer sees it."""
+
+    tokens: List[int]
+    masks: List[int]
+    logprobs: List[float]
+    node_count: int
+    drift: int = 0  # times the prefix broke (extra nodes)
+    lost_turns: int = 0  # sampled turns that could not be placed in the final sequence
+
+
+def _find(haystack: List[int], needle: List[int], start: int) -> int:
+    n = len(needle)
+    for j in range(start, len(haystack) - n + 1):
+        if haystack[j: j + n] == needle:
+            return j
+    return -1
+
+
+def _runs(masks: Sequence[int]) -> List[Tuple[int, int]]:
+    runs: List[Tuple[int, int]] = []
+    start = None
+    for i, mask in enumerate(list(masks) + [-100]):
+        if mask != -100 and start is None:
+            start = i
+        elif mask == -100 and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def merge_nodes(nodes: Sequence[Any]) -> Trajectory:
+    """One trajectory from ManagedServer's nodes (``tokens``, ``masked_tokens``, ``logprobs``).
+
+    With one node (the normal case) that node is the trajectory. With more, the
+    prefix broke: the last node holds the whole conversation, but earlier turns
+    in it are re-tokenized prompt. Each earlier node's sampled runs are looked up
+    in order in the last node and trained there with their logprobs; runs that
+    are not found (re-rendered differently) are counted in ``lost_turns``.
+    """
+    if not nodes:
+        raise ValueError("no ManagedServer nodes: the rollout made no Phase 2 call")
+    last = nodes[-1]
+    tokens = list(last.tokens)
+    masks = list(last.masked_tokens)
+    logprobs = list(last.logprobs) if last.logprobs is not None else [1.0] * len(tokens)
+    traj = Trajectory(tokens, masks, logprobs, node_count=len(nodes), drift=len(nodes) - 1)
+    if len(nodes) == 1:
+        return traj
+    logger.warning("Phase 2 prefix broke %d time(s) in one rollout (ManagedServer made %d nodes); merging them",
+                   len(nodes) - 1, len(nodes))
+    own = _runs(masks)
+    limit = own[0][0] if own else len(tokens)  # earlier turns sit before the last node's own completions
+    pos = 0
+    for node in nodes[:-1]:
+        for a, b in _runs(node.masked_tokens):
+            segment = list(node.tokens[a:b])
+            j = _find(tokens[:limit], segment, pos)
+            if j < 0:
+                traj.lost_turns += 1
+                continue
+            masks[j: j + len(segment)] = segment
+            logprobs[j: j + len(segment)] = list(node.logprobs[a:b])
+            pos = j + len(segment)
+    if traj.lost_turns:
+        logger.warning("Phase 2: %d sampled turn(s) could not be placed in the final sequence and are not trained",
+                       traj.lost_turns)
+    return traj
+
+
+def complete_to_rendering(tokenizer: Any, traj: Trajectory, rendered: str) -> bool:
+    """Append the template's closing text (e.g. the ``\\n`` after the last ``<|im_end|>``) masked,
+    so ``tokens`` decode to ``rendered``. False when the tokens are not a prefix of it."""
+    text = tokenizer.decode(traj.tokens, skip_special_tokens=False)
+    if not rendered.startswith(text):
+        return False
+    tail = rendered[len(text):]
+    if tail:
+        extra = list(tokenizer.encode(tail, add_special_tokens=False))
+        traj.tokens.extend(extra)
+        traj.masks.extend([-100] * len(extra))
+        traj.logprobs.extend([1.0] * len(extra))
+    return True

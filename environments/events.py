@@ -112,6 +112,11 @@ class RolloutFinished(Event):
     phase: int = 1
     node_count: int = 0
     placeholder_tokens: bool = False
+    # data health: what the trainer gets from this rollout
+    trainable_tokens: int = 0  # positions with mask != -100
+    trainable_turns: int = 0  # trained runs (one per assistant turn when healthy)
+    assistant_turns: int = 0
+    drift_count: int = 0  # prefix breaks / re-render mismatches / turns that could not be trained
     reward_error: Optional[str] = None  # compute_reward raised (reward forced to 0.0)
     error: Optional[str] = None  # the loop ended on an API error / empty reply
 

@@ -48,11 +48,16 @@ from pydantic import Field  # noqa: E402
 from environments import events  # noqa: E402
 from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
 from environments.atropos_compat import (  # noqa: E402
+    complete_to_rendering,
     drop_reason,
     fix_server_configs,
+    merge_nodes,
+    render_conversation,
+    sampled_messages,
     sensible_max_token_len,
+    strip_end_of_turn,
     tame_atroposlib_logging,
-    tokenize_conversation,
+    with_sampled_text,
 )
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
@@ -185,17 +190,28 @@ def _make_tool_context(task_id: str) -> ToolContext:
 
 
 class _StripSpecialTokens:
-    """ManagedServer decodes completions with ``skip_special_tokens=False`` when
-    tools are on, so ``<|im_end|>`` ends up in message content (and would be
-    rendered twice next turn). Strip trailing special tokens from replies."""
+    """Our Phase 2 adapter around ManagedServer (trap 9 in ``atropos_compat``).
+
+    * ManagedServer decodes completions with ``skip_special_tokens=False`` when
+      tools are on, so ``<|im_end|>`` ends up in message content: strip trailing
+      special tokens from the replies the agent loop sees.
+    * Keep each reply's exact sampled text and re-send it in place of the
+      structured assistant message on later turns, so the next prompt starts with
+      the node's text and ManagedServer extends one node over the whole rollout.
+    """
 
     def __init__(self, managed: Any, tokenizer: Any) -> None:
         self._managed = managed
         specials = getattr(tokenizer, "all_special_tokens", None) or []
         self._specials = tuple(t for t in specials if t)
+        # message index the reply was appended at -> exact sampled text (no end-of-turn token)
+        self.sampled: Dict[int, str] = {}
 
     def get_state(self) -> Any:
-        return self._managed.get_state()
+        state = self._managed.get_state()
+        if isinstance(state, dict):
+            state = dict(state, sampled_turns=dict(self.sampled))
+        return state
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._managed, name)
@@ -211,12 +227,19 @@ class _StripSpecialTokens:
         return text
 
     async def chat_completion(self, **kwargs: Any) -> Any:
+        messages = kwargs.get("messages")
+        index = len(messages) if isinstance(messages, list) else None
+        if index is not None and self.sampled:
+            kwargs["messages"] = with_sampled_text(messages, self.sampled)
         response = await self._managed.chat_completion(**kwargs)
-        for choice in getattr(response, "choices", None) or []:
+        for n, choice in enumerate(getattr(response, "choices", None) or []):
             message = getattr(choice, "message", None)
             content = getattr(message, "content", None)
-            if isinstance(content, str) and self._specials:
-                message.content = self._clean(content)
+            if isinstance(content, str):
+                if n == 0 and index is not None:
+                    self.sampled[index] = strip_end_of_turn(content, self._specials)
+                if self._specials:
+                    message.content = self._clean(content)
         return response
 
 
@@ -399,29 +422,61 @@ class HermesAgentBaseEnv(BaseEnv):
 
     def _tokens_for(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
                     tools: ToolSpec) -> Dict[str, Any]:
-        """tokens/masks (+ logprobs) for the scored item, and how they were made."""
-        nodes = []
+        """tokens/masks (+ logprobs) for the scored item, how they were made, and data health.
+
+        Phase 2 also returns ``messages`` rewritten so they render to the sampled text."""
         state = result.managed_state if result is not None else None
-        if isinstance(state, dict):
-            nodes = state.get("nodes") or []
-        if nodes:
+        nodes = (state.get("nodes") or []) if isinstance(state, dict) else []
+        assistant_turns = sum(1 for m in messages if m.get("role") == "assistant")
+        if nodes and not any((getattr(n, "metadata", None) or {}).get("dummy_tokens") for n in nodes):
+            return self._phase2_tokens(nodes, state, messages, tools, assistant_turns)
+        if nodes:  # DummyManagedServer: placeholder ids, never real data
             last = nodes[-1]
-            meta = getattr(last, "metadata", None) or {}
-            out: Dict[str, Any] = {"tokens": list(last.tokens), "masks": list(last.masked_tokens),
-                                   "node_count": len(nodes), "placeholder": bool(meta.get("dummy_tokens"))}
-            logprobs = getattr(last, "logprobs", None)
-            if logprobs is not None and len(logprobs) == len(out["tokens"]):
-                out["logprobs"] = list(logprobs)
-            return out
+            return self._health({"tokens": list(last.tokens), "masks": list(last.masked_tokens),
+                                 "node_count": len(nodes), "placeholder": True}, assistant_turns)
         if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
             try:
-                tokens, masks = tokenize_conversation(self.tokenizer, messages, tools=tools[0] or None)
-                if tokens:
-                    return {"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": False}
-            except Exception as exc:  # noqa: BLE001 - odd templates fall back to placeholders
+                rendered = render_conversation(self.tokenizer, messages, tools=tools[0] or None)
+                if rendered.tokens:
+                    return self._health({"tokens": rendered.tokens, "masks": rendered.masks, "node_count": 0,
+                                         "placeholder": False, "drift": rendered.drift}, assistant_turns)
+            except Exception as exc:  # noqa: BLE001 - odd templates fall back to placeholders, flagged
                 logger.warning("chat-template tokenization failed (%s); using placeholder tokens", exc)
         tokens, masks = _placeholder_tokens(self.tokenizer, messages)
-        return {"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True}
+        return self._health({"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True},
+                            assistant_turns)
+
+    def _phase2_tokens(self, nodes: List[Any], state: Dict[str, Any], messages: List[Dict[str, Any]],
+                       tools: ToolSpec, assistant_turns: int) -> Dict[str, Any]:
+        traj = merge_nodes(nodes)
+        sampled = state.get("sampled_turns") or {}
+        out_messages = messages
+        if sampled and self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+            out_messages = sampled_messages(self.tokenizer, messages, sampled, tools[0] or None)
+            try:
+                rendered = self.tokenizer.apply_chat_template(out_messages, tools=tools[0] or None, tokenize=False)
+                if not complete_to_rendering(self.tokenizer, traj, rendered):
+                    traj.drift += 1
+                    logger.warning("Phase 2 tokens do not decode to the template rendering of the messages")
+            except Exception as exc:  # noqa: BLE001 - the data is still the sampled tokens
+                logger.warning("could not render Phase 2 messages with the chat template: %s", exc)
+        out: Dict[str, Any] = {"tokens": traj.tokens, "masks": traj.masks, "node_count": traj.node_count,
+                               "placeholder": False, "drift": traj.drift + traj.lost_turns,
+                               "messages": out_messages}
+        if len(traj.logprobs) == len(traj.tokens):
+            out["logprobs"] = traj.logprobs
+        return self._health(out, assistant_turns)
+
+    @staticmethod
+    def _health(out: Dict[str, Any], assistant_turns: int) -> Dict[str, Any]:
+        """Data-health figures of one rollout (trained tokens and turns, drift)."""
+        masks = out["masks"]
+        out["trainable_tokens"] = sum(1 for m in masks if m != -100)
+        out["trainable_turns"] = 0 if out["placeholder"] else sum(
+            1 for i, m in enumerate(masks) if m != -100 and (i == 0 or masks[i - 1] == -100))
+        out["assistant_turns"] = assistant_turns
+        out.setdefault("drift", 0)
+        return out
 
     def _buffer_tool_errors(self, result: AgentResult) -> None:
         for err in result.tool_errors:
@@ -486,6 +541,7 @@ class HermesAgentBaseEnv(BaseEnv):
         if result is not None:
             self._buffer_tool_errors(result)
         tok = self._tokens_for(result, messages, tools)
+        messages = tok.get("messages", messages)
         scored: Dict[str, Any] = {"tokens": tok["tokens"], "masks": tok["masks"], "scores": reward,
                                   "messages": messages}
         if "logprobs" in tok:
@@ -502,6 +558,8 @@ class HermesAgentBaseEnv(BaseEnv):
                 tool_error_count=len(result.tool_errors) if result else 0,
                 duration_s=time.monotonic() - started, token_count=len(tok["tokens"]), phase=phase,
                 node_count=tok["node_count"], placeholder_tokens=tok["placeholder"],
+                trainable_tokens=tok["trainable_tokens"], trainable_turns=tok["trainable_turns"],
+                assistant_turns=tok["assistant_turns"], drift_count=tok["drift"],
                 reward_error=safe_head(reward_error, 500) if reward_error else None,
                 error=safe_head(rollout_error, 500) if rollout_error else None,
             ))

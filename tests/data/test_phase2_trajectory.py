@@ -1,0 +1,94 @@
+"""Phase 2 end to end: real ManagedServer against the embedded simulator's ``/generate``.
+
+One rollout = one trajectory: its trained tokens are exactly the tokens the server
+sampled on every turn (recorded here as they come back from the server), with their
+logprobs; prompt and tool tokens are masked with logprob 1.0.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from environments import events
+from hermes_console.sim import SimConfig, SimServer
+from tests.data.checks import assert_rollout_trains_only_assistant_text, trained_runs
+
+
+@pytest.fixture(scope="module")
+def sim_url():
+    sim = SimServer(SimConfig(solve_rate=1.0, seed=3))
+    url = sim.start()
+    yield url
+    sim.stop()
+
+
+def make_env(sim_url, tokenizer_path, group_size=2):
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    from environments.terminal_tasks.env import TerminalTasksEnv
+
+    config, _ = TerminalTasksEnv.config_init()
+    config.group_size = group_size
+    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="vllm",
+                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+    return TerminalTasksEnv(config, servers)
+
+
+def record_sampling(server):
+    """Wrap the real server's sampling call to keep what it returned (the oracle)."""
+    sampled = []
+    real = server.tokens_and_logprobs_completion
+
+    async def spy(**kwargs):
+        out = await real(**kwargs)
+        sampled.append((list(out[1][0]), list(out[2][0])))
+        return out
+
+    server.tokens_and_logprobs_completion = spy
+    return sampled
+
+
+async def test_phase2_one_trajectory_every_turn_trained(sim_url, tokenizer_path, tokenizer):
+    env = make_env(sim_url, tokenizer_path, group_size=1)
+    assert env._use_managed_server()
+    sampled = record_sampling(env.server.servers[0])
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        await env.setup()
+        group, _ = await env.collect_trajectories(await env.get_next_item())
+    finally:
+        events.remove_observer(seen.append)
+    finished = [e for e in seen if e.kind == "rollout_finished"]
+    assert len(finished) == 1 and finished[0].turns_used >= 2  # a multi-turn rollout with tool calls
+    assert finished[0].node_count == 1 and finished[0].drift_count == 0
+    tokens, masks, logprobs = group["tokens"][0], group["masks"][0], group["inference_logprobs"][0]
+    messages = group["messages"][0]
+    assert any(m["role"] == "tool" for m in messages)
+    assert len(tokens) == len(masks) == len(logprobs)
+    assert_rollout_trains_only_assistant_text(tokenizer, tokens, masks, messages)
+    # the trained runs are exactly the sampled completions, in order, with their logprobs
+    runs = trained_runs(masks)
+    assert len(runs) == len(sampled) == finished[0].turns_used
+    for (a, b), (ids, lps) in zip(runs, sampled):
+        assert tokens[a:b] == ids and logprobs[a:b] == lps
+    assert all(logprobs[i] == 1.0 for i, m in enumerate(masks) if m == -100)
+    assert all(logprobs[i] <= 0.0 for i, m in enumerate(masks) if m != -100)
+    assert finished[0].trainable_tokens == sum(b - a for a, b in runs)
+    assert finished[0].trainable_turns == finished[0].assistant_turns == finished[0].turns_used
+
+
+async def test_phase2_tokens_decode_to_messages_one_reasoning_format(sim_url, tokenizer_path, tokenizer):
+    env = make_env(sim_url, tokenizer_path, group_size=2)
+    await env.setup()
+    group, _ = await env.collect_trajectories(await env.get_next_item())
+    schemas = env._tools_for_toolsets(env.config.enabled_toolsets)[0]
+    for tokens, masks, messages in zip(group["tokens"], group["masks"], group["messages"]):
+        rendered = tokenizer.apply_chat_template(messages, tools=schemas, tokenize=False)
+        assert tokenizer.decode(tokens, skip_special_tokens=False) == rendered
+        assistants = [m for m in messages if m["role"] == "assistant"]
+        assert all("<think>" not in (m.get("content") or "") for m in assistants)  # reasoning_content, as Phase 1
+        assert any(m.get("reasoning_content") for m in assistants)
+        # tool calls survive in structured form (as tool_calls, or parsed_tool_calls next to the sampled text)
+        assert any(m.get("tool_calls") or m.get("parsed_tool_calls") for m in assistants)
+        assert_rollout_trains_only_assistant_text(tokenizer, tokens, masks, messages)
