@@ -113,6 +113,11 @@ class HermesAgentEnvConfig(BaseEnvConfig):
     preview_size_chars: int = Field(default=1_500, ge=0, description="Preview size of persisted results.")
     tool_result_overrides: Optional[Dict[str, int]] = Field(default=None, description="Per-tool thresholds.")
     extra_body: Optional[Dict[str, Any]] = Field(default=None, description="Passed through to chat_completion.")
+    allow_placeholder_tokens: bool = Field(
+        default=False,
+        description="Allow a tokenizer without a chat template (placeholder tokens, untrainable: SFT/messages only). "
+        "Every such rollout is flagged placeholder_tokens.",
+    )
 
     def build_budget_config(self) -> BudgetConfig:
         """The tool-result budget these fields describe."""
@@ -260,6 +265,7 @@ class HermesAgentBaseEnv(BaseEnv):
         tame_atroposlib_logging()
         server_configs = fix_server_configs(server_configs, tokenizer_name=getattr(config, "tokenizer_name", None))
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
+        self._require_chat_template(config)
 
         # Seed behaviour: the terminal tool reads these process-global vars.
         if config.terminal_backend:
@@ -284,6 +290,21 @@ class HermesAgentBaseEnv(BaseEnv):
         if self.max_token_len <= 0:
             # Without a trainer atroposlib warns on every group (trap 7).
             self.max_token_len = sensible_max_token_len(config.max_token_length, config.max_agent_turns)
+
+    def _require_chat_template(self, config: HermesAgentEnvConfig) -> None:
+        """Without a chat template no rollout can become real training data: refuse at start."""
+        if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None):
+            return
+        name = getattr(config, "tokenizer_name", None) or getattr(self.tokenizer, "name_or_path", "?")
+        if getattr(config, "allow_placeholder_tokens", False):
+            logger.warning("tokenizer %s has no chat template: rollouts get placeholder tokens (not trainable); "
+                           "allowed by allow_placeholder_tokens", name)
+            return
+        raise ValueError(
+            f"tokenizer {name!r} has no chat_template, so conversations cannot be turned into training tokens; "
+            "expected a tokenizer whose tokenizer_config.json sets chat_template (or set "
+            "allow_placeholder_tokens=True to keep placeholder tokens for SFT-only use)"
+        )
 
     @staticmethod
     def _configure_sandboxes(config: HermesAgentEnvConfig) -> None:

@@ -92,3 +92,44 @@ async def test_phase2_tokens_decode_to_messages_one_reasoning_format(sim_url, to
         # tool calls survive in structured form (as tool_calls, or parsed_tool_calls next to the sampled text)
         assert any(m.get("tool_calls") or m.get("parsed_tool_calls") for m in assistants)
         assert_rollout_trains_only_assistant_text(tokenizer, tokens, masks, messages)
+
+
+def _node(tokens, masks, logprobs):
+    from atroposlib.envs.server_handling.managed_server import SequenceNode
+
+    return SequenceNode(full_text="", tokens=tokens, masked_tokens=masks, logprobs=logprobs)
+
+
+def test_merge_nodes_keeps_every_turn_it_can_place():
+    from environments.atropos_compat import merge_nodes
+
+    first = _node([1, 2, 7, 8], [-100, -100, 7, 8], [1.0, 1.0, -0.1, -0.2])
+    # the re-rendered prompt holds turn 1 as masked prompt, then the new completion
+    last = _node([1, 2, 7, 8, 3, 9, 9], [-100] * 5 + [9, 9], [1.0] * 5 + [-0.3, -0.4])
+    traj = merge_nodes([first, last])
+    assert traj.node_count == 2 and traj.drift == 1 and traj.lost_turns == 0
+    assert traj.masks == [-100, -100, 7, 8, -100, 9, 9]
+    assert traj.logprobs == [1.0, 1.0, -0.1, -0.2, 1.0, -0.3, -0.4]
+    # a turn re-rendered differently cannot be found: counted, never silently dropped
+    other = _node([1, 2, 5, 8, 3, 9, 9], [-100] * 5 + [9, 9], [1.0] * 5 + [-0.3, -0.4])
+    traj = merge_nodes([first, other])
+    assert traj.lost_turns == 1 and traj.masks == [-100] * 5 + [9, 9]
+
+
+async def test_phase2_prefix_break_is_counted_not_silent(sim_url, tokenizer_path, tokenizer, monkeypatch, caplog):
+    # Without our sampled-text re-send the template re-renders tool calls differently (the old behaviour).
+    import environments.hermes_base_env as base
+
+    monkeypatch.setattr(base, "with_sampled_text", lambda messages, sampled: list(messages))
+    env = make_env(sim_url, tokenizer_path, group_size=1)
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        await env.setup()
+        await env.collect_trajectories(await env.get_next_item())
+    finally:
+        events.remove_observer(seen.append)
+    done = next(e for e in seen if e.kind == "rollout_finished")
+    assert done.node_count > 1 and done.drift_count >= done.node_count - 1
+    assert done.trainable_turns < done.assistant_turns  # visible in the health figures
+    assert "prefix broke" in caplog.text
