@@ -5,6 +5,7 @@
                    [--env.group_size 8 --openai.base_url URL ...] [--headless] [--record FILE]
     hermes-console replay events.jsonl[.gz] [--speed 10] [--headless]
     hermes-console sim [--port 9001 ...]
+    hermes-console check-data groups.jsonl [--tokenizer DIR] [--tools toolsets] [--group-size N]
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     _keys_flag(replay)
 
     sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
+    sub.add_parser("check-data", help="verify a groups JSONL against the data contract (see `check-data --help`)",
+                   add_help=False)
     return parser
 
 
@@ -167,6 +170,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from hermes_console.sim.cli import main as sim_main
 
         return int(sim_main(argv[1:]) or 0)
+    if argv and argv[0] == "check-data":
+        from hermes_console.check_data import main as check_data_main
+
+        return int(check_data_main(argv[1:]))
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
