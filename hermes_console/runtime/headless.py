@@ -46,6 +46,15 @@ def summary_table(state: ConsoleState) -> Table:
     rs = state.reward_summary()
     t.add_row("rewards", f"n={rs['n']} mean={_fmt(rs['mean'])} p50={_fmt(rs['p50'])} p90={_fmt(rs['p90'])}")
     t.add_row("rollouts", f"{state.rollouts_finished} finished, tool calls {state.tool_calls_total} ({state.tool_errors_total} errors)")
+    dh = state.data_health
+    if dh.rollouts:
+        figures = (f"trained {dh.trainable_tokens}/{dh.tokens} tokens ({dh.trained_share:.0%}), "
+                   f"turns {dh.trainable_turns}/{dh.assistant_turns}, drift {dh.drift}, "
+                   f"multi-node {dh.multi_node}, placeholder {dh.placeholder}")
+        problems = dh.problems()
+        t.add_row("data", figures if not problems else f"[bold red]UNHEALTHY[/] {figures}")
+        for problem in problems:
+            t.add_row("  data", f"[red]{problem}[/]")
     t.add_row("loop lag", f"last {state.loop_lag_ms:.1f} ms, max {state.loop_lag_max_ms:.1f} ms")
     t.add_row("jsonl", state.run.jsonl_path or "-")
     for ev in state.evals.values():

@@ -84,8 +84,60 @@ class RolloutView:
     token_count: int = 0
     node_count: int = 0
     placeholder_tokens: bool = False
+    trainable_tokens: int = 0
+    trainable_turns: int = 0
+    assistant_turns: int = 0
+    drift_count: int = 0
     error: Optional[str] = None
     reward_error: Optional[str] = None
+
+
+@dataclass
+class DataHealth:
+    """What the trainer gets, summed over finished rollouts (README "The data contract")."""
+
+    rollouts: int = 0
+    tokens: int = 0
+    trainable_tokens: int = 0
+    assistant_turns: int = 0
+    trainable_turns: int = 0
+    drift: int = 0  # prefix breaks / re-render mismatches, summed
+    multi_node: int = 0  # Phase 2 rollouts that needed more than one ManagedServer node
+    placeholder: int = 0  # rollouts with placeholder (untrainable) tokens
+    missing_turns: int = 0  # rollouts with an assistant turn that trains nothing
+
+    def add(self, e: "ev.RolloutFinished") -> None:
+        self.rollouts += 1
+        self.tokens += e.token_count
+        self.trainable_tokens += e.trainable_tokens
+        self.assistant_turns += e.assistant_turns
+        self.trainable_turns += min(e.trainable_turns, e.assistant_turns)
+        self.drift += e.drift_count
+        self.multi_node += 1 if e.node_count > 1 else 0
+        self.placeholder += 1 if e.placeholder_tokens else 0
+        self.missing_turns += 1 if e.trainable_turns < e.assistant_turns else 0
+
+    @property
+    def trained_share(self) -> float:
+        """Share of sequence positions that are trained on."""
+        return self.trainable_tokens / self.tokens if self.tokens else 0.0
+
+    def problems(self) -> List[str]:
+        """Short reasons the data is unhealthy; empty when it is fine."""
+        out = []
+        if self.placeholder:
+            out.append(f"{self.placeholder} rollout(s) with placeholder tokens")
+        if self.missing_turns:
+            out.append(f"{self.missing_turns} rollout(s) with untrained assistant turns")
+        if self.drift:
+            out.append(f"{self.drift} drift(s) (re-rendered text differs from the sampled text)")
+        if self.multi_node:
+            out.append(f"{self.multi_node} Phase 2 rollout(s) split over several nodes")
+        return out
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems()
 
 
 @dataclass
@@ -266,6 +318,7 @@ class ConsoleState:
         self.groups_scored = 0
         self.identical_score_groups = 0
         self.rollouts_finished = 0
+        self.data_health = DataHealth()
         self._rollout_finish_ts: Deque[float] = deque(maxlen=10_000)
         self.evals: "OrderedDict[str, EvalView]" = OrderedDict()
         self.phase_switch: Optional[PhaseSwitchView] = None
@@ -527,6 +580,11 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
     r.token_count = e.token_count
     r.node_count = e.node_count
     r.placeholder_tokens = e.placeholder_tokens
+    r.trainable_tokens = e.trainable_tokens
+    r.trainable_turns = e.trainable_turns
+    r.assistant_turns = e.assistant_turns
+    r.drift_count = e.drift_count
+    s.data_health.add(e)
     r.error = e.error
     r.reward_error = e.reward_error
     r.current_tool = None
