@@ -133,3 +133,36 @@ async def test_phase2_prefix_break_is_counted_not_silent(sim_url, tokenizer_path
     assert done.node_count > 1 and done.drift_count >= done.node_count - 1
     assert done.trainable_turns < done.assistant_turns  # visible in the health figures
     assert "prefix broke" in caplog.text
+
+
+def _parsers_with_formatter():
+    from environments.tool_call_parsers import get_parser, list_parsers
+
+    return [n for n in list_parsers() if callable(getattr(get_parser(n), "format_tool_calls", None))]
+
+
+@pytest.mark.parametrize("parser", _parsers_with_formatter())
+async def test_phase2_one_node_for_every_tool_call_format(parser, tokenizer_path, tokenizer):
+    """Each parser's text format, sampled by the simulator and parsed by the loop, keeps one node."""
+    sim = SimServer(SimConfig(solve_rate=1.0, seed=4, tool_call_format=parser))
+    url = sim.start()
+    try:
+        env = make_env(url, tokenizer_path, group_size=1)
+        env.config.tool_call_parser = parser
+        seen = []
+        events.add_observer(seen.append)
+        try:
+            await env.setup()
+            group, _ = await env.collect_trajectories(await env.get_next_item())
+        finally:
+            events.remove_observer(seen.append)
+    finally:
+        sim.stop()
+    done = next(e for e in seen if e.kind == "rollout_finished")
+    messages = group["messages"][0]
+    assert any(m["role"] == "tool" for m in messages), f"{parser}: no tool ran"
+    assert done.node_count == 1 and done.drift_count == 0, parser
+    assert done.trainable_turns == done.assistant_turns == done.turns_used
+    schemas = env._tools_for_toolsets(env.config.enabled_toolsets)[0]
+    assert tokenizer.decode(group["tokens"][0], skip_special_tokens=False) == tokenizer.apply_chat_template(
+        messages, tools=schemas, tokenize=False)
