@@ -28,20 +28,22 @@ def sim_url():
     sim.stop()
 
 
-@pytest.fixture(scope="module")
-def phase1_file(sim_url, tmp_path_factory) -> Path:
-    """Groups written by atroposlib's own ``process`` command on terminal_tasks (Phase 1)."""
-    tmp = tmp_path_factory.mktemp("p1")
+def process_run(sim_url: str, tmp: Path, *target: str, extra: tuple = ()) -> Path:
+    """Groups written by atroposlib's own ``process`` command (Phase 1), as a user runs it."""
     out = tmp / "groups.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    proc = subprocess.run([sys.executable, "-m", "environments.terminal_tasks.env", "process",
-                           "--env.total_steps", "2", "--env.group_size", "2", "--env.use_wandb", "false",
-                           "--env.data_path_to_save_groups", str(out), "--openai.base_url", f"{sim_url}/v1",
-                           "--openai.model_name", "hermes-sim"],
+    proc = subprocess.run([sys.executable, *target, "process", "--env.use_wandb", "false", *extra,
+                           "--env.data_path_to_save_groups", str(out), "--openai.base_url", f"{sim_url}/v1"],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def phase1_file(sim_url, tmp_path_factory) -> Path:
+    return process_run(sim_url, tmp_path_factory.mktemp("p1"), "-m", "environments.terminal_tasks.env",
+                       extra=("--env.total_steps", "2", "--env.group_size", "2", "--openai.model_name", "hermes-sim"))
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,35 @@ def test_our_phase1_run_is_clean(phase1_file):
 
 def test_our_phase2_group_is_clean(phase2_file):
     code, text = run(phase2_file, "--tokenizer", "local", "--tools", TOOLSETS)
+    assert code == 0, text
+
+
+def test_seed_only_env_is_clean_in_both_phases(sim_url, tokenizer_path, tmp_path):
+    """An env written only against the seed API, unchanged: process mode, and Phase 2 in process."""
+    import asyncio
+    import importlib.util
+
+    seed = REPO / "tests" / "environments" / "seed_env_example.py"
+    code, text = run(process_run(sim_url, tmp_path, str(seed)), "--tokenizer", "local", "--tools", TOOLSETS)
+    assert code == 0, text
+
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+    spec = importlib.util.spec_from_file_location("seed_env_example_p2", seed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config, _ = module.SeedTerminalEnv.config_init()
+    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="vllm",
+                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+
+    async def collect():
+        env = module.SeedTerminalEnv(config, servers)
+        await env.setup()
+        return (await env.collect_trajectories(await env.get_next_item()))[0]
+
+    p2 = tmp_path / "seed-p2.jsonl"
+    p2.write_text(json.dumps(dict(asyncio.run(collect()))) + "\n")
+    code, text = run(p2, "--tokenizer", "local", "--tools", TOOLSETS, "--group-size", "2")
     assert code == 0, text
 
 
