@@ -55,3 +55,20 @@ def test_old_event_logs_without_health_fields_stay_quiet():
     state.apply(ev.event_from_dict({"kind": "rollout_finished", "rollout_id": "r", "group_id": "g", "reward": 0.5,
                                     "turns_used": 2, "finished_naturally": True, "token_count": 900}))
     assert state.data_health.healthy and state.data_health.rollouts == 1
+
+
+def test_status_bar_and_rollout_header_show_health():
+    from hermes_console.ui.screens.rollout import RolloutScreen
+    from hermes_console.ui.widgets.status_bar import StatusBar
+
+    state = ConsoleState()
+    assert "data" not in StatusBar._items_line(None, state).plain  # nothing reported yet: nothing shown
+    state.apply(finished("a"))
+    line = StatusBar._items_line(None, state)
+    assert "data trained 40% turns 3/3" in line.plain and "UNHEALTHY" not in line.plain
+    state.apply(finished("b", node_count=2, drift_count=1, trainable_turns=2))
+    line = StatusBar._items_line(None, state)
+    assert "DATA UNHEALTHY" in line.plain
+    assert any("red" in str(span.style) for span in line.spans if "UNHEALTHY" in line.plain[span.start:span.end])
+    header = RolloutScreen._header(state.rollouts["b"], state, now=0.0).plain
+    assert "trained 40/100 tokens, turns 2/3, drift 1" in header

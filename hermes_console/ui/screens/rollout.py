@@ -74,6 +74,11 @@ class RolloutScreen(DrillDownScreen):
                     f"   tool errors {r.tool_errors}   duration {duration(age)}")
         if r.placeholder_tokens:
             text.append("   placeholder tokens", style="yellow")
+        if r.assistant_turns:
+            short = r.trainable_turns < r.assistant_turns or r.drift_count
+            text.append(f"\ntrained {r.trainable_tokens}/{r.token_count} tokens, "
+                        f"turns {r.trainable_turns}/{r.assistant_turns}, drift {r.drift_count}",
+                        style="bold red" if short else "green")
         text.append("\nitem ", style="dim")
         text.append(r.item_summary or "–")
         for label, error in (("error", r.error), ("reward error", r.reward_error)):

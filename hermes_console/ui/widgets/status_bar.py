@@ -107,6 +107,12 @@ class StatusBar(Static):
             v for k, v in state.errors_by_kind.items() if k.startswith("dropped:")
         )
         line.append(f"errors {errors}", style="bold red" if errors else "green")
+        dh = state.data_health
+        if dh.assistant_turns or dh.placeholder:  # nothing to say before a rollout reports health
+            line.append(*SEP)
+            figures = f"data trained {dh.trained_share:.0%} turns {dh.trainable_turns}/{dh.assistant_turns}"
+            line.append(figures if dh.healthy else f"DATA UNHEALTHY {figures}",
+                        style="green" if dh.healthy else "bold white on red")
         if state.trainer is not None:
             tr = state.trainer
             line.append(*SEP)
