@@ -365,23 +365,85 @@ def render_conversation(
     tokens = chat_token_ids(tokenizer, messages, tools=tools)
     masks = [-100] * len(tokens)
     out = ConversationTokens(tokens=tokens, masks=masks)
+    fast = _TextBoundaries.build(tokenizer, messages, tools, tokens)
     for i, message in enumerate(messages):
         if i < prompt_messages or message.get("role") not in TRAINED_ROLES:
             continue
-        before = chat_token_ids(tokenizer, messages[:i], tools=tools, add_generation_prompt=True) if i else []
-        through = chat_token_ids(tokenizer, messages[: i + 1], tools=tools)
-        start, end = len(before), len(through)
-        agreed = _common_prefix(through, tokens)
-        if _common_prefix(before, through) < start or agreed < end:
-            out.drift += 1
-            logger.warning("chat template renders assistant turn %d differently inside the whole conversation; "
-                           "training only the %d tokens where both renderings agree", i, max(0, agreed - start))
-            end = min(end, agreed)
+        span = fast.span(i) if fast is not None else None
+        if span is None:
+            span = _turn_span_by_tokens(tokenizer, messages, tools, tokens, i, out)
+        start, end = span
         if end > start:
             masks[start:end] = tokens[start:end]
             out.spans.append((start, end))
             out.span_messages.append(i)
     return out
+
+
+def _turn_span_by_tokens(tokenizer: Any, messages: List[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]],
+                         tokens: List[int], i: int, out: ConversationTokens) -> Tuple[int, int]:
+    """The upstream way: tokenize the conversation up to turn ``i`` twice (exact, O(n) per turn)."""
+    from environments.tokenizer import chat_token_ids
+
+    before = chat_token_ids(tokenizer, messages[:i], tools=tools, add_generation_prompt=True) if i else []
+    through = chat_token_ids(tokenizer, messages[: i + 1], tools=tools)
+    start, end = len(before), len(through)
+    agreed = _common_prefix(through, tokens)
+    if _common_prefix(before, through) < start or agreed < end:
+        out.drift += 1
+        logger.warning("chat template renders assistant turn %d differently inside the whole conversation; "
+                       "training only the %d tokens where both renderings agree", i, max(0, agreed - start))
+        end = min(end, agreed)
+    return start, end
+
+
+class _TextBoundaries:
+    """Fast path for :func:`render_conversation`: render the prefixes as text (cheap) and map
+    their lengths to token positions of the one full tokenization. Used for a turn only
+    when both prefixes are text prefixes of the whole rendering and each ends exactly on a
+    token boundary there (then tokenizing the prefix alone gives those same tokens);
+    otherwise the turn takes the exact per-turn tokenization."""
+
+    def __init__(self, tokenizer: Any, messages: List[Dict[str, Any]], tools: Any, text: str,
+                 boundaries: Dict[int, int]) -> None:
+        self.tokenizer, self.messages, self.tools = tokenizer, messages, tools
+        self.text, self.boundaries = text, boundaries
+
+    @classmethod
+    def build(cls, tokenizer: Any, messages: List[Dict[str, Any]], tools: Any,
+              tokens: List[int]) -> Optional["_TextBoundaries"]:
+        try:
+            text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)
+            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        except Exception:  # noqa: BLE001 - slow tokenizers have no offsets: use the exact path
+            return None
+        if list(enc["input_ids"]) != tokens:
+            return None
+        boundaries: Dict[int, int] = {}
+        for index, (start, _end) in enumerate(enc["offset_mapping"]):
+            boundaries.setdefault(int(start), index)
+        boundaries[len(text)] = len(tokens)
+        return cls(tokenizer, messages, tools, text, boundaries)
+
+    def _end_of(self, prefix: str) -> Optional[int]:
+        if not self.text.startswith(prefix):
+            return None
+        index = self.boundaries.get(len(prefix))
+        return index
+
+    def span(self, i: int) -> Optional[Tuple[int, int]]:
+        try:
+            before = (self.tokenizer.apply_chat_template(self.messages[:i], tools=self.tools or None, tokenize=False,
+                                                         add_generation_prompt=True) if i else "")
+            through = self.tokenizer.apply_chat_template(self.messages[: i + 1], tools=self.tools or None,
+                                                         tokenize=False)
+        except Exception:  # noqa: BLE001
+            return None
+        start = self._end_of(before) if before else 0
+        end = self._end_of(through)
+        if start is None or end is None or end < start:
+            return None
+        return start, end
 
 
 def tokenize_conversation(

@@ -85,17 +85,28 @@ class _WithTools:
         return self._tok.apply_chat_template(chat, tools=self._tools, **kw)
 
 
+@pytest.mark.parametrize("path", ["fast", "exact"])
 @pytest.mark.parametrize("messages", [REPRO, LONGER], ids=["repro", "longer"])
 @pytest.mark.parametrize("with_tools", [False, True], ids=["no-tools", "tools"])
-def test_masks_equal_atroposlib_oracle(kind_tok, messages, with_tools):
+def test_masks_equal_atroposlib_oracle(kind_tok, messages, with_tools, path, monkeypatch):
+    """Both ways of finding the spans (text boundaries / per-turn tokenization) match the oracle."""
     from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 
+    from environments import atropos_compat
+
+    calls = []
+    real_build = atropos_compat._TextBoundaries.build
+    if path == "exact":
+        monkeypatch.setattr(atropos_compat._TextBoundaries, "build", staticmethod(lambda *a: None))
+    else:
+        monkeypatch.setattr(atropos_compat, "_turn_span_by_tokens", lambda *a: calls.append(a) or (0, 0))
     kind, tok = kind_tok
     tools = TOOLS if with_tools else None
     oracle = tokenize_for_trainer(_WithTools(tok, tools), messages, train_on_all_assistant_turns=True)
     tokens, masks = tokenize_conversation(tok, messages, tools=tools)
     assert tokens == list(oracle["tokens"])
     assert masks == list(oracle["masks"])
+    assert not calls and real_build is not None  # the fast path handled every turn
 
 
 @pytest.mark.parametrize("messages", [REPRO, LONGER], ids=["repro", "longer"])
@@ -124,3 +135,19 @@ def test_prompt_messages_keeps_earlier_assistant_turns_masked(tokenizer):
     tokens, masks = tokenize_conversation(tokenizer, REPRO, prompt_messages=3)
     runs = [tokenizer.decode(r, skip_special_tokens=False) for r in trained_runs(tokens, masks)]
     assert len(runs) == 1 and runs[0].startswith("done")
+
+
+def test_template_that_rewrites_history_is_counted_as_drift(tokenizer_path):
+    """A Qwen3-like template shows reasoning only on the last assistant turn: earlier turns
+    render differently inside the whole conversation. That is drift: counted, and never
+    trains a token that is not the assistant's at that position."""
+    from environments.atropos_compat import render_conversation
+
+    tok = templated_tokenizer(tokenizer_path, "local")
+    tok.chat_template = tok.chat_template.replace("{% if message.get('reasoning_content') %}",
+                                                  "{% if message.get('reasoning_content') and loop.last %}")
+    rendered = render_conversation(tok, LONGER, tools=TOOLS)
+    assert rendered.drift == 1  # the first assistant turn (the one with reasoning, not last)
+    runs = [tok.decode(r, skip_special_tokens=False) for r in trained_runs(rendered.tokens, rendered.masks)]
+    assert all("TOOL_OUTPUT_XYZ" not in r and "<|im_start|>" not in r for r in runs)
+    assert runs[-1].startswith("ANSWER_BBB")
