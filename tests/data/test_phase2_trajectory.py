@@ -118,8 +118,11 @@ def test_merge_nodes_keeps_every_turn_it_can_place():
 
 async def test_phase2_prefix_break_is_counted_not_silent(sim_url, tokenizer_path, tokenizer, monkeypatch, caplog):
     # Without our sampled-text re-send the template re-renders tool calls differently (the old behaviour).
+    import logging
+
     import environments.hermes_base_env as base
 
+    caplog.set_level(logging.WARNING, logger="environments.atropos_compat")
     monkeypatch.setattr(base, "with_sampled_text", lambda messages, sampled: list(messages))
     env = make_env(sim_url, tokenizer_path, group_size=1)
     seen = []
