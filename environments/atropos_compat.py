@@ -569,7 +569,8 @@ def _find(haystack: List[int], needle: List[int], start: int) -> int:
     return -1
 
 
-def _runs(masks: Sequence[int]) -> List[Tuple[int, int]]:
+def trained_runs(masks: Sequence[int]) -> List[Tuple[int, int]]:
+    """``[start, end)`` of each maximal run of trained (mask != -100) positions."""
     runs: List[Tuple[int, int]] = []
     start = None
     for i, mask in enumerate(list(masks) + [-100]):
@@ -601,11 +602,11 @@ def merge_nodes(nodes: Sequence[Any]) -> Trajectory:
         return traj
     logger.warning("Phase 2 prefix broke %d time(s) in one rollout (ManagedServer made %d nodes); merging them",
                    len(nodes) - 1, len(nodes))
-    own = _runs(masks)
+    own = trained_runs(masks)
     limit = own[0][0] if own else len(tokens)  # earlier turns sit before the last node's own completions
     pos = 0
     for node in nodes[:-1]:
-        for a, b in _runs(node.masked_tokens):
+        for a, b in trained_runs(node.masked_tokens):
             segment = list(node.tokens[a:b])
             j = _find(tokens[:limit], segment, pos)
             if j < 0:

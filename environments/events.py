@@ -117,6 +117,8 @@ class RolloutFinished(Event):
     trainable_turns: int = 0  # trained runs (one per assistant turn when healthy)
     assistant_turns: int = 0
     drift_count: int = 0  # prefix breaks / re-render mismatches / turns that could not be trained
+    trained_run_tokens: List[int] = field(default_factory=list)  # tokens of each trained run, in order
+    trained_run_logprob: List[float] = field(default_factory=list)  # Phase 2: mean logprob of each run
     reward_error: Optional[str] = None  # compute_reward raised (reward forced to 0.0)
     error: Optional[str] = None  # the loop ended on an API error / empty reply
 

@@ -57,6 +57,7 @@ from environments.atropos_compat import (  # noqa: E402
     sensible_max_token_len,
     strip_end_of_turn,
     tame_atroposlib_logging,
+    trained_runs,
     with_sampled_text,
 )
 from environments.patches import apply_patches  # noqa: E402
@@ -492,9 +493,13 @@ class HermesAgentBaseEnv(BaseEnv):
     def _health(out: Dict[str, Any], assistant_turns: int) -> Dict[str, Any]:
         """Data-health figures of one rollout (trained tokens and turns, drift)."""
         masks = out["masks"]
+        runs = [] if out["placeholder"] else trained_runs(masks)
         out["trainable_tokens"] = sum(1 for m in masks if m != -100)
-        out["trainable_turns"] = 0 if out["placeholder"] else sum(
-            1 for i, m in enumerate(masks) if m != -100 and (i == 0 or masks[i - 1] == -100))
+        out["trainable_turns"] = len(runs)
+        out["run_tokens"] = [b - a for a, b in runs]
+        logprobs = out.get("logprobs")
+        out["run_logprob"] = ([round(sum(logprobs[a:b]) / (b - a), 4) for a, b in runs]
+                              if logprobs is not None and len(logprobs) == len(masks) else [])
         out["assistant_turns"] = assistant_turns
         out.setdefault("drift", 0)
         return out
@@ -581,6 +586,7 @@ class HermesAgentBaseEnv(BaseEnv):
                 node_count=tok["node_count"], placeholder_tokens=tok["placeholder"],
                 trainable_tokens=tok["trainable_tokens"], trainable_turns=tok["trainable_turns"],
                 assistant_turns=tok["assistant_turns"], drift_count=tok["drift"],
+                trained_run_tokens=tok["run_tokens"], trained_run_logprob=tok["run_logprob"],
                 reward_error=safe_head(reward_error, 500) if reward_error else None,
                 error=safe_head(rollout_error, 500) if rollout_error else None,
             ))

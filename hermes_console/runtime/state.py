@@ -88,6 +88,8 @@ class RolloutView:
     trainable_turns: int = 0
     assistant_turns: int = 0
     drift_count: int = 0
+    trained_run_tokens: List[int] = field(default_factory=list)
+    trained_run_logprob: List[float] = field(default_factory=list)
     error: Optional[str] = None
     reward_error: Optional[str] = None
 
@@ -584,6 +586,8 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
     r.trainable_turns = e.trainable_turns
     r.assistant_turns = e.assistant_turns
     r.drift_count = e.drift_count
+    r.trained_run_tokens = list(e.trained_run_tokens)
+    r.trained_run_logprob = list(e.trained_run_logprob)
     s.data_health.add(e)
     r.error = e.error
     r.reward_error = e.reward_error

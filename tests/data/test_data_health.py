@@ -72,3 +72,15 @@ def test_status_bar_and_rollout_header_show_health():
     assert any("red" in str(span.style) for span in line.spans if "UNHEALTHY" in line.plain[span.start:span.end])
     header = RolloutScreen._header(state.rollouts["b"], state, now=0.0).plain
     assert "trained 40/100 tokens, turns 2/3, drift 1" in header
+
+
+def test_rollout_header_shows_which_turns_train():
+    from hermes_console.ui.screens.rollout import RolloutScreen
+
+    state = ConsoleState()
+    state.apply(finished("a", trained_run_tokens=[12, 20, 8], trained_run_logprob=[-0.5, -0.25, -1.0]))
+    header = RolloutScreen._header(state.rollouts["a"], state, now=0.0).plain
+    assert "trained per turn: 12 (lp -0.50) · 20 (lp -0.25) · 8 (lp -1.00)" in header
+    # and it survives the event log round trip (record / replay)
+    again = ev.event_from_dict(finished("a", trained_run_tokens=[3]).to_dict())
+    assert again.trained_run_tokens == [3]

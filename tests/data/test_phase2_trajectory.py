@@ -76,6 +76,8 @@ async def test_phase2_one_trajectory_every_turn_trained(sim_url, tokenizer_path,
     assert all(logprobs[i] <= 0.0 for i, m in enumerate(masks) if m != -100)
     assert finished[0].trainable_tokens == sum(b - a for a, b in runs)
     assert finished[0].trainable_turns == finished[0].assistant_turns == finished[0].turns_used
+    assert finished[0].trained_run_tokens == [len(ids) for ids, _ in sampled]
+    assert finished[0].trained_run_logprob == [round(sum(lps) / len(lps), 4) for _, lps in sampled]
 
 
 async def test_phase2_tokens_decode_to_messages_one_reasoning_format(sim_url, tokenizer_path, tokenizer):

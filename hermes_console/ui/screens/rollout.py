@@ -79,6 +79,10 @@ class RolloutScreen(DrillDownScreen):
             text.append(f"\ntrained {r.trainable_tokens}/{r.token_count} tokens, "
                         f"turns {r.trainable_turns}/{r.assistant_turns}, drift {r.drift_count}",
                         style="bold red" if short else "green")
+            if r.trained_run_tokens:  # which turns train: tokens per trained run (+ mean logprob in Phase 2)
+                per_turn = [str(n) if i >= len(r.trained_run_logprob) else f"{n} (lp {r.trained_run_logprob[i]:.2f})"
+                            for i, n in enumerate(r.trained_run_tokens)]
+                text.append("\ntrained per turn: " + " · ".join(per_turn), style="dim")
         text.append("\nitem ", style="dim")
         text.append(r.item_summary or "–")
         for label, error in (("error", r.error), ("reward error", r.reward_error)):
