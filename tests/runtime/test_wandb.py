@@ -164,3 +164,13 @@ def test_summary_and_status_bar_say_where_the_run_logs():
     assert "wandb offline offline-run-20261125_1-abc" in bar
     state.apply(rev.WandbStatus(state="logging", mode="offline", path="/x/offline-run-1", log_errors=2))
     assert "(2 log errors)" in StatusBar()._items_line(state).plain
+
+
+def test_a_run_that_fails_after_wandb_started_still_finishes_the_wandb_run(sim, tmp_path, live, wandb_dir):
+    repo = Path(__file__).resolve().parents[2]
+    p = live(make_spec(sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "1",
+                       env=f"{repo}/tests/faults/fault_envs.py:SetupRaisesEnv"), exit_when_finished=True)
+    p.until(lambda s: s.status == "error", 60, "setup() error")
+    assert p.host.join(60)
+    (run_dir,) = offline_runs(wandb_dir)
+    assert read_offline_run(run_dir).exit_code == 1  # closed, and marked failed
