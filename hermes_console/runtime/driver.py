@@ -98,6 +98,7 @@ class Driver:
         self._eval_seq = 0
         self._switching = False
         self._trainer: Optional[Any] = None  # serve mode: TrainerLink
+        self.wandb: Optional[Any] = None  # WandbLink, set by the host when the run has one
         self.run_dir = Path(resolved.run_dir)
         self.writer: Optional[GroupWriter] = None
         jsonl = getattr(cfg, "data_path_to_save_groups", None)
@@ -366,10 +367,15 @@ class Driver:
 
     async def _wandb_log(self) -> None:
         metrics: Dict[str, Any] = {}
+        if self.wandb is not None:
+            self.wandb.step_metrics(metrics)  # our figures ride in the same wandb step
         try:
             await self.env.wandb_log(metrics)
         except Exception as exc:  # metrics must never fail a group
-            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"wandb_log raised {first_line(exc)}"))
+            if self.wandb is not None and self.wandb.logging:
+                self.wandb.log_failed(exc)
+            else:
+                _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"wandb_log raised {first_line(exc)}"))
         self.last_metrics = metrics
 
     # ------------------------------------------------------------------ intake gate
@@ -521,8 +527,11 @@ class Driver:
             samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
             if total or self._eval_rollouts:
                 _emit(rev.EvalProgress(eval_id=eval_id, done=self._eval_rollouts, total=max(total, self._eval_rollouts)))
+            duration = time.monotonic() - t0
             _emit(rev.EvalFinished(eval_id=eval_id, metrics=metrics, samples_path=samples_path, error=error,
-                                   duration_s=time.monotonic() - t0))
+                                   duration_s=duration))
+            if self.wandb is not None:
+                self.wandb.log_eval(eval_id, metrics, duration, error)
             if paused_here and not self._stopping:
                 self.resume()
         if error:

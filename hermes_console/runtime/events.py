@@ -152,3 +152,18 @@ class TrainerStatus(Event):
     wait_inference_s: float = 0.0  # the trainer wanted more but every slot waited on rollouts
     warning: Optional[str] = None
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WandbStatus(Event):
+    """Where the run logs to wandb, and whether that works (``env.use_wandb``)."""
+
+    kind: ClassVar[str] = "wandb_status"
+    state: str  # off | starting | logging | failed | finished
+    mode: str = ""  # offline | online | disabled
+    project: str = ""
+    name: str = ""
+    path: str = ""  # offline run dir, or entity/project/run_id online
+    url: str = ""
+    log_errors: int = 0
+    detail: str = ""

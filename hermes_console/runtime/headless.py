@@ -57,9 +57,24 @@ def summary_table(state: ConsoleState) -> Table:
             t.add_row("  data", f"[red]{problem}[/]")
     t.add_row("loop lag", f"last {state.loop_lag_ms:.1f} ms, max {state.loop_lag_max_ms:.1f} ms")
     t.add_row("jsonl", state.run.jsonl_path or "-")
+    if state.wandb is not None:
+        t.add_row("wandb", wandb_line(state.wandb))
     for ev in state.evals.values():
         t.add_row(f"eval {ev.eval_id}", f"{ev.status} {ev.metrics if not ev.error else ev.error}")
     return t
+
+
+def wandb_line(w: Any) -> str:
+    """Where the run logs to wandb, in one line (status bar and summary)."""
+    where = w.url or w.path or f"{w.project}/{w.name}"
+    text = f"{w.state} ({w.mode}) {where}".rstrip()
+    if w.mode == "offline" and w.path:
+        text += f"  — sync later: wandb sync {w.path}"
+    if w.log_errors:
+        text += f"  [{w.log_errors} log error(s)]"
+    if w.detail and w.state == "failed":
+        text += f": {w.detail}"
+    return text
 
 
 def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0) -> int:

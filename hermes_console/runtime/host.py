@@ -282,6 +282,19 @@ class RuntimeHost:
         )
         for note in resolved.notes:
             events.emit(rev.LogRecord(level="INFO", logger="config", message=note))
+        await self._start_wandb(env, resolved)
+
+    async def _start_wandb(self, env: Any, resolved: ResolvedRun) -> None:
+        """``use_wandb``: a wandb run, as atroposlib's process/serve managers would start it
+        (serve mode starts it once the trainer has registered us: project and group are the trainer's)."""
+        from hermes_console.runtime.wandb_link import WandbLink, run_config
+
+        assert self.driver is not None
+        link = WandbLink(env, mode=self.spec.mode, run_dir=self.driver.run_dir,
+                         config=run_config(env, resolved, self.spec.mode, self.spec.phase))
+        self.driver.wandb = link
+        if link.enabled and self.spec.mode != "serve":
+            await asyncio.to_thread(link.start)
 
     async def _main(self) -> None:
         assert self._ready is not None and self._stop_event is not None
@@ -346,6 +359,8 @@ class RuntimeHost:
             with contextlib.suppress(Exception):
                 await self.driver._finish_outputs()
             self.driver.detach()
+            if self.driver.wandb is not None:  # offline runs end complete and sync-ready
+                await asyncio.to_thread(self.driver.wandb.finish, 1 if self.fatal is not None else 0)
         if self.env is not None:
             with contextlib.suppress(Exception):
                 await close_server_manager(self.env.server)

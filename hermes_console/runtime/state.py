@@ -329,6 +329,7 @@ class ConsoleState:
         self.loop_lag_max_ms: float = 0.0
         self.logs: Deque[rev.LogRecord] = deque(maxlen=MAX_LOGS)
         self.trainer: Optional[rev.TrainerStatus] = None
+        self.wandb: Optional[rev.WandbStatus] = None
         self.trainer_history: Deque[TrainerPoint] = deque(maxlen=MAX_TRAINER_STEPS)
         self.sandboxes_closed_by: Counter[str] = Counter()
         # Finished keys in finishing order, so eviction is O(1) per event.
@@ -834,6 +835,10 @@ def _on_trainer(s: ConsoleState, e: rev.TrainerStatus) -> None:
             s.trainer_history.append(point)
 
 
+def _on_wandb(s: ConsoleState, e: rev.WandbStatus) -> None:
+    s.wandb = e
+
+
 _HANDLERS = {
     rev.RunConfigured.kind: _on_run_configured,
     rev.RuntimeStatus.kind: _on_runtime_status,
@@ -863,6 +868,7 @@ _HANDLERS = {
     rev.LoopLag.kind: _on_loop_lag,
     rev.LogRecord.kind: _on_log,
     rev.TrainerStatus.kind: _on_trainer,
+    rev.WandbStatus.kind: _on_wandb,
 }
 
 # Which per-panel counters an event kind moves (by kind, so replay counts the same).

@@ -298,8 +298,17 @@ class TrainerLink:
         if env.curr_step > 0:
             env.load_checkpoint()  # resuming a trainer run, as atroposlib does
         self._start_step = reply.starting_step
+        await self._start_wandb(reply.wandb_name)
         self.registered = True
         self._set("registered", f"env_id {reply.env_id} as {reply.wandb_name!r}")
+
+    async def _start_wandb(self, trainer_name: Optional[str]) -> None:
+        """atroposlib's serve semantics: project/group from ``/wandb_info``, the name the trainer assigned."""
+        link = getattr(self.driver, "wandb", None)
+        if link is None or not link.enabled or link.run is not None:
+            return
+        info = await self.client.wandb_info()
+        await asyncio.to_thread(link.start, info.get("project"), info.get("group"), trainer_name)
 
     async def _server_info(self) -> None:
         env, cfg = self.env, self.env.config

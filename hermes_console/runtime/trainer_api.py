@@ -159,6 +159,11 @@ class TrainerClient:
         # run-api reads the env id from a JSON body on a GET (as atroposlib sends it).
         return self._parse(EnvStatus, await self._call("GET", "/status-env", json_body={"env_id": env_id}), "GET /status-env")
 
+    async def wandb_info(self) -> Dict[str, Any]:
+        """run-api's ``/wandb_info``: the trainer's wandb project and group (None until it registered)."""
+        data = await self._call("GET", "/wandb_info")
+        return data if isinstance(data, dict) else {}
+
     async def status(self) -> GlobalStatus:
         return self._parse(GlobalStatus, await self._call("GET", "/status"), "GET /status")
 

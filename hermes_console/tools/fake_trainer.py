@@ -45,6 +45,8 @@ async def run_trainer(
     reset: bool = True,
     max_token_len: int = 100_000,
     on_batch: Optional[Callable[[int, List[Dict[str, Any]]], None]] = None,
+    wandb_project: str = "local",
+    wandb_group: str = "local",
 ) -> TrainerRun:
     """Register, then pull ``steps`` batches (or give up at ``deadline_s``)."""
     out = TrainerRun()
@@ -53,7 +55,8 @@ async def run_trainer(
         if reset:
             await client.reset()  # run-api keeps state in memory between trainers
         await client.register_trainer(
-            TrainerRegistration(batch_size=batch_size, num_steps=steps, max_token_len=max_token_len)
+            TrainerRegistration(batch_size=batch_size, num_steps=steps, max_token_len=max_token_len,
+                                wandb_project=wandb_project, wandb_group=wandb_group)
         )
         while len(out.batches) < steps and time.monotonic() - t0 < deadline_s:
             try:

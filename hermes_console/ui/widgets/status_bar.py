@@ -117,7 +117,21 @@ class StatusBar(Static):
             tr = state.trainer
             line.append(*SEP)
             line.append(f"trainer {tr.state} step {tr.current_step} queue {tr.queue_size}")
+        if state.wandb is not None and state.wandb.state != "off":
+            line.append(*SEP)
+            line.append_text(self._wandb(state))
         return line
+
+    @staticmethod
+    def _wandb(state: ConsoleState) -> Text:
+        w = state.wandb
+        assert w is not None
+        where = w.url or (w.path.rstrip("/").rsplit("/", 1)[-1] if w.path else w.name)
+        style = "bold red" if w.state == "failed" or w.log_errors else "green" if w.state == "logging" else "dim"
+        text = Text(f"wandb {w.mode} {where}", style=style)
+        if w.log_errors:
+            text.append(f" ({w.log_errors} log errors)", style="bold red")
+        return text
 
     def _progress_line(self, state: ConsoleState, switch_peak: int) -> Optional[Text]:
         parts: List[Text] = []
