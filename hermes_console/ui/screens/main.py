@@ -94,7 +94,8 @@ class MainScreen(Screen[None]):
         lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
-                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak)
+                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak,
+                                              stop_note=self.console.stop_note())
         self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
         self._draw("groups", (state.groups_version, state.run.worker_timeout_s, second),

@@ -32,8 +32,10 @@ class StatusBar(Static):
         self._rendered: tuple = ()
 
     def update_from(self, state: ConsoleState, now: float, *, live: bool, stopping: bool,
-                    switch_peak: int = 0) -> None:
+                    switch_peak: int = 0, stop_note: str = "") -> None:
         lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
+        if stopping and stop_note:
+            lines.append(Text(f" {stop_note}", style="bold magenta"))
         progress = self._progress_line(state, switch_peak)
         if progress is not None:
             lines.append(progress)
