@@ -1,0 +1,49 @@
+"""A cancelled or failed group ends its rollouts and their tool calls in the state:
+nothing stays "running" forever (the quit dialog counted 32 live rollouts after a drain)."""
+
+from __future__ import annotations
+
+from environments import events as ev
+from hermes_console.runtime import events as rev
+from hermes_console.runtime.state import ConsoleState
+
+
+def _group_with_live_rollouts(s: ConsoleState, gid: str = "g1") -> None:
+    s.apply_all([
+        rev.ItemReceived(group_id=gid, item_summary="t"),
+        ev.GroupStarted(group_id=gid, item_summary="t", group_size=2, phase=1),
+        ev.RolloutStarted(rollout_id=f"{gid}-r1", group_id=gid),
+        ev.RolloutStarted(rollout_id=f"{gid}-r2", group_id=gid),
+        ev.ToolCallStarted(rollout_id=f"{gid}-r1", turn=1, call_id="c1", tool_name="terminal"),
+        ev.RolloutFinished(rollout_id=f"{gid}-r2", group_id=gid, reward=1.0, turns_used=1, finished_naturally=True),
+    ])
+
+
+def test_cancelled_group_ends_its_running_rollouts_and_tool_calls():
+    s = ConsoleState()
+    _group_with_live_rollouts(s)
+    s.apply(rev.ItemCancelled(group_id="g1", reason="stopped"))
+    assert [r.status for r in s.rollouts.values() if r.status == "running"] == []
+    assert s.rollouts["g1-r1"].status == "cancelled" and s.rollouts["g1-r1"].finished_at is not None
+    assert s.rollouts["g1-r2"].status == "done"  # a finished one keeps its outcome
+    assert [t.status for t in s.tool_rows] == ["cancelled"]
+    # the call is closed: a late finish for it does not reopen or double count anything
+    s.apply(ev.ToolCallFinished(rollout_id="g1-r1", turn=1, call_id="c1", tool_name="terminal", duration_s=0.1))
+    assert [t.status for t in s.tool_rows] == ["cancelled"]
+    assert s.accounting.cancelled == 1 and s.accounting.received == 1 and s.accounting.in_flight == 0
+
+
+def test_failed_group_ends_its_running_rollouts_too():
+    s = ConsoleState()
+    _group_with_live_rollouts(s)
+    s.apply(ev.ItemFailed(group_id="g1", error="no result within worker_timeout=60s", error_kind="timeout"))
+    assert not any(r.status == "running" for r in s.rollouts.values())
+
+
+def test_completed_group_leaves_rollout_outcomes_alone():
+    s = ConsoleState()
+    _group_with_live_rollouts(s)
+    s.apply(ev.RolloutFinished(rollout_id="g1-r1", group_id="g1", reward=0.0, turns_used=2, finished_naturally=True,
+                               error="empty reply"))
+    s.apply(rev.ItemCompleted(group_id="g1", scores=[0.0, 1.0], step=1))
+    assert {r.rollout_id: r.status for r in s.rollouts.values()} == {"g1-r1": "error", "g1-r2": "done"}
