@@ -212,3 +212,42 @@ async def test_command_unavailable_from_runtime_is_reported() -> None:
         await pilot.press("p")
         await settle(pilot)
         assert any("not available while loading" in m for m in messages(app, "error"))
+
+
+async def test_kill_and_extend_never_act_on_a_panel_without_focus(main_events) -> None:
+    from hermes_console.ui.widgets.groups_table import GroupsTable
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        app.screen.query_one(SandboxesTable).move_cursor(row=1)  # a row is selected there ...
+        app.screen.query_one(GroupsTable).focus()  # ... but the operator is on the groups panel
+        await settle(pilot)
+        for key in ("k", "x"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmModal)
+        assert "kill_sandbox" not in runtime.names() and "extend_sandbox" not in runtime.names()
+        assert any("focus the Sandboxes panel" in m for m in messages(app, "warning"))
+
+
+async def test_kill_from_a_tool_call_row_targets_that_rollouts_sandbox(main_events) -> None:
+    from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        tools.focus()
+        live = {sb.task_id for sb in app.state.live_sandboxes()}
+        for row in range(tools.row_count - 1, -1, -1):  # the newest call whose sandbox is open
+            tools.move_cursor(row=row)
+            if tools.selected_rollout() in live:
+                break
+        target = tools.selected_rollout()
+        assert target in live
+        await pilot.press("x")
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("extend_sandbox", (target, 300.0))
