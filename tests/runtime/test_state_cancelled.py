@@ -47,3 +47,4 @@ def test_completed_group_leaves_rollout_outcomes_alone():
                                error="empty reply"))
     s.apply(rev.ItemCompleted(group_id="g1", scores=[0.0, 1.0], step=1))
     assert {r.rollout_id: r.status for r in s.rollouts.values()} == {"g1-r1": "error", "g1-r2": "done"}
+
