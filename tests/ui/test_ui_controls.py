@@ -251,3 +251,22 @@ async def test_kill_from_a_tool_call_row_targets_that_rollouts_sandbox(main_even
         await pilot.press("x")
         await settle(pilot)
         assert runtime.calls[-1][:2] == ("extend_sandbox", (target, 300.0))
+
+
+async def test_phase_switch_progress_follows_the_live_in_flight_count(main_events) -> None:
+    from hermes_console.ui.widgets.status_bar import StatusBar
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        start = app.state.accounting.in_flight
+        assert start >= 3
+        live_groups = [g.group_id for g in app.state.groups.values() if g.status == "running"]
+        runtime.feed([rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=start)])
+        await settle(pilot)
+        assert f" {start} in flight" in str(app.screen.query_one(StatusBar).render())
+        runtime.feed([rev.ItemCompleted(ts=NOW, group_id=gid, scores=[1.0]) for gid in live_groups[:2]])
+        await settle(pilot)
+        text = str(app.screen.query_one(StatusBar).render())
+        assert f" {start - 2} in flight" in text  # not stuck at the count the switch started from

@@ -120,11 +120,14 @@ class StatusBar(Static):
         switch = state.phase_switch
         if switch is not None and switch.stage not in ("done", "failed"):
             peak = max(switch_peak, switch.in_flight)
-            drained = 1.0 - (switch.in_flight / peak if peak else 0.0)
+            # The switch event carries the count it started from; groups finishing since
+            # move the accounting, so the bar follows the live count.
+            live = min(switch.in_flight, state.accounting.in_flight)
+            drained = 1.0 - (live / peak if peak else 0.0)
             text = Text(f" ⇄ phase switch {switch.from_phase} → {switch.to_phase}: {switch.stage} ",
                         style="bold magenta")
             text.append(bar(drained, 20), style="magenta")
-            text.append(f" {switch.in_flight} in flight", style="magenta")
+            text.append(f" {live} in flight", style="magenta")
             if switch.detail:
                 text.append(f"  {switch.detail}", style="dim")
             parts.append(text)
