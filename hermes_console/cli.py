@@ -112,6 +112,12 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
                 # The UI stops the runtime when the operator quits; make sure of it (and of its
                 # cleanup) on any exit, even when the operator left the screen early.
                 stopped = wait_for_stop(runtime, drain_deadline_s)
+            fatal = getattr(runtime, "fatal", None)
+            if fatal is not None:  # the screen is gone: say why the run ended, as headless does
+                from hermes_console.runtime.headless import EXIT_FATAL
+
+                print(f"hermes-console: error: {fatal}", file=sys.stderr)
+                return EXIT_FATAL
             return int(result or 0) if stopped else 1
     from hermes_console.runtime.headless import run_headless
 

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional, Set, Union
 
 from textual.css.query import NoMatches
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.screen import ModalScreen, Screen
 
 from hermes_console.runtime.api import RuntimeAPI
@@ -329,6 +329,17 @@ class ConsoleApp(App[int]):
             return True
         self.notify(f"{label}: controls are disabled while replaying a log.", severity="warning", title="replay")
         return False
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette entries, minus its own Quit: ours (from the bindings) confirms
+        while rollouts are live and drains; Textual's would exit at once."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
+
+    async def action_quit(self) -> None:
+        """Any route to Textual's quit (e.g. a stray binding) takes the console's quit path."""
+        self.action_request_quit()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -125,3 +125,35 @@ def test_cli_wait_for_stop_reports_a_cancelled_stop_instead_of_a_traceback():
     done: Future = Future()
     done.set_result(None)
     assert wait_for_stop(_Runtime(done), 0.1) is True
+
+
+async def test_palette_has_one_quit_and_it_confirms(main_events) -> None:
+    runtime = FakeRuntime(main_events, hold={"stop"})
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Quit" not in titles  # Textual's exits at once; ours is in ConsoleCommands
+        await app.action_quit()  # any route to Textual's quit takes the console's path
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmModal) and app.is_running
+        await pilot.press("y")
+        await settle(pilot)
+        runtime.resolve("stop", None)
+        await settle(pilot)
+
+
+def test_a_run_that_failed_under_the_ui_says_why_on_exit(monkeypatch):
+    import hermes_console.ui.app as ui_app
+    from hermes_console import cli
+    from hermes_console.runtime.errors import ConfigError
+
+    done: Future = Future()
+    done.set_result(None)
+    runtime = _Runtime(done)
+    runtime.fatal = ConfigError("env.group_size: expected a positive integer, got -3")
+    monkeypatch.setattr(ui_app, "run_console", lambda *a, **kw: 0)  # the operator pressed q at once
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = cli._front_end(runtime, headless=False, drain_deadline_s=1.0)
+    assert code == 1 and "error: env.group_size: expected a positive integer, got -3" in err.getvalue()
