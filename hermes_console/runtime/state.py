@@ -699,7 +699,11 @@ def _on_sandbox_cmd_finished(s: ConsoleState, e: ev.SandboxCommandFinished) -> N
     sb.last_exit_code = e.exit_code
     if e.timed_out:
         sb.timeouts += 1
-        s.errors_by_kind["sandbox_timeout"] += 1
+        # A tool call's timeout is counted once, as tool:timeout, when the call reports;
+        # only commands outside tool calls (rewards, diagnostics) count here.
+        rollout = s.rollouts.get(e.task_id)  # a rollout's sandbox carries its id
+        if rollout is None or rollout.current_tool is None:
+            s.errors_by_kind["sandbox_timeout"] += 1
 
 
 def _on_sandbox_lifetime(s: ConsoleState, e: ev.SandboxLifetimeChanged) -> None:

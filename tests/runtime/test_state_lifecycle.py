@@ -1,4 +1,4 @@
-"""A cancelled or failed group ends its rollouts and their tool calls in the state:
+"""Lifecycle details of the reducer: a cancelled or failed group ends its rollouts and tool calls
 nothing stays "running" forever (the quit dialog counted 32 live rollouts after a drain)."""
 
 from __future__ import annotations
@@ -48,3 +48,22 @@ def test_completed_group_leaves_rollout_outcomes_alone():
     s.apply(rev.ItemCompleted(group_id="g1", scores=[0.0, 1.0], step=1))
     assert {r.rollout_id: r.status for r in s.rollouts.values()} == {"g1-r1": "error", "g1-r2": "done"}
 
+
+
+def test_a_tool_command_timeout_counts_once_in_the_headline_errors():
+    s = ConsoleState()
+    s.apply_all([
+        ev.RolloutStarted(rollout_id="r1", group_id="g"),
+        ev.ToolCallStarted(rollout_id="r1", turn=1, call_id="c1", tool_name="terminal"),
+        ev.SandboxCommandStarted(task_id="r1", command="sleep 99", timeout_s=1.0),
+        ev.SandboxCommandFinished(task_id="r1", command="sleep 99", exit_code=124, duration_s=1.0, timed_out=True),
+        ev.ToolCallFinished(rollout_id="r1", turn=1, call_id="c1", tool_name="terminal", duration_s=1.0,
+                            error="Command timed out after 1 seconds", error_kind="timeout", exit_code=124),
+    ])
+    assert sum(s.errors_by_kind.values()) == 1 and s.sandboxes["r1"].timeouts == 1
+    # the verifier's command (no tool call in flight) timing out is its own error
+    s.apply_all([
+        ev.SandboxCommandStarted(task_id="r1", command="pytest", timeout_s=1.0),
+        ev.SandboxCommandFinished(task_id="r1", command="pytest", exit_code=124, duration_s=1.0, timed_out=True),
+    ])
+    assert s.errors_by_kind["sandbox_timeout"] == 1 and sum(s.errors_by_kind.values()) == 2
