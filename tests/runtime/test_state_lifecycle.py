@@ -1,5 +1,5 @@
-"""Lifecycle details of the reducer: a cancelled or failed group ends its rollouts and tool calls
-nothing stays "running" forever (the quit dialog counted 32 live rollouts after a drain)."""
+"""Lifecycle details of the reducer: a cancelled or failed group ends its rollouts and tool
+calls (nothing stays \"running\" forever), and one timeout counts once."""
 
 from __future__ import annotations
 
