@@ -1,5 +1,5 @@
 """Lifecycle details of the reducer: a cancelled or failed group ends its rollouts and tool
-calls (nothing stays \"running\" forever), and one timeout counts once."""
+calls (nothing stays "running" forever), and one timeout counts once."""
 
 from __future__ import annotations
 
