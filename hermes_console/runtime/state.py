@@ -528,6 +528,8 @@ def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
+    if g.stage == "queued":  # eval rollouts come without a GroupStarted
+        g.stage = "rolling out"
 
 
 def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
@@ -556,6 +558,8 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
         g.rollouts_done += 1
         if g.group_size and g.rollouts_done >= g.group_size and g.status == "running":
             g.stage = "scoring"
+        elif e.group_id.startswith("eval-") and g.rollouts_done >= len(g.rollout_ids):
+            s._finish_group(e.group_id, e.ts, "evaluated", None)  # an eval item is done with its rollout
     if e.reward_error:
         s.errors_by_kind["reward_error"] += 1
         s._push_stream(e.ts, e.rollout_id, e.group_id, "error", f"compute_reward raised: {e.reward_error}")

@@ -67,3 +67,17 @@ def test_a_tool_command_timeout_counts_once_in_the_headline_errors():
         ev.SandboxCommandFinished(task_id="r1", command="pytest", exit_code=124, duration_s=1.0, timed_out=True),
     ])
     assert s.errors_by_kind["sandbox_timeout"] == 1 and sum(s.errors_by_kind.values()) == 2
+
+
+def test_an_eval_item_row_is_done_when_its_rollout_is():
+    s = ConsoleState()
+    s.apply_all([
+        rev.EvalStarted(eval_id="ev-1"),
+        ev.RolloutStarted(rollout_id="r9", group_id="eval-abc", item_summary="task-3"),
+    ])
+    assert s.groups["eval-abc"].stage == "rolling out"
+    s.apply(ev.RolloutFinished(rollout_id="r9", group_id="eval-abc", reward=1.0, turns_used=1, finished_naturally=True))
+    assert s.groups["eval-abc"].status == "evaluated" and s.groups["eval-abc"].stage == "done"
+    assert s.accounting.received == 0 and s.accounting.in_flight == 0  # evals stay outside item accounting
+    s.apply(rev.EvalFinished(eval_id="ev-1", metrics={"pass_rate": 1.0}))
+    assert s.evals["ev-1"].status == "done"
