@@ -270,3 +270,18 @@ async def test_phase_switch_progress_follows_the_live_in_flight_count(main_event
         await settle(pilot)
         text = str(app.screen.query_one(StatusBar).render())
         assert f" {start - 2} in flight" in text  # not stuck at the count the switch started from
+
+
+def test_serve_mode_status_shows_the_trainers_step_not_groups_sent() -> None:
+    from hermes_console.runtime.state import ConsoleState
+    from hermes_console.ui.widgets.status_bar import StatusBar
+
+    s = ConsoleState()
+    s.apply(rev.RunConfigured(env_name="e", mode="serve", phase=1, group_size=4, max_in_flight=4,
+                              worker_timeout_s=60.0, total_steps=6))
+    for i in range(12):  # 12 groups sent over 3 trainer steps
+        s.apply(rev.ItemReceived(group_id=f"g{i}"))
+        s.apply(rev.ItemCompleted(group_id=f"g{i}", step=i + 1))
+    s.apply(rev.TrainerStatus(state="running", current_step=3, total_steps=6))
+    line = StatusBar()._run_line(s, NOW, live=True, stopping=False).plain
+    assert "step 3/6" in line and "step 12/6" not in line

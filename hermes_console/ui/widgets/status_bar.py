@@ -65,8 +65,11 @@ class StatusBar(Static):
         line.append(f" PHASE {run.phase} ", style=phase_style)
         line.append(f" {PHASE_NAMES.get(run.phase, '?')}", style="dim")
         line.append(*SEP)
-        total = f"/{run.total_steps}" if run.total_steps else ""
-        line.append(f"step {state.step}{total}")
+        step, total_steps = state.step, run.total_steps
+        if state.trainer is not None:  # serve mode: steps are the trainer's, not groups sent
+            step, total_steps = state.trainer.current_step, state.trainer.total_steps or total_steps
+        total = f"/{total_steps}" if total_steps else ""
+        line.append(f"step {step}{total}")
         line.append(*SEP)
         line.append(f"{state.rollouts_per_s(now):.2f} rollouts/s")
         line.append(*SEP)
