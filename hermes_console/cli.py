@@ -71,6 +71,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float = 60.0) -> bool:
+    """Stop the runtime and wait for its cleanup; True when it finished. Never raises."""
+    import concurrent.futures
+
+    try:
+        future = runtime.stop(drain_deadline_s)
+        try:
+            future.result(timeout=1.0)
+        except concurrent.futures.TimeoutError:
+            print("hermes-console: waiting for the runtime to drain and clean up sandboxes…", file=sys.stderr)
+            future.result(timeout=drain_deadline_s + cleanup_grace_s)
+    except concurrent.futures.TimeoutError:
+        print(f"hermes-console: the runtime did not finish stopping within {drain_deadline_s + cleanup_grace_s:g}s; "
+              "leaving anyway (sandboxes are swept by the next start)", file=sys.stderr)
+        return False
+    except concurrent.futures.CancelledError:
+        print("hermes-console: the runtime's stop was cancelled before it finished", file=sys.stderr)
+        return False
+    except Exception as exc:  # noqa: BLE001 - the run's own error was already reported
+        print(f"hermes-console: stopping the runtime failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return False
+    finally:
+        runtime.join(10.0)
+    return True
+
+
 def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file: Optional[str] = None) -> int:
     if not headless:
         from hermes_console.ui.app import run_console
@@ -82,13 +108,20 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
             print(f"hermes-console: {exc}", file=sys.stderr)
             return 2
         else:
+            result = 1
             try:
-                result = run_console(runtime, config=config)
+                result = run_console(runtime, config=config, drain_deadline_s=drain_deadline_s)
             finally:
-                # The UI stops the runtime when the operator quits; make sure of it on any exit.
-                runtime.stop(drain_deadline_s).result(timeout=drain_deadline_s + 60)
-                runtime.join(10.0)
-            return int(result or 0)
+                # The UI stops the runtime when the operator quits; make sure of it (and of its
+                # cleanup) on any exit, even when the operator left the screen early.
+                stopped = wait_for_stop(runtime, drain_deadline_s)
+            fatal = getattr(runtime, "fatal", None)
+            if fatal is not None:  # the screen is gone: say why the run ended, as headless does
+                from hermes_console.runtime.headless import EXIT_FATAL
+
+                print(f"hermes-console: error: {fatal}", file=sys.stderr)
+                return EXIT_FATAL
+            return int(result or 0) if stopped else 1
     from hermes_console.runtime.headless import run_headless
 
     return run_headless(runtime, drain_deadline_s=drain_deadline_s)

@@ -93,18 +93,20 @@ class RuntimeHost:
         return self._done
 
     def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
+        """Ask for a graceful stop; the returned future (one per caller, so no caller can
+        cancel another's wait) resolves when the runtime has finished everything."""
         self._stop_deadline = drain_deadline_s
         if not self._started:
             if not self._done.done():
                 self._done.set_result(None)
-            return self._done
+            return _follow(self._done)
         self._loop_ready.wait(5.0)  # started a moment ago: the loop is being created
         loop = self._loop
         if loop is None:
-            return self._done
+            return _follow(self._done)
         with contextlib.suppress(RuntimeError):  # loop already closed: nothing to stop
             loop.call_soon_threadsafe(self._request_stop)
-        return self._done
+        return _follow(self._done)
 
     def _request_stop(self) -> None:
         if self._stop_event is not None:
@@ -390,6 +392,24 @@ class RuntimeHost:
                 except Exception:  # noqa: BLE001 - a manager mid-swap
                     continue
                 events.emit(rev.ServerStats(phase=self.driver.phase, servers=rows))
+
+
+def _follow(source: "Future[None]") -> "Future[None]":
+    """A new future that settles like ``source``; cancelling it leaves ``source`` alone."""
+    mine: "Future[None]" = Future()
+
+    def copy(done: "Future[None]") -> None:
+        if mine.done():
+            return
+        if done.cancelled():
+            mine.cancel()
+        elif done.exception() is not None:
+            mine.set_exception(done.exception())  # type: ignore[arg-type]
+        else:
+            mine.set_result(None)
+
+    source.add_done_callback(copy)
+    return mine
 
 
 async def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:

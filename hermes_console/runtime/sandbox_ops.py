@@ -13,8 +13,9 @@ def _require(task_id: str) -> Any:
 
     info = sandboxes.get_sandbox_info(task_id)
     if info is None:
-        known = ", ".join(i.task_id for i in sandboxes.list_sandboxes()[:10]) or "none"
-        raise KeyError(f"no sandbox {task_id!r}; live sandboxes: {known}")
+        # One short line for a toast: the usual cause is a sandbox that closed a moment ago.
+        live = len(sandboxes.list_sandboxes())
+        raise KeyError(f"sandbox {task_id[:12]} is closed (or never existed); {live} sandbox(es) live")
     return info
 
 

@@ -55,7 +55,7 @@ class ToolCallView:
     call_id: str
     tool_name: str
     args_head: str = ""
-    status: str = "running"  # running | ok | error
+    status: str = "running"  # running | ok | error | cancelled
     duration_s: Optional[float] = None
     result_head: str = ""
     error: Optional[str] = None
@@ -70,7 +70,7 @@ class RolloutView:
     phase: int
     started_at: float
     item_summary: str = ""
-    status: str = "running"  # running | done | error
+    status: str = "running"  # running | done | error | cancelled (its group was cancelled or failed)
     turn: int = 0
     turns: Deque[TurnView] = field(default_factory=lambda: deque(maxlen=MAX_TURNS_PER_ROLLOUT))
     tool_calls: List[ToolCallView] = field(default_factory=list)
@@ -456,8 +456,25 @@ class ConsoleState:
         g.reason = reason
         g.stage = "done"
         g.finished_at = ts
+        self._end_live_rollouts(g, ts)
         _evict_finished(self._finished_groups, self.groups, group_id, MAX_FINISHED_GROUPS)
         return True
+
+    def _end_live_rollouts(self, g: GroupView, ts: float) -> None:
+        """A cancelled or failed group's rollouts that never reported a finish are over too
+        (their tasks were cancelled): never leave them, or their tool calls, "running"."""
+        for rollout_id in g.rollout_ids:
+            r = self.rollouts.get(rollout_id)
+            if r is None or r.status != "running":
+                continue
+            r.status = "cancelled"
+            r.finished_at = ts
+            r.current_tool = None
+            for call in r.tool_calls:
+                if call.status == "running":
+                    call.status = "cancelled"
+                    self._open_tools.pop(f"{rollout_id}/{call.call_id}", None)
+            _evict_finished(self._finished_rollouts, self.rollouts, rollout_id, MAX_FINISHED_ROLLOUTS)
 
 
 def _evict_finished(order: Deque[str], table: Dict[str, Any], key: str, limit: int) -> None:
@@ -567,6 +584,8 @@ def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
+    if g.stage == "queued":  # eval rollouts come without a GroupStarted
+        g.stage = "rolling out"
 
 
 def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
@@ -602,6 +621,8 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
         g.rollouts_done += 1
         if g.group_size and g.rollouts_done >= g.group_size and g.status == "running":
             g.stage = "scoring"
+        elif e.group_id.startswith("eval-") and g.rollouts_done >= len(g.rollout_ids):
+            s._finish_group(e.group_id, e.ts, "evaluated", None)  # an eval item is done with its rollout
     if e.reward_error:
         s.errors_by_kind["reward_error"] += 1
         s._push_stream(e.ts, e.rollout_id, e.group_id, "error", f"compute_reward raised: {e.reward_error}")
@@ -682,6 +703,9 @@ def _on_tool_started(s: ConsoleState, e: ev.ToolCallStarted) -> None:
 def _on_tool_finished(s: ConsoleState, e: ev.ToolCallFinished) -> None:
     row = s._open_tools.pop(f"{e.rollout_id}/{e.call_id}", None)
     if row is None:
+        late = s.rollouts.get(e.rollout_id)
+        if late is not None and late.status == "cancelled":
+            return  # its group was cancelled; the call was closed then (no duplicate row)
         row = _new_tool_row(s, e)  # unknown tools / bad JSON are answered without a start event
     row.status = "error" if e.error else "ok"
     row.duration_s = e.duration_s
@@ -742,7 +766,11 @@ def _on_sandbox_cmd_finished(s: ConsoleState, e: ev.SandboxCommandFinished) -> N
     sb.last_exit_code = e.exit_code
     if e.timed_out:
         sb.timeouts += 1
-        s.errors_by_kind["sandbox_timeout"] += 1
+        # A tool call's timeout is counted once, as tool:timeout, when the call reports;
+        # only commands outside tool calls (rewards, diagnostics) count here.
+        rollout = s.rollouts.get(e.task_id)  # a rollout's sandbox carries its id
+        if rollout is None or rollout.current_tool is None:
+            s.errors_by_kind["sandbox_timeout"] += 1
 
 
 def _on_sandbox_lifetime(s: ConsoleState, e: ev.SandboxLifetimeChanged) -> None:

@@ -6,13 +6,14 @@ become RuntimeAPI commands; a failed command is a toast, never a crash.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional, Set, Union
 
 from textual.css.query import NoMatches
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.screen import ModalScreen, Screen
 
 from hermes_console.runtime.api import RuntimeAPI
@@ -43,6 +44,7 @@ class ConsoleApp(App[int]):
         self.config = config or ConsoleConfig()
         self.state = ConsoleState()
         self.stopping = False
+        self._stop_began: Optional[float] = None  # time.monotonic() when quit began
         self._clock = now
         self._start_runtime = start_runtime
         self._drain_failed = False
@@ -142,7 +144,7 @@ class ConsoleApp(App[int]):
         self._flooding = False
         # Redraw only when the model changed or the displayed second moved on:
         # an idle console costs nothing per tick.
-        render_key = (self.state.version, int(self.now()), self.stopping)
+        render_key = (self.state.version, int(self.now()), self.stopping, self.stop_note())
         if render_key == self._render_key and not force:
             return
         self._render_key = render_key
@@ -328,13 +330,26 @@ class ConsoleApp(App[int]):
         self.notify(f"{label}: controls are disabled while replaying a log.", severity="warning", title="replay")
         return False
 
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette entries, minus its own Quit: ours (from the bindings) confirms
+        while rollouts are live and drains; Textual's would exit at once."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
+
+    async def action_quit(self) -> None:
+        """Any route to Textual's quit (e.g. a stray binding) takes the console's quit path."""
+        self.action_request_quit()
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_request_quit(self) -> None:
         if self.stopping:
-            self.exit(1)  # second q while stopping: give up waiting
+            # Second q while stopping: leave the screen now. The runtime's stop is never
+            # cancelled by this; the CLI waits for its cleanup after the UI is gone.
+            self.exit(self._exit_code())
             return
         live = sum(1 for r in self.state.rollouts.values() if r.status == "running")
         in_flight = self.state.accounting.in_flight
@@ -353,6 +368,7 @@ class ConsoleApp(App[int]):
     def shutdown(self) -> None:
         """Stop the runtime (drain until the deadline) and exit when it is done."""
         self.stopping = True
+        self._stop_began = time.monotonic()
         self.apply_events([], force=True)  # show "STOPPING" at once
         try:
             future = self.runtime.stop(self.config.drain_deadline_s)
@@ -363,17 +379,35 @@ class ConsoleApp(App[int]):
         self.run_worker(self._wait_stopped(future), group="shutdown", exit_on_error=False)
 
     async def _wait_stopped(self, future: "Future[Any]") -> None:
-        code = 0
+        # Wait for the whole stop (drain, cancel, sandbox cleanup), however long it takes:
+        # the status bar counts down, and a second q leaves early. shield(): cancelling this
+        # worker (app exit) must never cancel the runtime's stop future.
         try:
-            await asyncio.wait_for(asyncio.wrap_future(future), timeout=self.config.drain_deadline_s + 1.0)
-        except asyncio.TimeoutError:
-            code = 1
+            await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            raise
         except Exception:  # noqa: BLE001 - exiting anyway; the runtime logs its own failure
-            code = 1
-        self.exit(code)
+            self.exit(1)
+            return
+        self.exit(self._exit_code())
+
+    def _exit_code(self) -> int:
+        """By outcome: 1 when the run ended in error, else 0."""
+        return 1 if self.state.status == "error" else 0
+
+    def stop_note(self) -> str:
+        """What the status bar says while stopping: the drain countdown, then cleanup."""
+        if self._stop_began is None:
+            return ""
+        left = self.config.drain_deadline_s - (time.monotonic() - self._stop_began)
+        in_flight = self.state.accounting.in_flight
+        if left > 0 and in_flight:
+            return f"draining {in_flight} group(s), cancelling the rest in {math.ceil(left)}s · q: leave now"
+        return "cleaning up sandboxes and outputs · q: leave now (cleanup continues)"
 
 
-def run_console(runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None) -> int:
+def run_console(runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None,
+                drain_deadline_s: Optional[float] = None) -> int:
     """Run the console over ``runtime`` until the operator quits. Returns the exit code.
 
     ``config`` defaults to the keymap at ~/.config/hermes-console/keys.yaml (if any);
@@ -385,6 +419,8 @@ def run_console(runtime: RuntimeAPI, *, now: Clock = None, config: Optional[Cons
         except KeymapError as exc:
             print(f"hermes-console: {exc}", file=sys.stderr)
             return 2
+    if drain_deadline_s is not None:  # --drain-deadline reaches the UI's quit too
+        config.drain_deadline_s = drain_deadline_s
     app = ConsoleApp(runtime, now=now, config=config)
     result = app.run()
     if app.return_code not in (None, 0):

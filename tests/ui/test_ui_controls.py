@@ -212,3 +212,76 @@ async def test_command_unavailable_from_runtime_is_reported() -> None:
         await pilot.press("p")
         await settle(pilot)
         assert any("not available while loading" in m for m in messages(app, "error"))
+
+
+async def test_kill_and_extend_never_act_on_a_panel_without_focus(main_events) -> None:
+    from hermes_console.ui.widgets.groups_table import GroupsTable
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        app.screen.query_one(SandboxesTable).move_cursor(row=1)  # a row is selected there ...
+        app.screen.query_one(GroupsTable).focus()  # ... but the operator is on the groups panel
+        await settle(pilot)
+        for key in ("k", "x"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmModal)
+        assert "kill_sandbox" not in runtime.names() and "extend_sandbox" not in runtime.names()
+        assert any("focus the Sandboxes panel" in m for m in messages(app, "warning"))
+
+
+async def test_kill_from_a_tool_call_row_targets_that_rollouts_sandbox(main_events) -> None:
+    from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        tools.focus()
+        live = {sb.task_id for sb in app.state.live_sandboxes()}
+        for row in range(tools.row_count - 1, -1, -1):  # the newest call whose sandbox is open
+            tools.move_cursor(row=row)
+            if tools.selected_rollout() in live:
+                break
+        target = tools.selected_rollout()
+        assert target in live
+        await pilot.press("x")
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("extend_sandbox", (target, 300.0))
+
+
+async def test_phase_switch_progress_follows_the_live_in_flight_count(main_events) -> None:
+    from hermes_console.ui.widgets.status_bar import StatusBar
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        start = app.state.accounting.in_flight
+        assert start >= 3
+        live_groups = [g.group_id for g in app.state.groups.values() if g.status == "running"]
+        runtime.feed([rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=start)])
+        await settle(pilot)
+        assert f" {start} in flight" in str(app.screen.query_one(StatusBar).render())
+        runtime.feed([rev.ItemCompleted(ts=NOW, group_id=gid, scores=[1.0]) for gid in live_groups[:2]])
+        await settle(pilot)
+        text = str(app.screen.query_one(StatusBar).render())
+        assert f" {start - 2} in flight" in text  # not stuck at the count the switch started from
+
+
+def test_serve_mode_status_shows_the_trainers_step_not_groups_sent() -> None:
+    from hermes_console.runtime.state import ConsoleState
+    from hermes_console.ui.widgets.status_bar import StatusBar
+
+    s = ConsoleState()
+    s.apply(rev.RunConfigured(env_name="e", mode="serve", phase=1, group_size=4, max_in_flight=4,
+                              worker_timeout_s=60.0, total_steps=6))
+    for i in range(12):  # 12 groups sent over 3 trainer steps
+        s.apply(rev.ItemReceived(group_id=f"g{i}"))
+        s.apply(rev.ItemCompleted(group_id=f"g{i}", step=i + 1))
+    s.apply(rev.TrainerStatus(state="running", current_step=3, total_steps=6))
+    line = StatusBar()._run_line(s, NOW, live=True, stopping=False).plain
+    assert "step 3/6" in line and "step 12/6" not in line

@@ -94,7 +94,8 @@ class MainScreen(Screen[None]):
         lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
-                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak)
+                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak,
+                                              stop_note=self.console.stop_note())
         self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
         self._draw("groups", (state.groups_version, state.run.worker_timeout_s, second),
@@ -269,9 +270,21 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ sandbox controls
 
     def _selected_sandbox(self) -> Optional[str]:
-        task_id = self.query_one(SandboxesTable).selected_key()
+        """The sandbox the focused row points at: a Sandboxes row, or a tool call's rollout
+        (a rollout's sandbox has its id). Never a row of a panel that does not have focus."""
+        panel = self._panel_of(self.focused)
+        task_id: Optional[str] = None
+        if isinstance(panel, SandboxesTable):
+            task_id = panel.selected_key()
+        elif isinstance(panel, ToolCallsTable):
+            rollout_id = panel.selected_rollout()
+            sandbox = self.console.state.sandboxes.get(rollout_id or "")
+            task_id = sandbox.task_id if sandbox is not None and sandbox.state != "closed" else None
+            if task_id is None:
+                self.app.notify("That tool call's sandbox is closed or unknown.", severity="warning")
+                return None
         if task_id is None:
-            self.app.notify("No sandbox selected: move to the Sandboxes panel and pick a row.", severity="warning")
+            self.app.notify("No sandbox selected: focus the Sandboxes panel (tab) and pick a row.", severity="warning")
         return task_id
 
     def action_kill_sandbox(self) -> None:

@@ -32,8 +32,10 @@ class StatusBar(Static):
         self._rendered: tuple = ()
 
     def update_from(self, state: ConsoleState, now: float, *, live: bool, stopping: bool,
-                    switch_peak: int = 0) -> None:
+                    switch_peak: int = 0, stop_note: str = "") -> None:
         lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
+        if stopping and stop_note:
+            lines.append(Text(f" {stop_note}", style="bold magenta"))
         progress = self._progress_line(state, switch_peak)
         if progress is not None:
             lines.append(progress)
@@ -63,8 +65,11 @@ class StatusBar(Static):
         line.append(f" PHASE {run.phase} ", style=phase_style)
         line.append(f" {PHASE_NAMES.get(run.phase, '?')}", style="dim")
         line.append(*SEP)
-        total = f"/{run.total_steps}" if run.total_steps else ""
-        line.append(f"step {state.step}{total}")
+        step, total_steps = state.step, run.total_steps
+        if state.trainer is not None:  # serve mode: steps are the trainer's, not groups sent
+            step, total_steps = state.trainer.current_step, state.trainer.total_steps or total_steps
+        total = f"/{total_steps}" if total_steps else ""
+        line.append(f"step {step}{total}")
         line.append(*SEP)
         line.append(f"{state.rollouts_per_s(now):.2f} rollouts/s")
         line.append(*SEP)
@@ -138,11 +143,14 @@ class StatusBar(Static):
         switch = state.phase_switch
         if switch is not None and switch.stage not in ("done", "failed"):
             peak = max(switch_peak, switch.in_flight)
-            drained = 1.0 - (switch.in_flight / peak if peak else 0.0)
+            # The switch event carries the count it started from; groups finishing since
+            # move the accounting, so the bar follows the live count.
+            live = min(switch.in_flight, state.accounting.in_flight)
+            drained = 1.0 - (live / peak if peak else 0.0)
             text = Text(f" ⇄ phase switch {switch.from_phase} → {switch.to_phase}: {switch.stage} ",
                         style="bold magenta")
             text.append(bar(drained, 20), style="magenta")
-            text.append(f" {switch.in_flight} in flight", style="magenta")
+            text.append(f" {live} in flight", style="magenta")
             if switch.detail:
                 text.append(f"  {switch.detail}", style="dim")
             parts.append(text)

@@ -99,7 +99,7 @@ class ToolCallsTable(DataTable):
         # A running call may still turn into an error: keep it open even when errors_only.
         if not self.filter.matches(view.rollout_id, view.group_id):
             return
-        if self.errors_only and view.status == "ok":
+        if self.errors_only and view.status in ("ok", "cancelled"):
             return
         key = str(view.seq)
         error = view.status == "error"
@@ -122,7 +122,7 @@ class ToolCallsTable(DataTable):
         if key not in self.rows:
             self._open.pop(seq, None)
             return
-        if self.errors_only and view.status == "ok":
+        if self.errors_only and view.status in ("ok", "cancelled"):
             self.remove_row(key)
             self._open.pop(seq, None)
             return
@@ -158,6 +158,8 @@ class ToolCallsTable(DataTable):
     def _status(view: ToolCallView) -> Text:
         if view.status == "running":
             return Text("… running", style="cyan")
+        if view.status == "cancelled":
+            return Text("– cancelled", style="yellow")
         if view.status == "error":
             label = view.error_kind or "error"
             if view.exit_code is not None:
