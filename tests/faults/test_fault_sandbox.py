@@ -42,8 +42,9 @@ def test_command_past_terminal_timeout_is_killed_and_reported(sim, tmp_path, run
     assert len(boxes) == 2 and all(s.timeouts == 1 for s in boxes)
     timed_out = [e for e in r.of("sandbox_command_finished") if e.timed_out]
     assert len(timed_out) == 2 and all(e.exit_code == 124 and "sleep 30" in e.command for e in timed_out)
-    assert r.state.errors_by_kind["sandbox_timeout"] == 2
+    # each timeout counts once in the headline errors: as the tool call's, not again as the sandbox's
     assert r.state.errors_by_kind["tool:timeout"] == 2
+    assert r.state.errors_by_kind["sandbox_timeout"] == 0
     # The model is told, and the rollout goes on to finish normally.
     results = _tool_results(r.state.run.jsonl_path)
     assert any(t.get("exit_code") == 124 and "timed out" in (t.get("error") or "") for t in results)

@@ -104,7 +104,7 @@ def test_sandbox_commands_server_stats_and_logs(sim, tmp_path, live):
     p.until(lambda s: s.sandboxes.get("ops-probe") is not None and s.sandboxes["ops-probe"].state == "closed", 10,
             "killed sandbox closed")
     assert p.state.sandboxes["ops-probe"].closed_reason == "killed"
-    with pytest.raises(KeyError, match="no sandbox 'nope'"):
+    with pytest.raises(KeyError, match="sandbox nope is closed"):
         p.host.sandbox_details("nope").result(10)
 
     # log records reach the event stream instead of the terminal
