@@ -39,6 +39,7 @@ class KeyedTable(DataTable):
         """Make the table show exactly ``rows`` (in insertion order for new keys).
         Returns True if anything changed."""
         changed = False
+        selected = self.selected_key()  # the cursor follows its item, not its row number
         for key in [k for k in self._shown if k not in rows]:
             self.remove_row(key)
             del self._shown[key]
@@ -56,6 +57,10 @@ class KeyedTable(DataTable):
                         self.update_cell(key, column, cell)
                 changed = True
             self._shown[key] = rendered
+        if changed and selected is not None and selected in self._shown:
+            index = self.get_row_index(selected)
+            if index != self.cursor_row:
+                self.move_cursor(row=index, animate=False)
         return changed
 
     def set_column_width(self, key: str, width: int) -> None:
