@@ -1,0 +1,186 @@
+"""One cgroup per sandbox (cgroup v1 ``pids`` + ``memory`` controllers), when writable.
+
+Why: RLIMIT_NPROC does not bind uid 0, so only a pids cgroup stops a fork bomb of a
+root sandbox; a memory cgroup bounds RSS and tmpfs pages together; and cgroup
+membership (which a sandbox without cgroupfs access cannot leave) is how cleanup and
+the stale sweep find every process, however it forked, setsid'd or renamed itself.
+
+Groups live at ``<controller mount>/hermes-sandboxes/<sandbox id>``. Processes join
+through a tiny ``/bin/sh`` wrapper that writes its own pid, then execs the command,
+so nothing runs outside the group even for an instant. Where cgroups are not writable
+(unprivileged, cgroup v2 without delegation) ``create`` returns None and the caller
+falls back to rlimits and /proc scans.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Set
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARENT = "hermes-sandboxes"
+_CONTROLLERS = ("pids", "memory")
+_probe: Optional[Dict[str, Path]] = None
+
+
+def _available() -> Dict[str, Path]:
+    """controller -> parent dir we may create groups in (probed once per process)."""
+    global _probe
+    if _probe is not None:
+        return _probe
+    found: Dict[str, Path] = {}
+    for name in _CONTROLLERS:
+        mount = CGROUP_ROOT / name
+        if not (mount / "cgroup.procs").exists() or (mount / "cgroup.controllers").exists():
+            continue  # not a v1 hierarchy of that controller
+        parent = mount / PARENT
+        try:
+            parent.mkdir(exist_ok=True)
+            probe = parent / f"probe-{os.getpid()}"
+            probe.mkdir(exist_ok=True)
+            probe.rmdir()
+        except OSError:
+            continue
+        found[name] = parent
+    _probe = found
+    return found
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        with open(path, "w") as fh:
+            fh.write(value)
+        return True
+    except OSError:
+        return False
+
+
+def _read_int_map(path: Path) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    try:
+        with open(path) as fh:
+            for line in fh.read(65536).splitlines():
+                key, _, value = line.partition(" ")
+                try:
+                    out[key] = int(value)
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+class SandboxCgroup:
+    """The group(s) of one sandbox: limits, membership, kill, removal."""
+
+    def __init__(self, dirs: Dict[str, Path]) -> None:
+        self.dirs = dirs
+
+    @classmethod
+    def create(cls, name: str, *, pids_max: int, memory_bytes: int) -> Optional["SandboxCgroup"]:
+        parents = _available()
+        if not parents:
+            return None
+        dirs: Dict[str, Path] = {}
+        for controller, parent in parents.items():
+            path = parent / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            dirs[controller] = path
+        group = cls(dirs)
+        if "pids" in dirs:
+            _write(dirs["pids"] / "pids.max", str(pids_max))
+        if "memory" in dirs:
+            _write(dirs["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+            # no swap on top of the limit (file absent without swap accounting)
+            _write(dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        return group if dirs else None
+
+    @classmethod
+    def adopt(cls, paths: List[str]) -> "SandboxCgroup":
+        """A group recorded by an earlier (dead) process, for the stale sweep. Only paths
+        directly under our parent dirs are accepted."""
+        dirs: Dict[str, Path] = {}
+        for raw in paths:
+            path = Path(raw)
+            for controller in _CONTROLLERS:
+                if path.parent == CGROUP_ROOT / controller / PARENT and path.name not in ("", ".", ".."):
+                    dirs[controller] = path
+        return cls(dirs)
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.dirs
+
+    @property
+    def has_pids(self) -> bool:
+        return "pids" in self.dirs
+
+    def paths(self) -> List[str]:
+        return [str(p) for p in self.dirs.values()]
+
+    def join_script(self) -> str:
+        """Shell lines that move the current shell ($$) into every group of ours."""
+        return "".join(f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))} || exit 125; " for p in self.dirs.values())
+
+    def pids(self) -> Set[int]:
+        found: Set[int] = set()
+        for path in self.dirs.values():
+            try:
+                with open(path / "cgroup.procs") as fh:
+                    found.update(int(x) for x in fh.read().split() if x.isdigit())
+            except OSError:
+                pass
+        return found
+
+    def counters(self) -> Dict[str, int]:
+        """Limit-hit counters, to tell the model which limit killed its command."""
+        out: Dict[str, int] = {}
+        if "pids" in self.dirs:
+            out["pids_max"] = _read_int_map(self.dirs["pids"] / "pids.events").get("max", 0)
+        if "memory" in self.dirs:
+            out["oom_kill"] = _read_int_map(self.dirs["memory"] / "memory.oom_control").get("oom_kill", 0)
+        return out
+
+    def kill_all(self, deadline_s: float = 5.0) -> int:
+        """SIGKILL every member until none is left (forks race us; pids.max bounds them)."""
+        killed: Set[int] = set()
+        end = time.monotonic() + deadline_s
+        while True:
+            members = self.pids()
+            if not members:
+                return len(killed)
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > end:
+                return len(killed)
+            time.sleep(0.01)
+
+    def remove(self, deadline_s: float = 5.0) -> bool:
+        """rmdir every group (fails while a zombie is still being reaped: retry a while)."""
+        end = time.monotonic() + deadline_s
+        left = dict(self.dirs)
+        while left:
+            for controller, path in list(left.items()):
+                try:
+                    path.rmdir()
+                    del left[controller]
+                except FileNotFoundError:
+                    del left[controller]
+                except OSError:
+                    pass
+            if not left or time.monotonic() > end:
+                break
+            self.kill_all(0.0)
+            time.sleep(0.02)
+        return not left
