@@ -297,19 +297,21 @@ class BashSessionSandbox(ABC):
             "IFS= read -r __hermes_n || exit 125",
             '__hermes_c=; [ "$__hermes_n" -gt 0 ] 2>/dev/null && LC_ALL=C IFS= read -r -d "" -N "$__hermes_n" __hermes_c',
             # Restore the exported vars of the last command (drop ours first, so `unset` persists).
-            f"if [ -r {env_file} ]; then",
+            # Plain files only: a planted FIFO or /dev/zero link must not wedge the session.
+            f"if [ -f {env_file} ] && [ ! -L {env_file} ]; then",
             f"  for __hermes_v in $(compgen -e); do [ \"$__hermes_v\" = {MARKER_VAR} ] || unset \"$__hermes_v\" 2>/dev/null; done",
             f"  . {env_file} >/dev/null 2>&1",
             "fi",
-            f"{{ __hermes_cwd=$(< {cwd_file}); }} 2>/dev/null",
+            f"{{ [ -f {cwd_file} ] && [ ! -L {cwd_file} ] && IFS= read -r -n 4096 __hermes_cwd < {cwd_file}; }} 2>/dev/null",
             f'cd -- "$__hermes_cwd" 2>/dev/null || cd -- {q(self.workspace)} 2>/dev/null',
             "unset __hermes_cwd __hermes_v",
         ]
         if persist:
             # Builtins only: the command may have broken PATH.
+            plain = lambda f: f"[ ! -L {f} ] && {{ [ ! -e {f} ] || [ -f {f} ]; }}"  # noqa: E731
             lines += [
-                f"__hermes_save() {{ __hermes_rc=$?; export -p > {env_file} 2>/dev/null; "
-                f"pwd -P > {cwd_file} 2>/dev/null; exit $__hermes_rc; }}",
+                f"__hermes_save() {{ __hermes_rc=$?; {plain(env_file)} && export -p > {env_file} 2>/dev/null; "
+                f"{plain(cwd_file)} && pwd -P > {cwd_file} 2>/dev/null; exit $__hermes_rc; }}",
                 "trap __hermes_save EXIT",
             ]
         lines.append('eval "unset __hermes_n __hermes_c\n$__hermes_c"')
