@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
+from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
 from environments.tools.registry import register
 from environments.tools.search import search_files
@@ -154,6 +155,8 @@ def read_file(path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_
     else:
         hint = None
     file_size = len(text.encode("utf-8", errors="replace"))
+    # known secrets of the console (local backend: a model can copy /proc/$PPID/environ into the workspace)
+    content = redact_known(content)
     return {"content": content, "total_lines": total, "file_size": file_size, "truncated": truncated, "hint": hint}
 
 

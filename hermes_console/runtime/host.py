@@ -282,6 +282,11 @@ class RuntimeHost:
         )
         for note in resolved.notes:
             events.emit(rev.LogRecord(level="INFO", logger="config", message=note))
+        from environments.redact import local_backend_warning
+
+        warning = local_backend_warning(str(getattr(env.config, "terminal_backend", settings.get("backend", "local"))))
+        if warning:  # local sandboxes can read this process's secrets from /proc
+            events.emit(rev.LogRecord(level="WARNING", logger="security", message=warning))
 
     async def _main(self) -> None:
         assert self._ready is not None and self._stop_event is not None
