@@ -248,7 +248,7 @@ class DockerSandbox(BashSessionSandbox):
         return self._host_env
 
     def _script_prelude(self, seq: int) -> List[str]:
-        return [f"echo $$ > {VIEW_STATE}/pid-{seq} 2>/dev/null"]
+        return [f"{{ echo $$ > {VIEW_STATE}/pid-{seq}; }} 2>/dev/null"]  # the host reads it bounded, no-follow
 
     def _terminate(self, proc: subprocess.Popen) -> None:
         seq = getattr(self._current_seq, "seq", None)

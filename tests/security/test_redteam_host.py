@@ -242,3 +242,31 @@ def test_search_skips_fifos_and_huge_files(tmp_path: Path) -> None:
         ("search_files", {"pattern": "needle"}),
     )
     assert out["result"].get("total_count") == 1, out
+
+
+def test_docker_backend_shares_the_fix(tmp_path: Path) -> None:
+    """docker (through the fake engine of tests/environments: `docker exec` runs the same
+    wrapper in a bwrap with the state dir mounted): planted cmd-N.sh / pid-N links to a host
+    file are never written or read through, even when a timeout makes the host read pid-N."""
+    from environments.sandboxes.docker import DockerSandbox
+    from tests.environments.test_sandbox_docker import FAKE_DOCKER
+
+    engine = tmp_path / "fake-engine"
+    engine.mkdir()
+    cli = tmp_path / "docker"
+    cli.write_text(FAKE_DOCKER.format(python=sys.executable, repo=REPO, state=str(engine)))
+    cli.chmod(0o755)
+    victim = tmp_path / "victim.conf"
+    victim.write_text("original\n")
+    box = DockerSandbox("dplant", SandboxSettings(sandbox_root=tmp_path / "root", kill_grace=0.2), docker=str(cli))
+    try:
+        for i in range(0, 12):
+            (box._state_host / f"cmd-{i}.sh").symlink_to(victim)
+            (box._state_host / f"pid-{i}").symlink_to(victim)
+        assert box.execute("echo one", 10).output == "one\n"
+        slow = box.execute("sleep 30", 0.5)
+        assert slow.timed_out
+        assert box.execute("cat", 10, stdin_data="two\n").output == "two\n"
+    finally:
+        box.cleanup()
+    assert victim.read_text() == "original\n"

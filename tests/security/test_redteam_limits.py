@@ -174,3 +174,12 @@ def test_no_orphans_after_cleanup(backend, tmp_path: Path) -> None:
         box.cleanup()
     survivors = {name: wait_until_gone(f"sleep {fp}", within=10) for name, fp in fps.items()}
     assert survivors == {name: [] for name in ESCAPES}
+
+
+def test_docker_tmp_size_comes_from_the_settings() -> None:
+    from environments.sandboxes.docker import build_run_argv
+
+    argv = build_run_argv(docker="docker", name="n", image="i", task_id="t", host_workspace="/w", host_state="/s",
+                          network=False, cpu=1.0, memory_mb=64, pids_limit=32, env={}, tmp_size_mb=48)
+    assert argv[argv.index("--tmpfs") + 1] == "/tmp:rw,nosuid,size=48m"
+    assert argv[argv.index("--pids-limit") + 1] == "32" and argv[argv.index("--memory") + 1] == "64m"
