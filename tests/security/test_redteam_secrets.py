@@ -100,7 +100,7 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from environments.sandboxes import cleanup_vm, configure, get_sandbox
 from environments.tools import handle_function_call
-configure(backend="local", sandbox_root={root!r})
+configure(backend={backend!r}, sandbox_root={root!r})
 task = "leak-" + uuid.uuid4().hex[:6]
 try:
     raw = handle_function_call("terminal", {{"command": {attack!r}}}, task_id=task)
@@ -115,19 +115,26 @@ print(json.dumps({{"terminal": raw, "read": read, "found": found, "records": rec
 """
 
 
-def test_terminal_tool_never_returns_console_secrets_local(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", "bwrap"])
+def test_terminal_tool_never_returns_console_secrets(backend: str, tmp_path: Path) -> None:
     """local has no isolation: /proc/$PPID/environ is the console's (a child console here,
     so the secrets are in its real environ). The tool results (what goes to the model,
-    groups.jsonl and the event log) must still not carry them, plain or base64."""
+    groups.jsonl and the event log) must still not carry them, plain or base64. bwrap: the
+    console's /proc is not even visible (own pid namespace)."""
     attack = "tr '\\0' '\\n' < /proc/$PPID/environ | grep -E 'CRED|_PW|DSN'; base64 -w0 /proc/$PPID/environ"
-    code = CONSOLE.format(repo=REPO, root=str(tmp_path), attack=attack)
+    if backend == "bwrap":
+        attack += "; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null"
+    code = CONSOLE.format(repo=REPO, root=str(tmp_path), attack=attack, backend=backend)
     env = {**os.environ, **ODD_SECRETS}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     terminal = json.loads(out["terminal"])["output"]
-    assert "MY_DB_CRED_MAIN" in terminal  # the attack did read the console's environ
-    assert "MY_DB_CRED_MAIN" in out["read"] and "MY_DB_CRED_MAIN" in out["found"]
+    if backend == "local":
+        assert "MY_DB_CRED_MAIN" in terminal  # the attack did read the console's environ
+        assert "MY_DB_CRED_MAIN" in out["read"] and "MY_DB_CRED_MAIN" in out["found"]
+    else:
+        assert all(name not in text for name in ODD_SECRETS for text in out.values())
     for secret in ODD_SECRETS.values():
         for name, text in out.items():
             assert not _recoverable(text, secret), (name, secret, text[:300])
