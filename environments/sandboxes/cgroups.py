@@ -5,7 +5,8 @@ root sandbox; a memory cgroup bounds RSS and tmpfs pages together; and cgroup
 membership (which a sandbox without cgroupfs access cannot leave) is how cleanup and
 the stale sweep find every process, however it forked, setsid'd or renamed itself.
 
-Groups live at ``<controller mount>/hermes-sandboxes/<sandbox id>``. Processes join
+Groups live at ``<controller mount>/hermes-sandboxes/<owner pid>.<owner start ticks>.<sandbox id>``
+(the owner in the name lets any later console remove the groups of a crashed one). Processes join
 through a tiny ``/bin/sh`` wrapper that writes its own pid, then execs the command,
 so nothing runs outside the group even for an instant. Where cgroups are not writable
 (unprivileged, cgroup v2 without delegation) ``create`` returns None and the caller
@@ -50,6 +51,44 @@ def _available() -> Dict[str, Path]:
     return found
 
 
+def _start_ticks(pid: int) -> int:
+    from environments.sandboxes import procfs
+
+    st = procfs.read_stat(pid)
+    return st.start_ticks if st is not None else -1
+
+
+def _owner_gone(name: str) -> bool:
+    """For a group named ``<pid>.<ticks>.<id>``: its owner process is gone (or reused)."""
+    from environments.sandboxes import procfs
+
+    parts = name.split(".", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].lstrip("-").isdigit():
+        return False  # not one of ours
+    st = procfs.read_stat(int(parts[0]))
+    return st is None or st.state in ("Z", "X") or st.start_ticks != int(parts[1])
+
+
+def sweep_orphan_groups() -> int:
+    """Kill the members of, and remove, every sandbox group whose owning console is gone
+    (it crashed before cleanup). Returns how many groups were removed."""
+    removed = 0
+    by_name: Dict[str, Dict[str, Path]] = {}
+    for controller, parent in _available().items():
+        try:
+            children = [p for p in parent.iterdir() if p.is_dir()]
+        except OSError:
+            continue
+        for child in children:
+            by_name.setdefault(child.name, {})[controller] = child
+    for name, dirs in by_name.items():
+        if _owner_gone(name):
+            group = SandboxCgroup(dirs)
+            group.kill_all()
+            removed += int(group.remove())
+    return removed
+
+
 def _write(path: Path, value: str) -> bool:
     try:
         with open(path, "w") as fh:
@@ -81,10 +120,11 @@ class SandboxCgroup:
         self.dirs = dirs
 
     @classmethod
-    def create(cls, name: str, *, pids_max: int, memory_bytes: int) -> Optional["SandboxCgroup"]:
+    def create(cls, sandbox_id: str, *, pids_max: int, memory_bytes: int) -> Optional["SandboxCgroup"]:
         parents = _available()
         if not parents:
             return None
+        name = f"{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
         dirs: Dict[str, Path] = {}
         for controller, parent in parents.items():
             path = parent / name

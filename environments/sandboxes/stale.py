@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from environments.sandboxes import procfs
-from environments.sandboxes.cgroups import SandboxCgroup
+from environments.sandboxes.cgroups import SandboxCgroup, sweep_orphan_groups
 from environments.sandboxes.hostio import UnsafeFileError, read_regular, write_new
 
 OWNERS_DIR = ".owners"
@@ -92,6 +92,10 @@ def _removable(d: str, root: Path) -> Optional[Path]:
 def sweep_stale(root: Path) -> int:
     """Clean sandboxes under ``root`` whose owning process is dead. Returns the count."""
     root = Path(os.path.realpath(root))
+    try:
+        sweep_orphan_groups()  # groups are machine-wide: a crashed console's, whatever its root
+    except OSError:
+        pass
     records_dir = root / OWNERS_DIR
     try:
         records = sorted(p for p in records_dir.iterdir() if p.suffix == ".json")

@@ -183,3 +183,36 @@ def test_docker_tmp_size_comes_from_the_settings() -> None:
                           network=False, cpu=1.0, memory_mb=64, pids_limit=32, env={}, tmp_size_mb=48)
     assert argv[argv.index("--tmpfs") + 1] == "/tmp:rw,nosuid,size=48m"
     assert argv[argv.index("--pids-limit") + 1] == "32" and argv[argv.index("--memory") + 1] == "64m"
+
+
+@needs_cgroup
+def test_groups_of_a_crashed_console_are_swept(tmp_path: Path) -> None:
+    """A console killed with SIGKILL leaves its sandbox's cgroup and background process;
+    the next console's sweep kills the process (found by group membership only: it has
+    dropped the marker and left the session) and removes the group."""
+    import subprocess as sp
+    import sys
+
+    fp = _fp()
+    child = sp.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from environments.sandboxes.local import LocalSandbox\n"
+        "from environments.sandboxes.settings import SandboxSettings\n"
+        f"box = LocalSandbox('crash', SandboxSettings(sandbox_root={str(tmp_path / 'a')!r}))\n"
+        f"box.execute('env -u HERMES_SANDBOX_ID setsid sleep {fp} >/dev/null 2>&1 < /dev/null &', 10)\n"
+        "print(box._cgroup.dirs['pids'], flush=True)\n"
+        "time.sleep(120)\n")], stdout=sp.PIPE, text=True)
+    try:
+        group = Path(child.stdout.readline().strip())
+        assert group.is_dir() and live_pids_with(f"sleep {fp}")
+        child.kill()
+        child.wait(10)
+        from environments.sandboxes.stale import sweep_stale
+
+        sweep_stale(tmp_path / "another-root")  # a different console, a different sandbox root
+        assert wait_until_gone(f"sleep {fp}", within=10) == []
+        assert not group.exists()
+    finally:
+        child.kill()
+        child.wait(10)
