@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Protocol, Set, runtime_checkable
 from environments.sandboxes import procfs
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
-from environments.sandboxes.hostio import UnsafeFileError, read_beneath, write_new
+from environments.sandboxes.hostio import read_beneath, write_new
 from environments.sandboxes.paths import resolve_to_host
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.stale import discard_owner, write_owner
