@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import resource
 import select
 import shlex
 import shutil
@@ -135,6 +136,7 @@ class BashSessionSandbox(ABC):
         self._limits = limits
         self._cgroup: Optional[SandboxCgroup] = None
         self._owner_record: Optional[Path] = None
+        self._prefix: Optional[List[str]] = None
         write_new(self._state_host / "cwd", (workspace + "\n").encode(), 0o644)  # fresh dir: nothing planted yet
         if limits is not None and self._wants_cgroup():
             self._cgroup = SandboxCgroup.create(
@@ -172,18 +174,25 @@ class BashSessionSandbox(ABC):
         return True
 
     def _limit_prefix(self) -> List[str]:
-        """argv prefix that joins the sandbox's cgroup and sets rlimits, then execs the rest."""
+        """argv prefix that joins the sandbox's cgroup and sets rlimits, then execs the rest.
+        Values never exceed the console's own hard limits (raising them would fail the command)."""
         lim = self._limits
         if lim is None:
             return []
-        script = self._cgroup.join_script() if self._cgroup else ""
-        # soft < hard: the soft limit delivers SIGXCPU (a recognisable exit), hard is the backstop
-        script += f"ulimit -S -t {lim.cpu_time_s} && ulimit -H -t {lim.cpu_time_s + 5} && "
-        script += f"ulimit -f {lim.file_size_mb * 2048} && "  # 512-byte blocks (POSIX sh)
-        if self._cgroup is None or not self._cgroup.has_memory:
-            script += f"ulimit -v {lim.memory_mb * 1024} && "  # no memory cgroup: cap address space
-        script += 'exec "$@"'
-        return ["/bin/sh", "-c", script, "hermes-limits"]
+        if self._prefix is None:
+            cpu_soft = _under_hard(resource.RLIMIT_CPU, lim.cpu_time_s)
+            cpu_hard = _under_hard(resource.RLIMIT_CPU, lim.cpu_time_s + 5)
+            script = self._cgroup.join_script() if self._cgroup else ""
+            # soft < hard: the soft limit delivers SIGXCPU (a recognisable exit), hard is the backstop
+            script += f"ulimit -S -t {cpu_soft} && ulimit -H -t {cpu_hard} && "
+            fsize = _under_hard(resource.RLIMIT_FSIZE, lim.file_size_mb << 20)
+            script += f"ulimit -f {fsize // 512} && "  # 512-byte blocks (POSIX sh)
+            if self._cgroup is None or not self._cgroup.has_memory:
+                vmem = _under_hard(resource.RLIMIT_AS, lim.memory_mb << 20)
+                script += f"ulimit -v {vmem // 1024} && "  # no memory cgroup: cap the address space
+            script += 'exec "$@"'
+            self._prefix = ["/bin/sh", "-c", script, "hermes-limits"]
+        return self._prefix
 
     def limits_summary(self) -> Dict[str, str]:
         """What bounds this sandbox, for the drill-down."""
@@ -502,6 +511,12 @@ class BashSessionSandbox(ABC):
         if dead:
             with self._lock:
                 self._groups.difference_update(dead)
+
+
+def _under_hard(which: int, value: int) -> int:
+    """``value`` capped at this process's hard limit (children inherit it; asking more fails)."""
+    _soft, hard = resource.getrlimit(which)
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 def _rmtree(path: Path) -> None:
