@@ -74,3 +74,30 @@ async def test_escape_sequences_in_a_turn_are_shown_escaped() -> None:
         screenshot = app.export_screenshot()
         assert "]52;c;cm0gLXJmIH4K" in screenshot or "52;c;cm0gLXJmIH4K" in screenshot
         assert "\x1b]52" not in screenshot and "\x1b]0;pwned" not in screenshot
+
+
+async def test_sandbox_drilldown_shows_hostile_text_escaped_and_the_limits() -> None:
+    from hermes_console.ui.screens.sandbox import SandboxScreen
+
+    details = {
+        "cwd": f"/workspace/{OSC52}",
+        "processes": [{"pid": 7, "ppid": 1, "command": f"sleep 1 {TITLE}", "state": "S", "elapsed_s": 1.0}],
+        "recent_commands": [{"command": f"printf '{CSI}'", "started_at": 0.0, "duration_s": 0.01, "exit_code": 0,
+                             "output_head": PAYLOAD}],
+        "lifetime_s": 300.0,
+        "limits": {"pids": "256 (cgroup)", "memory": "5120 MB (cgroup)", "cpu_time": "3600 s per process (rlimit)",
+                   "file_size": "4096 MB per file (rlimit)", "enforced_by": "cgroup"},
+    }
+    runtime = FakeRuntime(scenario("small"), results={"sandbox_details": details})
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        task_id = next(iter(app.state.live_sandboxes())).task_id
+        app.push_screen(SandboxScreen(task_id))
+        await settle(pilot)
+        header = str(app.screen.query_one("#sandbox-header").render())
+        commands = _strips(app.screen.query_one("#recent-commands", RichLog))
+        assert "limits pids 256 (cgroup)" in header and "memory 5120 MB (cgroup)" in header
+        assert "␛]52;c;" in header and "␛[2J" in commands
+        assert _raw_controls(header) == [] and _raw_controls(commands) == []
+        assert "\x1b]0;pwned" not in app.export_screenshot()

@@ -216,3 +216,20 @@ def test_groups_of_a_crashed_console_are_swept(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_drilldown_details_show_the_limits(tmp_path: Path) -> None:
+    from environments.sandboxes import cleanup_vm, configure, get_sandbox, reset_configuration
+    from hermes_console.runtime import sandbox_ops
+
+    reset_configuration()
+    configure(backend="bwrap", sandbox_root=tmp_path, pids_limit=77, memory_mb=321, cpu_time_s=9, file_size_mb=5)
+    task = f"limits-{uuid.uuid4().hex[:6]}"
+    try:
+        get_sandbox(task).execute("true", 10)
+        limits = sandbox_ops.details(task)["limits"]
+    finally:
+        cleanup_vm(task)
+        reset_configuration()
+    assert limits["pids"].startswith("77 ") and limits["memory"].startswith("321 MB")
+    assert limits["cpu_time"].startswith("9 s") and limits["file_size"].startswith("5 MB")
