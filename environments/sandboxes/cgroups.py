@@ -5,8 +5,9 @@ root sandbox; a memory cgroup bounds RSS and tmpfs pages together; and cgroup
 membership (which a sandbox without cgroupfs access cannot leave) is how cleanup and
 the stale sweep find every process, however it forked, setsid'd or renamed itself.
 
-Groups live at ``<controller mount>/hermes-sandboxes/<owner pid>.<owner start ticks>.<sandbox id>``
-(the owner in the name lets any later console remove the groups of a crashed one). Processes join
+Groups live at ``<controller mount>/hermes-sandboxes/<pid ns>.<owner pid>.<owner start ticks>.<sandbox id>``
+(the owner in the name lets any later console in the same pid namespace remove the groups of
+a crashed one; a console in another pid namespace cannot judge those pids and leaves them). Processes join
 through a tiny ``/bin/sh`` wrapper that writes its own pid, then execs the command,
 so nothing runs outside the group even for an instant. Where cgroups are not writable
 (unprivileged, cgroup v2 without delegation) ``create`` returns None and the caller
@@ -58,15 +59,23 @@ def _start_ticks(pid: int) -> int:
     return st.start_ticks if st is not None else -1
 
 
+def _pid_ns() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
 def _owner_gone(name: str) -> bool:
-    """For a group named ``<pid>.<ticks>.<id>``: its owner process is gone (or reused)."""
+    """For a group named ``<pid ns>.<pid>.<ticks>.<id>``: its owner, in our pid namespace,
+    is gone (or its pid was reused). Anything else is not ours to judge."""
     from environments.sandboxes import procfs
 
-    parts = name.split(".", 2)
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].lstrip("-").isdigit():
-        return False  # not one of ours
-    st = procfs.read_stat(int(parts[0]))
-    return st is None or st.state in ("Z", "X") or st.start_ticks != int(parts[1])
+    parts = name.split(".", 3)
+    if len(parts) != 4 or parts[0] != _pid_ns() or not parts[1].isdigit() or not parts[2].lstrip("-").isdigit():
+        return False
+    st = procfs.read_stat(int(parts[1]))
+    return st is None or st.state in ("Z", "X") or st.start_ticks != int(parts[2])
 
 
 def sweep_orphan_groups() -> int:
@@ -124,7 +133,7 @@ class SandboxCgroup:
         parents = _available()
         if not parents:
             return None
-        name = f"{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
+        name = f"{_pid_ns()}.{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
         dirs: Dict[str, Path] = {}
         for controller, parent in parents.items():
             path = parent / name
