@@ -107,9 +107,30 @@ def register_secret(value: str) -> None:
             _registered.add(value)
 
 
+_env_cache: Tuple[Optional[tuple], FrozenSet[str]] = (None, frozenset())
+
+
+def _environ_secrets() -> FrozenSet[str]:
+    """Secret-named values of os.environ, recomputed only when the environment changed
+    (redact runs on every event: decoding and matching every name each time is costly)."""
+    global _env_cache
+    data = getattr(os.environ, "_data", None)
+    snapshot = tuple(data.items()) if isinstance(data, dict) else None
+    cached_for, secrets = _env_cache
+    if snapshot is not None and snapshot == cached_for:
+        return secrets
+    secrets = frozenset(
+        v for k, v in list(os.environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)
+    )
+    _env_cache = (snapshot, secrets)
+    return secrets
+
+
 def known_secrets(environ: Optional[Any] = None) -> FrozenSet[str]:
-    env = os.environ if environ is None else environ
-    found = {v for k, v in list(env.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)}
+    if environ is None:
+        found = set(_environ_secrets())
+    else:
+        found = {v for k, v in list(environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)}
     with _known_lock:
         found |= _registered
     return frozenset(found)
