@@ -297,7 +297,9 @@ class RuntimeHost:
             except BaseException as exc:
                 self.fatal = exc
                 detail = str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
-                events.emit(rev.RuntimeStatus(status="error", detail=detail))
+                from environments.redact import redact  # URLs with credentials, keys in env __init__ errors
+
+                events.emit(rev.RuntimeStatus(status="error", detail=redact(detail)))
                 return
             finally:
                 self._ready.set()

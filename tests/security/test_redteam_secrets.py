@@ -171,3 +171,47 @@ def test_local_backend_warns_when_secrets_are_in_the_environment() -> None:
     assert "sk-x" not in warning
     assert local_backend_warning("bwrap", env) is None
     assert local_backend_warning("local", {"PATH": "/bin"}) is None
+
+
+ENV_FILE = """
+from environments.terminal_tasks.env import TerminalTasksEnv
+
+
+class LeakyEnv(TerminalTasksEnv):
+    name = "leaky"
+
+    def __init__(self, *args, **kwargs):
+        if {where!r} == "init":
+            raise RuntimeError("cannot reach postgres://app:pa55w0rd-xyz@db/x with " + {secret!r})
+        super().__init__(*args, **kwargs)
+
+    async def setup(self):
+        raise RuntimeError("setup failed: token sk-abcdefghijklmnop0123456 and " + {secret!r})
+"""
+
+
+@pytest.mark.parametrize("where", ["init", "setup"])
+def test_env_start_up_errors_are_redacted_on_screen_and_in_the_event_log(where: str, tmp_path: Path) -> None:
+    """Through the real CLI: an env whose __init__ / setup() raises with a credential URL, an
+    API key and a secret of the console's environment."""
+    from hermes_console.sim.server import SimServer
+
+    secret = ODD_SECRETS["MY_DB_CRED_MAIN"]
+    env_file = tmp_path / "leaky_env.py"
+    env_file.write_text(ENV_FILE.format(where=where, secret=secret))
+    log = tmp_path / "events.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(ODD_SECRETS)
+    env["COLUMNS"] = "500"
+    with SimServer() as sim:
+        proc = subprocess.run(
+            [str(Path(REPO) / ".venv" / "bin" / "hermes-console"), "run", str(env_file), "--headless",
+             "--openai.base_url", f"{sim.base_url}/v1", "--runs-dir", str(tmp_path / "runs"), "--record", str(log)],
+            capture_output=True, text=True, timeout=80, cwd=str(tmp_path), env=env,
+        )
+    shown = proc.stdout + proc.stderr
+    recorded = log.read_text() if log.exists() else ""
+    assert proc.returncode != 0 and ("cannot reach" in shown or "setup failed" in shown), shown[-2000:]
+    for text in (shown, recorded):
+        assert "pa55w0rd-xyz" not in text and "sk-abcdefghijklmnop0123456" not in text
+        assert not _recoverable(text, secret)
