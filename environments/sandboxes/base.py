@@ -140,7 +140,8 @@ class BashSessionSandbox(ABC):
         write_new(self._state_host / "cwd", (workspace + "\n").encode(), 0o644)  # fresh dir: nothing planted yet
         if limits is not None and self._wants_cgroup():
             self._cgroup = SandboxCgroup.create(
-                self.sandbox_id, pids_max=limits.pids_limit, memory_bytes=limits.memory_mb * 1024 * 1024
+                self.sandbox_id, pids_max=limits.pids_limit, memory_bytes=limits.memory_mb * 1024 * 1024,
+                cpus=limits.cpu,
             )
         try:
             self._owner_record = write_owner(
@@ -202,8 +203,10 @@ class BashSessionSandbox(ABC):
         how = "cgroup" if self._cgroup is not None else "rlimit"
         mem_how = "cgroup" if self._cgroup is not None and self._cgroup.has_memory else "rlimit (address space)"
         pids_how = "cgroup" if self._cgroup is not None and self._cgroup.has_pids else "none (rlimits do not bind root)"
+        cpu_how = f"{lim.cpu:g} CPUs (cgroup)" if self._cgroup is not None and self._cgroup.has_cpu else "no CPU share limit"
         return {
             "pids": f"{lim.pids_limit} ({pids_how})",
+            "cpu": cpu_how,
             "memory": f"{lim.memory_mb} MB ({mem_how})",
             "cpu_time": f"{lim.cpu_time_s} s per process (rlimit)",
             "file_size": f"{lim.file_size_mb} MB per file (rlimit)",

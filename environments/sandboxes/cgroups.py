@@ -25,7 +25,8 @@ from typing import Dict, List, Optional, Set
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "hermes-sandboxes"
-_CONTROLLERS = ("pids", "memory")
+_CONTROLLERS = ("pids", "memory", "cpu")
+CFS_PERIOD_US = 100_000
 _probe: Optional[Dict[str, Path]] = None
 
 
@@ -129,7 +130,9 @@ class SandboxCgroup:
         self.dirs = dirs
 
     @classmethod
-    def create(cls, sandbox_id: str, *, pids_max: int, memory_bytes: int) -> Optional["SandboxCgroup"]:
+    def create(
+        cls, sandbox_id: str, *, pids_max: int, memory_bytes: int, cpus: Optional[float] = None
+    ) -> Optional["SandboxCgroup"]:
         parents = _available()
         if not parents:
             return None
@@ -149,6 +152,9 @@ class SandboxCgroup:
             _write(dirs["memory"] / "memory.limit_in_bytes", str(memory_bytes))
             # no swap on top of the limit (file absent without swap accounting)
             _write(dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        if "cpu" in dirs and cpus is not None:  # CFS quota: `cpus` CPUs' worth of time per period
+            _write(dirs["cpu"] / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(dirs["cpu"] / "cpu.cfs_quota_us", str(max(1000, int(cpus * CFS_PERIOD_US))))
         return group if dirs else None
 
     @classmethod
@@ -170,6 +176,10 @@ class SandboxCgroup:
     @property
     def has_pids(self) -> bool:
         return "pids" in self.dirs
+
+    @property
+    def has_cpu(self) -> bool:
+        return "cpu" in self.dirs
 
     def paths(self) -> List[str]:
         return [str(p) for p in self.dirs.values()]

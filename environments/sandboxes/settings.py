@@ -37,7 +37,7 @@ class SandboxSettings(BaseModel):
     lifetime: float = Field(300.0, gt=0, description="idle seconds before the reaper closes a sandbox")
     network: bool = False
     docker_image: str = DEFAULT_DOCKER_IMAGE
-    cpu: float = Field(1.0, gt=0)
+    cpu: float = Field(1.0, gt=0, description="CPUs per sandbox (cgroup CFS quota / docker --cpus)")
     memory_mb: int = Field(5120, gt=0, description="memory per sandbox (cgroup; address space per process without one)")
     pids_limit: int = Field(256, gt=0, description="processes per sandbox (pids cgroup / docker --pids-limit)")
     cpu_time_s: int = Field(3600, gt=0, description="CPU seconds per process (RLIMIT_CPU)")

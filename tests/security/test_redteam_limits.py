@@ -233,3 +233,21 @@ def test_drilldown_details_show_the_limits(tmp_path: Path) -> None:
         reset_configuration()
     assert limits["pids"].startswith("77 ") and limits["memory"].startswith("321 MB")
     assert limits["cpu_time"].startswith("9 s") and limits["file_size"].startswith("5 MB")
+
+
+@needs_cgroup
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cpu_share_is_capped_by_the_cgroup(backend, tmp_path: Path) -> None:
+    """A busy loop under cpu=0.1 is throttled by the kernel (cpu.stat nr_throttled, the
+    kernel's own count), so one sandbox cannot take every core of the host."""
+    box = backend("cpushare", SandboxSettings(sandbox_root=tmp_path, cpu=0.1))
+    try:
+        if not box._cgroup.has_cpu:
+            pytest.skip("no writable cpu cgroup")
+        box.execute("timeout 1 sh -c 'while :; do :; done'", 30)
+        stat = dict(line.split() for line in (box._cgroup.dirs["cpu"] / "cpu.stat").read_text().splitlines())
+        quota = int((box._cgroup.dirs["cpu"] / "cpu.cfs_quota_us").read_text())
+    finally:
+        box.cleanup()
+    assert quota == 10_000
+    assert int(stat["nr_throttled"]) > 0
