@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Set
@@ -28,13 +30,19 @@ PARENT = "hermes-sandboxes"
 _CONTROLLERS = ("pids", "memory", "cpu")
 CFS_PERIOD_US = 100_000
 _probe: Optional[Dict[str, Path]] = None
+_probe_lock = threading.Lock()
 
 
 def _available() -> Dict[str, Path]:
     """controller -> parent dir we may create groups in (probed once per process)."""
-    global _probe
     if _probe is not None:
         return _probe
+    with _probe_lock:
+        return _probe if _probe is not None else _run_probe()
+
+
+def _run_probe() -> Dict[str, Path]:
+    global _probe
     found: Dict[str, Path] = {}
     for name in _CONTROLLERS:
         mount = CGROUP_ROOT / name
@@ -45,10 +53,23 @@ def _available() -> Dict[str, Path]:
             parent.mkdir(exist_ok=True)
             probe = parent / f"probe-{os.getpid()}"
             probe.mkdir(exist_ok=True)
-            probe.rmdir()
-        except OSError:
+            try:
+                # joining must work too, or every command's wrapper would fail
+                joined = subprocess.run(
+                    ["/bin/sh", "-c", f"echo $$ > {shlex.quote(str(probe / 'cgroup.procs'))}"],
+                    capture_output=True, timeout=10,
+                ).returncode == 0
+            finally:
+                for _ in range(100):  # the probe shell may take a moment to leave the group
+                    try:
+                        probe.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.01)
+        except (OSError, subprocess.SubprocessError):
             continue
-        found[name] = parent
+        if joined:
+            found[name] = parent
     _probe = found
     return found
 
