@@ -7,8 +7,11 @@ rollout towards a log line, an event or a screen goes through ``redact``.
 
 from __future__ import annotations
 
+import base64
+import os
 import re
-from typing import Any
+import threading
+from typing import Any, FrozenSet, Iterable, List, Optional, Tuple
 
 REDACTED = "«redacted»"
 
@@ -43,9 +46,11 @@ def _redact_assignment(m: "re.Match[str]") -> str:
 
 
 def redact(text: str) -> str:
-    """Replace anything that looks like a credential with a marker."""
+    """Replace anything that looks like a credential with a marker, and every known
+    secret (see ``known_secrets``) in plain or base64 form."""
     if not text:
         return text
+    text = redact_known(text)
     text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     text = _BEARER_RE.sub(lambda m: f"{m['kw']}{REDACTED}", text)
     text = _ASSIGN_RE.sub(_redact_assignment, text)
@@ -70,9 +75,113 @@ def safe_head(value: Any, limit: int = 200) -> str:
     return truncate(redact(text[: limit + 512]), limit)
 
 
-SECRET_ENV_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)
+SECRET_ENV_RE = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS\b|_PW\b|_PW_|PWD_|CRED|AUTH|COOKIE|SESSION|DSN|PRIVATE|SIGNATURE)",
+    re.IGNORECASE,
+)
 
 
 def is_secret_env_name(name: str) -> bool:
-    """True for environment variable names that must never reach a sandbox."""
-    return bool(SECRET_ENV_RE.search(name))
+    """True for environment variable names that look like they hold a credential.
+    (Sandboxes do not rely on this: they get an allow-listed environment.)"""
+    return bool(SECRET_ENV_RE.search(name)) and name not in ("PWD", "OLDPWD")
+
+
+# ----------------------------------------------------------------- known secrets
+#
+# Pattern rules miss a credential with no recognisable shape, and any encoded form. A
+# secret we *know* (a secret-named variable in the console's environment, or one an
+# env registers) is matched literally, and in base64 at each of the three alignments
+# it can have inside a longer base64 stream (e.g. `base64 /proc/$PPID/environ`).
+
+MIN_KNOWN_SECRET = 8  # shorter values would redact ordinary words
+_registered: set = set()
+_known_lock = threading.Lock()
+_known_cache: Tuple[FrozenSet[str], Optional["re.Pattern[str]"]] = (frozenset(), None)
+
+
+def register_secret(value: str) -> None:
+    """Redact ``value`` (and its base64 forms) everywhere from now on."""
+    if isinstance(value, str) and len(value) >= MIN_KNOWN_SECRET:
+        with _known_lock:
+            _registered.add(value)
+
+
+_env_cache: Tuple[Optional[tuple], FrozenSet[str]] = (None, frozenset())
+
+
+def _environ_secrets() -> FrozenSet[str]:
+    """Secret-named values of os.environ, recomputed only when the environment changed
+    (redact runs on every event: decoding and matching every name each time is costly)."""
+    global _env_cache
+    data = getattr(os.environ, "_data", None)
+    snapshot = tuple(data.items()) if isinstance(data, dict) else None
+    cached_for, secrets = _env_cache
+    if snapshot is not None and snapshot == cached_for:
+        return secrets
+    secrets = frozenset(
+        v for k, v in list(os.environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)
+    )
+    _env_cache = (snapshot, secrets)
+    return secrets
+
+
+def known_secrets(environ: Optional[Any] = None) -> FrozenSet[str]:
+    if environ is None:
+        found = set(_environ_secrets())
+    else:
+        found = {v for k, v in list(environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)}
+    with _known_lock:
+        found |= _registered
+    return frozenset(found)
+
+
+def _b64_cores(secret: bytes) -> Iterable[str]:
+    """The base64 text that encodes ``secret`` whatever bytes precede or follow it."""
+    for pad in range(3):
+        enc = base64.b64encode(b"\0" * pad + secret).decode("ascii")
+        start = (0, 2, 3)[pad]  # leading chars mixing in the unknown preceding bytes
+        end = ((pad + len(secret)) // 3) * 4  # only complete groups: the rest mixes in what follows
+        core = enc[start:end]
+        if len(core) >= 8:
+            yield core
+            yield core.replace("+", "-").replace("/", "_")  # urlsafe alphabet
+
+
+def _known_pattern(secrets: FrozenSet[str]) -> Optional["re.Pattern[str]"]:
+    global _known_cache
+    cached_for, pattern = _known_cache
+    if cached_for == secrets:
+        return pattern
+    forms: List[str] = []
+    for secret in secrets:
+        forms.append(secret)
+        forms.extend(_b64_cores(secret.encode("utf-8", errors="surrogateescape")))
+    forms = sorted(set(forms), key=len, reverse=True)  # longest first: no partial leftovers
+    pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+    _known_cache = (secrets, pattern)
+    return pattern
+
+
+def redact_known(text: str) -> str:
+    """Replace every known secret, plain or base64-encoded, with the marker (linear time)."""
+    if not text:
+        return text
+    pattern = _known_pattern(known_secrets())
+    return pattern.sub(REDACTED, text) if pattern is not None else text
+
+
+def local_backend_warning(backend: str, environ: Optional[Any] = None) -> Optional[str]:
+    """The start-up warning for the local backend when the console's environment holds
+    secrets: local commands can read them from /proc/<console pid>/environ."""
+    if backend != "local":
+        return None
+    env = os.environ if environ is None else environ
+    names = sorted(k for k, v in env.items() if v and is_secret_env_name(k))
+    if not names:
+        return None
+    shown = ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
+    return (
+        f"terminal backend 'local' has NO isolation: sandbox commands run on this host as this user and can read "
+        f"this console's environment ({shown}) from /proc. Use TERMINAL_ENV=bwrap (or docker) for untrusted models."
+    )

@@ -219,7 +219,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "replay":
             return _replay(args)
     except (ConfigError, ValueError) as exc:
-        print(f"hermes-console: {exc}", file=sys.stderr)
+        from environments.redact import redact
+
+        print(f"hermes-console: {redact(str(exc))}", file=sys.stderr)
         return 1
     parser.error(f"unknown command {args.command!r}")
     return 2

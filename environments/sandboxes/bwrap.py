@@ -4,7 +4,8 @@ Read-only system dirs, a private /tmp, the task's workspace read-write at /works
 no network (unless settings.network), its own pid namespace, a minimal environment.
 Each call is a new bwrap (and pid namespace), so background processes end with the
 command that started them; cwd/exports persist through the state dir, bound at
-/run/hermes-state.
+/run/hermes-state (sandbox-writable: the host reads only a bounded ``cwd`` from it).
+Limits: a size-capped /tmp tmpfs, plus the shared cgroup/rlimits of base.py.
 """
 
 from __future__ import annotations
@@ -55,10 +56,13 @@ def build_bwrap_argv(
     env: Dict[str, str],
     command: Sequence[str],
     system_binds: Optional[List[str]] = None,
+    tmp_size_mb: Optional[int] = None,
 ) -> List[str]:
     """The full bwrap command line (pure: the only host lookup is ``_system_binds``)."""
     argv = [bwrap]
     argv += _system_binds() if system_binds is None else system_binds
+    if tmp_size_mb is not None:  # RAM-backed: unbounded, one sandbox could fill the host's memory
+        argv += ["--size", str(tmp_size_mb * 1024 * 1024)]
     argv += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     argv += ["--bind", host_workspace, VIEW_WORKSPACE, "--bind", host_state, VIEW_STATE]
     argv += ["--unshare-all"]
@@ -148,7 +152,9 @@ class BwrapSandbox(BashSessionSandbox):
             state_view_dir=VIEW_STATE,
             kill_grace=settings.kill_grace,
             output_limit=settings.output_limit_bytes,
+            limits=settings,
         )
+        self._tmp_size_mb = settings.tmp_size_mb
         self._inner_env = sandbox_env(self.sandbox_id)
         # bwrap itself carries the marker too, so /proc scans find the host-side process.
         self._host_env = {"PATH": os.environ.get("PATH", SANDBOX_PATH), "LANG": "C.UTF-8", MARKER_VAR: self.sandbox_id}
@@ -162,6 +168,7 @@ class BwrapSandbox(BashSessionSandbox):
             network=self._network,
             env=self._inner_env,
             command=["bash", "-c", script, "bash"],
+            tmp_size_mb=self._tmp_size_mb,
         )
 
     def _env(self) -> Dict[str, str]:

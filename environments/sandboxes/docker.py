@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs
+from environments.sandboxes.hostio import read_beneath
+from environments.sandboxes.stale import discard_owner
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
 
@@ -63,6 +65,7 @@ def build_run_argv(
     pids_limit: int,
     env: Dict[str, str],
     owner: str = "",
+    tmp_size_mb: int = 512,
 ) -> List[str]:
     argv = [docker, "run", "-d", "--init", "--name", name]
     argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
@@ -72,7 +75,7 @@ def build_run_argv(
              "--memory-swap", f"{memory_mb}m"]
     if not network:
         argv += ["--network", "none"]
-    argv += ["--tmpfs", "/tmp:rw,nosuid,size=512m"]
+    argv += ["--tmpfs", f"/tmp:rw,nosuid,size={int(tmp_size_mb)}m"]
     argv += ["-v", f"{host_workspace}:{VIEW_WORKSPACE}", "-v", f"{host_state}:{VIEW_STATE}"]
     argv += ["-w", VIEW_WORKSPACE]
     for key, value in env.items():
@@ -218,6 +221,7 @@ class DockerSandbox(BashSessionSandbox):
             pids_limit=settings.pids_limit,
             env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
             owner=owner_label(),
+            tmp_size_mb=settings.tmp_size_mb,
         )
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # may pull the image
@@ -228,6 +232,8 @@ class DockerSandbox(BashSessionSandbox):
             self._closed = True
             for path in (host_ws, state):
                 shutil.rmtree(path, ignore_errors=True)
+            if self._owner_record is not None:
+                discard_owner(self._owner_record)
             raise SandboxUnavailable(
                 f"docker backend: `docker run` failed for image {settings.docker_image!r} ({failure}); "
                 f"check the image name (TERMINAL_DOCKER_IMAGE) or {_FALLBACK}"
@@ -242,14 +248,16 @@ class DockerSandbox(BashSessionSandbox):
         return self._host_env
 
     def _script_prelude(self, seq: int) -> List[str]:
-        return [f"echo $$ > {VIEW_STATE}/pid-{seq} 2>/dev/null"]
+        return [f"{{ echo $$ > {VIEW_STATE}/pid-{seq}; }} 2>/dev/null"]  # the host reads it bounded, no-follow
 
     def _terminate(self, proc: subprocess.Popen) -> None:
         seq = getattr(self._current_seq, "seq", None)
-        try:
-            pgid = int((self._state_host / f"pid-{seq}").read_text().strip())
+        try:  # written inside the container: bounded, no symlink followed
+            pgid = int(read_beneath(self._state_host, f"pid-{seq}", 64).decode("ascii", errors="replace").strip())
         except (OSError, ValueError):
             pgid = None
+        if pgid is not None and pgid <= 1:
+            pgid = None  # `kill -- -1` inside the container would hit everything but init
         if pgid is not None:
             self._docker_kill(pgid, "TERM")
             end = time.monotonic() + self._kill_grace

@@ -1,8 +1,11 @@
-"""Local backend: bash on the host, in a private workspace dir, with a scrubbed env.
+"""Local backend: bash on the host, in a private workspace dir, with an allow-list env.
 
-No filesystem isolation (use bwrap for that); what it does guarantee is a per-task
-workspace, no credentials in the child environment, and that cleanup kills every
-process the sandbox started.
+NO ISOLATION: commands run as the console's user on the host. They can read the
+console's own /proc/<pid>/environ and cmdline, any file the user can, and the
+network. Use it for trusted code only (bwrap or docker for a model under training).
+What it does guarantee: a per-task workspace, an allow-listed child environment,
+resource limits (cgroup/rlimits, see base.py) and that cleanup kills every process
+the sandbox started (its cgroup, where cgroups are writable).
 """
 
 from __future__ import annotations
@@ -10,55 +13,39 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional
 
 from environments.redact import is_secret_env_name
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
 
-# Provider / platform prefixes whose variables never reach a sandbox, secret-looking or not
-# (e.g. OPENAI_BASE_URL, AWS_REGION would still tell the agent too much about the host).
-_PROVIDER_PREFIXES = (
-    "OPENAI_",
-    "ANTHROPIC_",
-    "HF_",
-    "HUGGING_FACE_",
-    "HUGGINGFACE_",
-    "WANDB_",
-    "AWS_",
-    "AZURE_",
-    "GOOGLE_",
-    "GCLOUD_",
-    "GEMINI_",
-    "OPENROUTER_",
-    "COHERE_",
-    "MISTRAL_",
-    "GROQ_",
-    "TOGETHER_",
-    "DEEPSEEK_",
-    "XAI_",
-    "NOUS_",
-    "FIREWORKS_",
-    "REPLICATE_",
-    "MODAL_",
-    "DAYTONA_",
-    "VERCEL_",
-    "TINKER_",
-    "GH_",
-    "GITHUB_",
-    "ATROPOS_",
-    "TERMINAL_",
+# Allow-list: only these host variables reach a local sandbox (plus settings.env_passthrough).
+# A name-pattern scrub misses secrets named *_CRED_*, *_PW, DSN...; an allow-list cannot.
+ENV_ALLOW = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
 )
-_DROP_EXACT = {"SSH_AUTH_SOCK", "DATABASE_URL", "REDIS_URL", "PYTHONSTARTUP"}
 
 
-def sandbox_child_env(base: Mapping[str, str], *, home: str, sandbox_id: str) -> Dict[str, str]:
-    """The environment a local sandbox command starts with."""
-    env = {
-        name: value
-        for name, value in base.items()
-        if not is_secret_env_name(name) and not name.startswith(_PROVIDER_PREFIXES) and name not in _DROP_EXACT
-    }
+def sandbox_child_env(
+    base: Mapping[str, str], *, home: str, sandbox_id: str, passthrough: Iterable[str] = ()
+) -> Dict[str, str]:
+    """The environment a local sandbox command starts with: allow-listed names only.
+    A passthrough name that looks like a secret is still dropped."""
+    wanted = set(ENV_ALLOW) | {n for n in passthrough if not is_secret_env_name(n)}
+    env = {name: value for name, value in base.items() if name in wanted}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.setdefault("LANG", "C.UTF-8")
     env.update(
@@ -98,8 +85,11 @@ class LocalSandbox(BashSessionSandbox):
             state_view_dir=str(state),
             kill_grace=settings.kill_grace,
             output_limit=settings.output_limit_bytes,
+            limits=settings,
         )
-        self._child_env = sandbox_child_env(os.environ, home=str(workspace), sandbox_id=self.sandbox_id)
+        self._child_env = sandbox_child_env(
+            os.environ, home=str(workspace), sandbox_id=self.sandbox_id, passthrough=settings.env_passthrough
+        )
 
     def _argv(self, script: str) -> List[str]:
         return ["bash", "-c", script, "bash"]

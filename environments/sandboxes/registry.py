@@ -178,6 +178,11 @@ class ManagedSandbox:
     def process_tree(self) -> List[ProcessInfo]:
         return self._inner.process_tree()
 
+    def limits_summary(self) -> Dict[str, str]:
+        """The resource limits this sandbox runs under (pids, memory, CPU time, file size)."""
+        summary = getattr(self._inner, "limits_summary", None)
+        return summary() if callable(summary) else {}
+
     def info(self) -> SandboxInfo:
         with _lock:
             return self._entry.info()

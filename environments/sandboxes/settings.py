@@ -11,7 +11,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -37,9 +37,15 @@ class SandboxSettings(BaseModel):
     lifetime: float = Field(300.0, gt=0, description="idle seconds before the reaper closes a sandbox")
     network: bool = False
     docker_image: str = DEFAULT_DOCKER_IMAGE
-    cpu: float = Field(1.0, gt=0)
-    memory_mb: int = Field(5120, gt=0)
-    pids_limit: int = Field(256, gt=0)
+    cpu: float = Field(1.0, gt=0, description="CPUs per sandbox (cgroup CFS quota / docker --cpus)")
+    memory_mb: int = Field(5120, gt=0, description="memory per sandbox (cgroup; address space per process without one)")
+    pids_limit: int = Field(256, gt=0, description="processes per sandbox (pids cgroup / docker --pids-limit)")
+    cpu_time_s: int = Field(3600, gt=0, description="CPU seconds per process (RLIMIT_CPU)")
+    file_size_mb: int = Field(4096, gt=0, description="largest file a sandbox process may write (RLIMIT_FSIZE)")
+    tmp_size_mb: int = Field(512, gt=0, description="size of the sandbox's private /tmp (bwrap, docker tmpfs)")
+    env_passthrough: Tuple[str, ...] = Field(
+        (), description="extra host environment variable names the local backend passes through (allow-list)"
+    )
     sandbox_root: Optional[Path] = None  # None -> <tempdir>/hermes-sandboxes
     reaper_interval: Optional[float] = Field(None, gt=0)  # None -> min(5, lifetime / 4)
     kill_grace: float = Field(0.5, ge=0, description="SIGTERM -> SIGKILL grace on timeout (s)")
@@ -119,6 +125,14 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_CONTAINER_CPU": ("cpu", _positive_float, "a positive number of CPUs"),
     "TERMINAL_CONTAINER_MEMORY": ("memory_mb", _positive_int, "a positive integer number of MB"),
     "TERMINAL_PIDS_LIMIT": ("pids_limit", _positive_int, "a positive integer"),
+    "TERMINAL_CPU_TIME": ("cpu_time_s", _positive_int, "a positive integer number of CPU seconds"),
+    "TERMINAL_FILE_SIZE_MB": ("file_size_mb", _positive_int, "a positive integer number of MB"),
+    "TERMINAL_TMP_SIZE_MB": ("tmp_size_mb", _positive_int, "a positive integer number of MB"),
+    "TERMINAL_ENV_PASSTHROUGH": (
+        "env_passthrough",
+        lambda s: tuple(n for n in s.replace(",", " ").split() if n),
+        "a comma-separated list of environment variable names",
+    ),
     "TERMINAL_SANDBOX_ROOT": ("sandbox_root", lambda s: Path(s), "a directory path"),
 }
 

@@ -4,7 +4,11 @@ Two implementations of one small interface:
 
 * ``HostFS`` (local, bwrap): the workspace is a host directory, so we read and
   write host files directly after ``sandbox.to_host_path`` (which resolves
-  symlinks and refuses escapes). Fast and binary-exact.
+  symlinks and refuses escapes). Fast and binary-exact. The workspace is
+  sandbox-writable, so the actual open walks from the workspace root with no
+  symlink followed (a path swapped for a link after the check fails), touches
+  regular files only (a FIFO or device is refused, never blocks us) and checks
+  the size before reading (``hostio``).
 * ``ShellFS`` (docker): no host directory, so every operation is a shell
   command through ``sandbox.execute`` (base64 over stdin/stdout), guarded by a
   normalised-path check against the workspace (``realpath -m`` inside).
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from environments.sandboxes.hostio import UnsafeFileError, lstat_kind, read_beneath, write_beneath
 from environments.tools import sandbox_access
 
 SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"})
@@ -81,35 +86,40 @@ class HostFS:
             return posixpath.relpath(view, self._cwd)
         return view
 
+    def _rel(self, view: str) -> str:
+        return posixpath.relpath(view, self.workspace)
+
     def stat(self, view: str) -> Stat:
         host = self.host(view)
-        if host.is_dir():
-            return Stat("dir")
-        if host.is_file():
-            return Stat("file", host.stat().st_size)
-        if host.exists():
-            return Stat("other")
-        return Stat("missing")
+        kind = lstat_kind(host)  # resolve() left no link in the path; one appearing now is "other"
+        if kind == "file":
+            try:
+                return Stat("file", os.lstat(host).st_size)
+            except OSError:
+                return Stat("missing")
+        return Stat(kind)
 
-    def read(self, view: str) -> bytes:
-        return self.host(view).read_bytes()
+    def read(self, view: str, limit: int = MAX_READ_BYTES) -> bytes:
+        try:
+            return read_beneath(self.host_root, self._rel(view), limit)
+        except UnsafeFileError as exc:
+            raise FileToolError(f"refusing to read '{view}': {exc.strerror}") from None
 
     def write(self, view: str, data: bytes) -> bool:
         host = self.host(view)
-        created = not host.parent.exists()
-        host.parent.mkdir(parents=True, exist_ok=True)
-        # re-check after mkdir: a parent that is a symlink could point elsewhere
-        if not host.parent.resolve().is_relative_to(self.host_root):
-            raise self.outside(view)
-        host.write_bytes(data)
+        created = lstat_kind(host.parent) == "missing"
+        try:
+            write_beneath(self.host_root, self._rel(view), data)
+        except UnsafeFileError as exc:
+            raise FileToolError(f"refusing to write '{view}': {exc.strerror}") from None
         return created
 
     def walk(self, view: str, max_files: int, read: bool = True) -> Iterator[Tuple[str, Optional[bytes]]]:
         """(view path, content or None if unreadable/not read) for regular files under
         ``view``, not following symlinks that leave the workspace."""
         root = self.host(view)
-        if root.is_file():
-            yield view, _safe_read(root) if read else None
+        if lstat_kind(root) == "file":
+            yield view, _safe_read(self.host_root, self._rel(view)) if read else None
             return
         count = 0
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -120,13 +130,14 @@ class HostFS:
                     real = host.resolve()
                 except OSError:
                     continue
-                if not real.is_relative_to(self.host_root) or not real.is_file():
-                    continue  # symlink out of the workspace, device, dangling link...
+                if not real.is_relative_to(self.host_root) or lstat_kind(real) != "file":
+                    continue  # symlink out of the workspace, device, FIFO, dangling link...
                 count += 1
                 if count > max_files:
                     return
                 rel = host.relative_to(self.host_root).as_posix()
-                yield posixpath.join(self.workspace, rel), _safe_read(real) if read else None
+                content = _safe_read(self.host_root, real.relative_to(self.host_root).as_posix()) if read else None
+                yield posixpath.join(self.workspace, rel), content
 
     def list_names(self, view_dir: str, max_files: int = 2000) -> List[str]:
         return [p for p, _ in _take(self._walk_names(view_dir), max_files)]
@@ -149,11 +160,10 @@ def _take(it: Iterator[Any], n: int) -> Iterator[Any]:
         yield item
 
 
-def _safe_read(path: Path) -> Optional[bytes]:
+def _safe_read(root: Path, rel: str) -> Optional[bytes]:
+    """Content of a regular file under root (None: too big, not regular, vanished)."""
     try:
-        if path.stat().st_size > MAX_READ_BYTES:
-            return None
-        return path.read_bytes()
+        return read_beneath(root, rel, MAX_READ_BYTES)
     except OSError:
         return None
 
@@ -213,18 +223,21 @@ class ShellFS:
             return Stat("other")
         return Stat("missing")
 
-    def read(self, view: str) -> bytes:
+    def read(self, view: str, limit: int = MAX_READ_BYTES) -> bytes:
         try:
-            return shell_read_bytes(self.sandbox, view, self.TIMEOUT)
+            return shell_read_bytes(self.sandbox, view, self.TIMEOUT, limit=limit)
         except OSError as exc:
             raise FileToolError(f"could not read '{view}': {exc}") from None
 
     def write(self, view: str, data: bytes) -> bool:
         q, parent = shlex.quote(view), shlex.quote(posixpath.dirname(view))
         script = (
+            f"if [ -e {q} ] && [ ! -f {q} ] || [ -L {q} ]; then echo __NOTREGULAR; exit 1; fi; "
             f"c=0; [ -d {parent} ] || c=1; mkdir -p {parent} && base64 -d > {q} && echo __CREATED=$c"
         )
         out, code = self._run(script, stdin_data=base64.b64encode(data).decode("ascii"))
+        if "__NOTREGULAR" in out:
+            raise FileToolError(f"refusing to write '{view}': it is not a regular file (FIFO, device, socket or link)")
         if code != 0 or "__CREATED=" not in out:
             raise FileToolError(f"could not write '{view}': {out.strip()[:300]}")
         return "__CREATED=1" in out
@@ -262,15 +275,18 @@ class ShellFS:
 SHELL_READ_CHUNK = 480_000
 
 
-def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0) -> bytes:
+def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0, *, limit: int = MAX_READ_BYTES) -> bytes:
     """Exact bytes of a file inside the sandbox, through commands only, in chunks.
-    Raises FileNotFoundError / OSError with the shell's message."""
+    Raises FileNotFoundError / OSError with the shell's message; a file over ``limit``
+    bytes is refused before any of it is read."""
     q = shlex.quote(path)
     result = sandbox.execute(f"if [ -f {q} ]; then echo __SIZE=$(wc -c < {q}); else echo __NOFILE; fi", timeout)
     out = result.output or ""
     if "__SIZE=" not in out:
         raise FileNotFoundError(f"no such file: {path}")
     size = int(out.split("__SIZE=", 1)[1].split()[0])
+    if size > limit:
+        raise OSError(f"{path} is {size} bytes, over the {limit}-byte read limit")
     data = bytearray()
     while len(data) < size:
         n = min(SHELL_READ_CHUNK, size - len(data))

@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
+from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
 from environments.tools.registry import register
 from environments.tools.search import search_files
@@ -21,6 +22,7 @@ from environments.tools.search import search_files
 DEFAULT_READ_LIMIT = 500
 MAX_READ_LIMIT = 2000
 MAX_READ_CHARS = 100_000
+MAX_TEXT_FILE_BYTES = 10 * 1024 * 1024  # read_file/patch load the whole file: check the size first
 BINARY_SNIFF_BYTES = 8192
 _BINARY_EXTENSIONS = frozenset(
     ".png .jpg .jpeg .gif .bmp .webp .ico .tiff .pdf .zip .gz .tgz .bz2 .xz .7z .tar .so .o .a .dylib .dll .exe "
@@ -99,7 +101,12 @@ def _load_text(fs: Any, view: str, path: str) -> Tuple[Optional[str], Optional[D
     ext = posixpath.splitext(view)[1].lower()
     if ext in _BINARY_EXTENSIONS:
         return None, {"error": f"'{path}' is a binary file ({ext}); read_file only shows text. Inspect it with terminal (e.g. `file`, `xxd | head`)"}
-    data = fs.read(view)
+    if st.size > MAX_TEXT_FILE_BYTES:
+        return None, {
+            "error": f"'{path}' is {st.size} bytes, over the {MAX_TEXT_FILE_BYTES // (1024 * 1024)} MB limit of "
+            "read_file/patch; look at part of it with terminal (e.g. `head -n 200`, `sed -n '1000,1200p'`, `grep -n`)"
+        }
+    data = fs.read(view, MAX_TEXT_FILE_BYTES)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         return None, {"error": f"'{path}' looks binary (contains NUL bytes); read_file only shows text. Inspect it with terminal (e.g. `xxd | head`)"}
     return data.decode("utf-8", errors="replace"), None
@@ -148,6 +155,8 @@ def read_file(path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_
     else:
         hint = None
     file_size = len(text.encode("utf-8", errors="replace"))
+    # known secrets of the console (local backend: a model can copy /proc/$PPID/environ into the workspace)
+    content = redact_known(content)
     return {"content": content, "total_lines": total, "file_size": file_size, "truncated": truncated, "hint": hint}
 
 
@@ -158,6 +167,8 @@ def write_file(path: str, content: str, task_id: Optional[str] = None) -> Dict[s
         kind = fs.stat(view).kind
         if kind == "dir":
             return {"error": f"'{path}' is a directory; give a file path to write"}
+        if kind == "other":
+            return {"error": f"'{path}' is not a regular file (FIFO, device, socket or link); refusing to write it"}
         data = content.encode("utf-8")
         dirs_created = fs.write(view, data)
     except FileToolError as exc:

@@ -13,6 +13,7 @@ import posixpath
 import re
 from typing import Any, Dict, List, Optional
 
+from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
 
 MAX_FILES = 20_000
@@ -20,6 +21,7 @@ MAX_LINE_CHARS = 500  # a minified line must not flood the result
 
 
 def _clip(line: str) -> str:
+    line = redact_known(line)  # the console's own secrets never reach the model
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
 
 

@@ -17,7 +17,7 @@ import shlex
 import uuid
 from typing import Any, Dict, Optional
 
-from environments.redact import REDACTED, _TOKEN_RE, redact
+from environments.redact import REDACTED, _TOKEN_RE, redact, redact_known
 from environments.tools import sandbox_access
 from environments.tools.registry import register
 
@@ -150,7 +150,7 @@ _SECRET_ASSIGN_TAIL = re.compile(
 
 
 def redact_output(text: str) -> str:
-    parts = _LONG_RUN_RE.split(text)
+    parts = _LONG_RUN_RE.split(redact_known(text))  # known secrets first: base64 runs hold '/' too
     out = []
     for i, part in enumerate(parts):
         if i % 2 == 0:

@@ -38,6 +38,8 @@ def describe_value(value: object, limit: int = 80) -> str:
 def first_line(exc: Optional[BaseException]) -> str:
     if exc is None:
         return ""
+    from environments.redact import redact  # start-up errors quote URLs and keys: never show them
+
     text = str(exc).strip().splitlines()
-    head = text[0] if text else ""
+    head = redact(text[0]) if text else ""
     return f"{type(exc).__name__}: {head}" if head else type(exc).__name__

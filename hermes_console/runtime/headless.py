@@ -136,7 +136,9 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
     if state.accounting.received or state.status != "error":
         console.print(summary_table(state))
     if state.status == "error" or getattr(runtime, "fatal", None) is not None:
-        detail = state.status_detail or str(getattr(runtime, "fatal", ""))
+        from environments.redact import redact
+
+        detail = redact(state.status_detail or str(getattr(runtime, "fatal", "")))
         console.print(f"error: {detail}", style="bold red", markup=False, highlight=False)
         return EXIT_FATAL
     return EXIT_INTERRUPTED if interrupted.is_set() else EXIT_OK

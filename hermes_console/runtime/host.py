@@ -284,6 +284,11 @@ class RuntimeHost:
         )
         for note in resolved.notes:
             events.emit(rev.LogRecord(level="INFO", logger="config", message=note))
+        from environments.redact import local_backend_warning
+
+        warning = local_backend_warning(str(getattr(env.config, "terminal_backend", settings.get("backend", "local"))))
+        if warning:  # local sandboxes can read this process's secrets from /proc
+            events.emit(rev.LogRecord(level="WARNING", logger="security", message=warning))
         await self._start_wandb(env, resolved)
 
     async def _start_wandb(self, env: Any, resolved: ResolvedRun) -> None:
@@ -307,7 +312,9 @@ class RuntimeHost:
             except BaseException as exc:
                 self.fatal = exc
                 detail = str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
-                events.emit(rev.RuntimeStatus(status="error", detail=detail))
+                from environments.redact import redact  # URLs with credentials, keys in env __init__ errors
+
+                events.emit(rev.RuntimeStatus(status="error", detail=redact(detail)))
                 return
             finally:
                 self._ready.set()

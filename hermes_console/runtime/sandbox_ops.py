@@ -64,6 +64,7 @@ def details(task_id: str) -> Dict[str, Any]:
         try:
             out["cwd"] = box.cwd()
             out["process_tree"] = [asdict(p) for p in box.process_tree()]
+            out["limits"] = box.limits_summary() if hasattr(box, "limits_summary") else {}
         except Exception as exc:  # noqa: BLE001 - it may close under us
             out["error"] = f"{type(exc).__name__}: {exc}"
     return out

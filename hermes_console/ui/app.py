@@ -21,7 +21,7 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
-from hermes_console.ui.format import duration
+from hermes_console.ui.format import duration, visible
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.help import HelpScreen
@@ -221,7 +221,7 @@ class ConsoleApp(App[int]):
 
     def _command_failed(self, label: str, exc: BaseException,
                         on_error: Optional[Callable[[BaseException], None]]) -> None:
-        cause = str(exc) or type(exc).__name__
+        cause = visible(str(exc)) or type(exc).__name__
         self.notify(f"{label} failed: {cause}", severity="error", title=label, timeout=10)
         if on_error is not None:
             on_error(exc)

@@ -47,9 +47,35 @@ def number(value: float) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _visible_table() -> dict:
+    table = {c: chr(0x2400 + c) for c in range(32) if chr(c) not in "\n\t"}  # C0 -> ␀..␟ (ESC -> ␛)
+    table[0x7F] = "␡"
+    table.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})  # C1 (0x9b is a one-byte CSI)
+    # bidi overrides/isolates reorder what the operator reads
+    table.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+    return table
+
+
+_VISIBLE = _visible_table()
+
+
+def visible(text: str) -> str:
+    """Model- or env-supplied text as inert characters: every control character (ESC of
+    CSI/OSC sequences, BEL, CR, C1, bidi overrides) becomes a visible symbol, so nothing
+    reaches the operator's terminal as a command (title change, OSC 52 clipboard...).
+    Newlines and tabs are kept. Every string from a rollout or sandbox goes through here
+    (``head`` and ``shown`` call it)."""
+    return text.translate(_VISIBLE) if isinstance(text, str) else visible(str(text))
+
+
+def shown(text: object, style: str = "") -> Text:
+    """Rich Text of untrusted text, control characters made visible (never markup)."""
+    return Text(visible(text if isinstance(text, str) else str(text)), style=style)
+
+
 def head(text: str, width: int) -> str:
-    """One line, at most ``width`` characters."""
-    flat = " ".join(text.split())
+    """One line, at most ``width`` characters, control characters made visible."""
+    flat = " ".join(visible(text).split())
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
 
 

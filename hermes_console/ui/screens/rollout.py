@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.widgets import Footer, RichLog, Static
 
 from hermes_console.runtime.state import ConsoleState, RolloutView, ToolCallView
-from hermes_console.ui.format import clock, duration
+from hermes_console.ui.format import clock, duration, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 
 PHASE_NAMES = {1: "Phase 1 (chat)", 2: "Phase 2 (managed /generate)"}
@@ -84,10 +84,10 @@ class RolloutScreen(DrillDownScreen):
                             for i, n in enumerate(r.trained_run_tokens)]
                 text.append("\ntrained per turn: " + " · ".join(per_turn), style="dim")
         text.append("\nitem ", style="dim")
-        text.append(r.item_summary or "–")
+        text.append(visible(r.item_summary or "–"))
         for label, error in (("error", r.error), ("reward error", r.reward_error)):
             if error:
-                text.append(f"\n{label}: {error}", style="bold red")
+                text.append(f"\n{label}: {visible(error)}", style="bold red")
         return text
 
     @staticmethod
@@ -96,7 +96,7 @@ class RolloutScreen(DrillDownScreen):
         group = state.groups.get(r.group_id)
         toolsets = ", ".join(group.toolsets) if group and group.toolsets else "–"
         lines.append(Text(f"system  agent with toolsets: {toolsets}", style="dim"))
-        lines.append(Text("user    ", style="bold blue") + Text(r.item_summary or "(item not recorded)"))
+        lines.append(Text("user    ", style="bold blue") + shown(r.item_summary or "(item not recorded)"))
         calls_by_turn: Dict[int, List[ToolCallView]] = {}
         for call in r.tool_calls:
             calls_by_turn.setdefault(call.turn, []).append(call)
@@ -105,20 +105,20 @@ class RolloutScreen(DrillDownScreen):
             lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
                               + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
             if turn.reasoning:
-                lines.append(Text("reasoning  ", style="dim") + Text(turn.reasoning, style="dim italic"))
+                lines.append(Text("reasoning  ", style="dim") + shown(turn.reasoning, style="dim italic"))
             if turn.content:
-                lines.append(Text("assistant  ", style="bold green") + Text(turn.content))
+                lines.append(Text("assistant  ", style="bold green") + shown(turn.content))
             if turn.error:
-                lines.append(Text(f"error      {turn.error}", style="bold red"))
+                lines.append(shown(f"error      {turn.error}", style="bold red"))
             for call in calls_by_turn.get(turn.turn, []):
-                lines.append(Text(f"tool call  {call.tool_name}", style="cyan") + Text(f"({call.args_head})"))
+                lines.append(shown(f"tool call  {call.tool_name}", style="cyan") + shown(f"({call.args_head})"))
                 if call.status == "running":
                     lines.append(Text("result     … running", style="cyan"))
                 elif call.status == "error":
-                    lines.append(Text(f"result     ✖ {call.error_kind or 'error'}: {call.error}", style="bold red"))
+                    lines.append(shown(f"result     ✖ {call.error_kind or 'error'}: {call.error}", style="bold red"))
                 else:
                     took = duration(call.duration_s)
-                    lines.append(Text(f"result     ({took}) ", style="green") + Text(call.result_head))
+                    lines.append(Text(f"result     ({took}) ", style="green") + shown(call.result_head))
         if r.status != "running":
             reward = "–" if r.reward is None else f"{r.reward:.3f}"
             lines.append(Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"),

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
 from hermes_console.runtime.state import ConsoleState, SandboxView
 from hermes_console.ui.bindings import bindings_for
-from hermes_console.ui.format import bar, budget, clock, duration, head, level_style
+from hermes_console.ui.format import bar, budget, clock, duration, head, level_style, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 
 
@@ -71,7 +71,7 @@ class SandboxScreen(DrillDownScreen):
         return (sb.state, sb.running_command, sb.lifetime_s, sb.last_activity, sb.commands, int(now))
 
     def _header(self, sb: Optional[SandboxView], now: float) -> Text:
-        text = Text(f"Sandbox {self.task_id}", style="bold")
+        text = Text(f"Sandbox {visible(self.task_id)}", style="bold")
         if sb is None:
             text.append("\nnot in the console's memory (closed long ago, or never seen)", style="yellow")
             return text
@@ -96,7 +96,11 @@ class SandboxScreen(DrillDownScreen):
             text.append(f"  {duration(max(0.0, sb.lifetime_s - idle))} left of {duration(sb.lifetime_s)}",
                         style=level_style(used))
         if self.details and _get(self.details, "cwd"):
-            text.append(f"\ncwd {_get(self.details, 'cwd')}")
+            text.append(f"\ncwd {visible(str(_get(self.details, 'cwd')))}")
+        limits = _get(self.details, "limits") if self.details else None
+        if limits:
+            shown_limits = "   ".join(f"{k} {v}" for k, v in limits.items() if k != "enforced_by")
+            text.append(f"\nlimits {shown_limits}", style="dim")
         return text
 
     # ------------------------------------------------------------------ details (process tree, commands)
@@ -127,10 +131,10 @@ class SandboxScreen(DrillDownScreen):
     def _command_lines(record: Any) -> List[Text]:
         exit_code = _get(record, "exit_code")
         ok = exit_code == 0
-        line = Text("$ ", style="bold") + Text(str(_get(record, "command", "")), style="bold")
+        line = Text("$ ", style="bold") + shown(str(_get(record, "command", "")), style="bold")
         line.append(f"   exit {exit_code}  {duration(_get(record, 'duration_s'))}", style="green" if ok else "bold red")
         out = str(_get(record, "output_head", "") or "")
-        return [line] + ([Text(out, style="dim")] if out else [])
+        return [line] + ([shown(out, style="dim")] if out else [])
 
     # ------------------------------------------------------------------ diagnostics and controls
 
@@ -143,7 +147,7 @@ class SandboxScreen(DrillDownScreen):
         if not command:
             return
         output = self.query_one("#diagnostic-output", RichLog)
-        output.write(Text(f"$ {command}", style="bold"))
+        output.write(shown(f"$ {command}", style="bold"))
         self.console.send(
             "diagnostic command",
             lambda: self.console.runtime.run_in_sandbox(self.task_id, command, timeout_s=10.0),
@@ -155,7 +159,7 @@ class SandboxScreen(DrillDownScreen):
         text = str(_get(result, "output", "") or "")
         exit_code = _get(result, "exit_code")
         if text:
-            output.write(Text(text))
+            output.write(shown(text))
         output.write(Text(f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
                           style="green" if exit_code == 0 else "bold red"))
 

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from hermes_console.runtime.state import ConsoleState
-from hermes_console.ui.format import bar
+from hermes_console.ui.format import bar, visible
 
 STATUS_STYLES = {
     "loading": "bold cyan",
@@ -56,7 +56,7 @@ class StatusBar(Static):
         line = Text()
         line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
         if state.status_detail and not stopping:
-            line.append(f" {state.status_detail}", style="dim")
+            line.append(f" {visible(state.status_detail)}", style="dim")
         line.append(*SEP)
         line.append(run.env_name or "(no env yet)", style="bold")
         line.append(f"  {run.mode or '–'}", style="dim")

@@ -15,7 +15,7 @@ from textual import events
 from textual.widgets import RichLog
 
 from hermes_console.runtime.state import ConsoleState, StreamEntry
-from hermes_console.ui.format import clock, head
+from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
 
 MAX_LINES = 2_000
@@ -100,7 +100,7 @@ class TurnsStream(RichLog):
         # Expanded: wrap under the text column so the id column stays readable.
         indent = len(line.plain)
         width = max(20, (self.scrollable_content_region.width or 100) - indent - 1)
-        chunks = textwrap.wrap(" ".join(entry.text.split())[:4000], width) or [""]
+        chunks = textwrap.wrap(" ".join(visible(entry.text).split())[:4000], width) or [""]
         lines = [line + Text(chunks[0], style=style)]
         lines += [Text(" " * indent) + Text(chunk, style=style) for chunk in chunks[1:]]
         return lines

@@ -1,0 +1,266 @@
+"""One cgroup per sandbox (cgroup v1 ``pids`` + ``memory`` controllers), when writable.
+
+Why: RLIMIT_NPROC does not bind uid 0, so only a pids cgroup stops a fork bomb of a
+root sandbox; a memory cgroup bounds RSS and tmpfs pages together; and cgroup
+membership (which a sandbox without cgroupfs access cannot leave) is how cleanup and
+the stale sweep find every process, however it forked, setsid'd or renamed itself.
+
+Groups live at ``<controller mount>/hermes-sandboxes/<pid ns>.<owner pid>.<owner start ticks>.<sandbox id>``
+(the owner in the name lets any later console in the same pid namespace remove the groups of
+a crashed one; a console in another pid namespace cannot judge those pids and leaves them). Processes join
+through a tiny ``/bin/sh`` wrapper that writes its own pid, then execs the command,
+so nothing runs outside the group even for an instant. Where cgroups are not writable
+(unprivileged, cgroup v2 without delegation) ``create`` returns None and the caller
+falls back to rlimits and /proc scans.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Set
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARENT = "hermes-sandboxes"
+_CONTROLLERS = ("pids", "memory", "cpu")
+CFS_PERIOD_US = 100_000
+_probe: Optional[Dict[str, Path]] = None
+_probe_lock = threading.Lock()
+
+
+def _available() -> Dict[str, Path]:
+    """controller -> parent dir we may create groups in (probed once per process)."""
+    if _probe is not None:
+        return _probe
+    with _probe_lock:
+        return _probe if _probe is not None else _run_probe()
+
+
+def _run_probe() -> Dict[str, Path]:
+    global _probe
+    found: Dict[str, Path] = {}
+    for name in _CONTROLLERS:
+        mount = CGROUP_ROOT / name
+        if not (mount / "cgroup.procs").exists() or (mount / "cgroup.controllers").exists():
+            continue  # not a v1 hierarchy of that controller
+        parent = mount / PARENT
+        try:
+            parent.mkdir(exist_ok=True)
+            probe = parent / f"probe-{os.getpid()}"
+            probe.mkdir(exist_ok=True)
+            try:
+                # joining must work too, or every command's wrapper would fail
+                joined = subprocess.run(
+                    ["/bin/sh", "-c", f"echo $$ > {shlex.quote(str(probe / 'cgroup.procs'))}"],
+                    capture_output=True, timeout=10,
+                ).returncode == 0
+            finally:
+                for _ in range(100):  # the probe shell may take a moment to leave the group
+                    try:
+                        probe.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.01)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if joined:
+            found[name] = parent
+    _probe = found
+    return found
+
+
+def _start_ticks(pid: int) -> int:
+    from environments.sandboxes import procfs
+
+    st = procfs.read_stat(pid)
+    return st.start_ticks if st is not None else -1
+
+
+def _pid_ns() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def _owner_gone(name: str) -> bool:
+    """For a group named ``<pid ns>.<pid>.<ticks>.<id>``: its owner, in our pid namespace,
+    is gone (or its pid was reused). Anything else is not ours to judge."""
+    from environments.sandboxes import procfs
+
+    parts = name.split(".", 3)
+    if len(parts) != 4 or parts[0] != _pid_ns() or not parts[1].isdigit() or not parts[2].lstrip("-").isdigit():
+        return False
+    st = procfs.read_stat(int(parts[1]))
+    return st is None or st.state in ("Z", "X") or st.start_ticks != int(parts[2])
+
+
+def sweep_orphan_groups() -> int:
+    """Kill the members of, and remove, every sandbox group whose owning console is gone
+    (it crashed before cleanup). Returns how many groups were removed."""
+    removed = 0
+    by_name: Dict[str, Dict[str, Path]] = {}
+    for controller, parent in _available().items():
+        try:
+            children = [p for p in parent.iterdir() if p.is_dir()]
+        except OSError:
+            continue
+        for child in children:
+            by_name.setdefault(child.name, {})[controller] = child
+    for name, dirs in by_name.items():
+        if _owner_gone(name):
+            group = SandboxCgroup(dirs)
+            group.kill_all()
+            removed += int(group.remove())
+    return removed
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        with open(path, "w") as fh:
+            fh.write(value)
+        return True
+    except OSError:
+        return False
+
+
+def _read_int_map(path: Path) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    try:
+        with open(path) as fh:
+            for line in fh.read(65536).splitlines():
+                key, _, value = line.partition(" ")
+                try:
+                    out[key] = int(value)
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+class SandboxCgroup:
+    """The group(s) of one sandbox: limits, membership, kill, removal."""
+
+    def __init__(self, dirs: Dict[str, Path]) -> None:
+        self.dirs = dirs
+
+    @classmethod
+    def create(
+        cls, sandbox_id: str, *, pids_max: int, memory_bytes: int, cpus: Optional[float] = None
+    ) -> Optional["SandboxCgroup"]:
+        parents = _available()
+        if not parents:
+            return None
+        name = f"{_pid_ns()}.{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
+        dirs: Dict[str, Path] = {}
+        for controller, parent in parents.items():
+            path = parent / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            dirs[controller] = path
+        group = cls(dirs)
+        if "pids" in dirs:
+            _write(dirs["pids"] / "pids.max", str(pids_max))
+        if "memory" in dirs:
+            _write(dirs["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+            # no swap on top of the limit (file absent without swap accounting)
+            _write(dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        if "cpu" in dirs and cpus is not None:  # CFS quota: `cpus` CPUs' worth of time per period
+            _write(dirs["cpu"] / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(dirs["cpu"] / "cpu.cfs_quota_us", str(max(1000, int(cpus * CFS_PERIOD_US))))
+        return group if dirs else None
+
+    @classmethod
+    def adopt(cls, paths: List[str]) -> "SandboxCgroup":
+        """A group recorded by an earlier (dead) process, for the stale sweep. Only paths
+        directly under our parent dirs are accepted."""
+        dirs: Dict[str, Path] = {}
+        for raw in paths:
+            path = Path(raw)
+            for controller in _CONTROLLERS:
+                if path.parent == CGROUP_ROOT / controller / PARENT and path.name not in ("", ".", ".."):
+                    dirs[controller] = path
+        return cls(dirs)
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.dirs
+
+    @property
+    def has_pids(self) -> bool:
+        return "pids" in self.dirs
+
+    @property
+    def has_cpu(self) -> bool:
+        return "cpu" in self.dirs
+
+    def paths(self) -> List[str]:
+        return [str(p) for p in self.dirs.values()]
+
+    def join_script(self) -> str:
+        """Shell lines that move the current shell ($$) into every group of ours."""
+        return "".join(f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))} || exit 125; " for p in self.dirs.values())
+
+    def pids(self) -> Set[int]:
+        found: Set[int] = set()
+        for path in self.dirs.values():
+            try:
+                with open(path / "cgroup.procs") as fh:
+                    found.update(int(x) for x in fh.read().split() if x.isdigit())
+            except OSError:
+                pass
+        return found
+
+    def counters(self) -> Dict[str, int]:
+        """Limit-hit counters, to tell the model which limit killed its command."""
+        out: Dict[str, int] = {}
+        if "pids" in self.dirs:
+            out["pids_max"] = _read_int_map(self.dirs["pids"] / "pids.events").get("max", 0)
+        if "memory" in self.dirs:
+            out["oom_kill"] = _read_int_map(self.dirs["memory"] / "memory.oom_control").get("oom_kill", 0)
+        return out
+
+    def kill_all(self, deadline_s: float = 5.0) -> int:
+        """SIGKILL every member until none is left (forks race us; pids.max bounds them)."""
+        killed: Set[int] = set()
+        end = time.monotonic() + deadline_s
+        while True:
+            members = self.pids()
+            if not members:
+                return len(killed)
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > end:
+                return len(killed)
+            time.sleep(0.01)
+
+    def remove(self, deadline_s: float = 5.0) -> bool:
+        """rmdir every group (fails while a zombie is still being reaped: retry a while)."""
+        end = time.monotonic() + deadline_s
+        left = dict(self.dirs)
+        while left:
+            for controller, path in list(left.items()):
+                try:
+                    path.rmdir()
+                    del left[controller]
+                except FileNotFoundError:
+                    del left[controller]
+                except OSError:
+                    pass
+            if not left or time.monotonic() > end:
+                break
+            self.kill_all(0.0)
+            time.sleep(0.02)
+        return not left
