@@ -123,3 +123,26 @@ def test_a_parser_implementing_nothing_is_refused_with_the_reason():
 
     with pytest.raises(TypeError, match="parse"):
         Nothing()
+
+
+def test_re_executing_an_env_module_re_registers_its_parser():
+    # An env file defining a parser, imported twice (a reload, or two loaders), must not fail.
+    import types
+
+    from environments.tool_call_parsers.registry import PARSER_REGISTRY
+
+    name = f"compat-reload-{uuid.uuid4().hex[:6]}"
+    source = (
+        "from environments.tool_call_parsers import ToolCallParser, register_parser\n"
+        f"@register_parser({name!r})\n"
+        "class P(ToolCallParser):\n"
+        "    def parse(self, text):\n"
+        "        return text, None\n"
+    )
+    try:
+        first, second = types.ModuleType("compat_reload_mod"), types.ModuleType("compat_reload_mod")
+        exec(compile(source, "compat_reload_mod.py", "exec"), first.__dict__)
+        exec(compile(source, "compat_reload_mod.py", "exec"), second.__dict__)
+        assert PARSER_REGISTRY[name] is second.P
+    finally:
+        PARSER_REGISTRY.pop(name, None)
