@@ -19,6 +19,7 @@ from runtime_helpers import Pump
 from tests.compat.conftest import ENVS
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

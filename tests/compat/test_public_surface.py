@@ -146,3 +146,11 @@ def test_re_executing_an_env_module_re_registers_its_parser():
         assert PARSER_REGISTRY[name] is second.P
     finally:
         PARSER_REGISTRY.pop(name, None)
+
+
+def test_call_tool_keeps_our_earlier_keywords_and_refuses_both_spellings(ctx):
+    assert json.loads(ctx.call_tool(name="terminal", args={"command": "echo old"}))["output"] == "old\n"
+    with pytest.raises(TypeError, match="both 'tool_name' and 'name'"):
+        ctx.call_tool("terminal", {"command": "true"}, name="terminal")
+    with pytest.raises(TypeError, match="missing the tool name"):
+        ctx.call_tool(arguments={"command": "true"})
