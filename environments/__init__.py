@@ -28,6 +28,13 @@ _LAZY = {
 }
 
 
+# hermes-agent's top-level modules (tools.terminal_tool, model_tools, toolsets, ...) for envs
+# written for the original layer, when nothing else provides them; see upstream_imports.
+from environments import upstream_imports as _upstream_imports  # noqa: E402
+
+_upstream_imports.install()
+
+
 def __getattr__(name: str) -> Any:
     module_name = _LAZY.get(name)
     if module_name is None:

@@ -60,6 +60,22 @@ def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any
     return value if isinstance(value, dict) else on_error(raw)
 
 
+def _call_tool_args(tool_name: Optional[str], arguments: Optional[Dict[str, Any]], name: Optional[str],
+                    args: Optional[Dict[str, Any]]) -> tuple:
+    """One (tool_name, arguments) from either spelling; both spellings at once is a mistake."""
+    if name is not None:
+        if tool_name is not None:
+            raise TypeError("call_tool() got both 'tool_name' and 'name'; pass the tool name once")
+        tool_name = name
+    if args is not None:
+        if arguments is not None:
+            raise TypeError("call_tool() got both 'arguments' and 'args'; pass the arguments once")
+        arguments = args
+    if tool_name is None:
+        raise TypeError("call_tool() missing the tool name: call_tool(tool_name, arguments)")
+    return tool_name, ({} if arguments is None else arguments)
+
+
 class ToolContext:
     """Tool access scoped to one rollout (its ``task_id`` and sandbox)."""
 
@@ -68,9 +84,14 @@ class ToolContext:
 
     # ------------------------------------------------------------ tools
 
-    def call_tool(self, name: str, args: Dict[str, Any]) -> str:
-        """Any registered tool in this rollout's sandbox; the raw JSON string."""
-        return handle_function_call(name, args, task_id=self.task_id)
+    def call_tool(self, tool_name: Optional[str] = None, arguments: Optional[Dict[str, Any]] = None, *,
+                  name: Optional[str] = None, args: Optional[Dict[str, Any]] = None) -> str:
+        """Any registered tool in this rollout's sandbox; the raw JSON string.
+
+        ``tool_name``/``arguments`` are the upstream keywords; ``name``/``args`` (this
+        layer's earlier spelling) are accepted as keywords too."""
+        tool_name, arguments = _call_tool_args(tool_name, arguments, name, args)
+        return handle_function_call(tool_name, arguments, task_id=self.task_id)
 
     def terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
         raw = handle_function_call("terminal", {"command": command, "timeout": timeout}, task_id=self.task_id)
@@ -210,8 +231,10 @@ class ToolContext:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_executor, functools.partial(fn, *args))
 
-    async def a_call_tool(self, name: str, args: Dict[str, Any]) -> str:
-        return await self._off_loop(self.call_tool, name, args)
+    async def a_call_tool(self, tool_name: Optional[str] = None, arguments: Optional[Dict[str, Any]] = None, *,
+                          name: Optional[str] = None, args: Optional[Dict[str, Any]] = None) -> str:
+        tool_name, arguments = _call_tool_args(tool_name, arguments, name, args)
+        return await self._off_loop(self.call_tool, tool_name, arguments)
 
     async def a_terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
         return await self._off_loop(self.terminal, command, timeout)

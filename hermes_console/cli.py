@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("env", help="path/to/env.py[:Class] or package.module[:Class]")
     run.add_argument("--mode", choices=("process", "serve", "evaluate"), default="process")
     run.add_argument("--config", metavar="YAML", help="YAML with env:, openai: (dict or list), phase2: keys")
-    run.add_argument("--phase", type=int, choices=(1, 2), default=1, help="start in phase 1 (chat) or 2 (token-level)")
+    run.add_argument("--phase", type=int, choices=(1, 2), default=None,
+                     help="start in phase 1 (chat) or 2 (token-level); default: what the env's server_type implies")
     run.add_argument("--max-in-flight", type=int, default=None, help="groups in flight at once (default: env max_num_workers)")
     run.add_argument("--runs-dir", default="runs", help="where run directories are created (default runs/)")
     run.add_argument("--no-server-check", action="store_true", help="skip the reachability check of loopback servers")

@@ -4,7 +4,10 @@ A parser turns raw model text into OpenAI-style tool calls and back:
 
 * ``parse(text) -> (content, calls)``. No calls → ``(text, None)``; calls found →
   ``(text before the first call marker, stripped, or None if empty, [calls])``;
-  any internal exception → ``(text, None)``.
+  any internal exception → ``(text, None)``. Each call is a ``ToolCall``: an openai
+  ``ChatCompletionMessageToolCall`` (``call.function.name``, as upstream returned)
+  that also reads like the OpenAI dict (``call["function"]["name"]``, ``call.get("id")``,
+  equal to that dict).
 * ``format_tool_calls(content, calls) -> str`` renders ``[{"name", "arguments": dict}]``
   the way that family writes them (the simulator uses it to emit Phase 2 text).
 
@@ -26,13 +29,71 @@ import re
 import secrets
 import string
 import uuid
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
+
+from openai.types.chat import ChatCompletionMessageToolCall
+from openai.types.chat.chat_completion_message_function_tool_call import Function
 
 from environments.redact import safe_head
 
-ToolCall = dict[str, Any]
+
+class _ReadsLikeADict:
+    """Mapping-style reads over a pydantic model's fields, for code written against dicts."""
+
+    model_fields: ClassVar[dict[str, Any]]
+
+    def __getitem__(self, key: str) -> Any:
+        if isinstance(key, str) and key in type(self).model_fields:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def keys(self) -> list[str]:
+        return list(type(self).model_fields)
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in type(self).model_fields]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in type(self).model_fields]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in type(self).model_fields
+
+    def __len__(self) -> int:
+        return len(type(self).model_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self.model_dump() == dict(other)  # type: ignore[attr-defined]
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dict it stands for
+
+
+class ToolCallFunction(_ReadsLikeADict, Function):
+    """``{"name", "arguments": JSON str}``, readable as attributes or keys."""
+
+
+class ToolCall(_ReadsLikeADict, ChatCompletionMessageToolCall):
+    """One parsed call: an openai ``ChatCompletionMessageToolCall`` that also reads like
+    ``{"id", "type": "function", "function": {"name", "arguments"}}`` (``dict(call)``
+    and ``json.dumps`` need ``call.model_dump()``)."""
+
+    function: ToolCallFunction
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+        # Iterate keys, as a dict would (pydantic yields (key, value) pairs).
+        return iter(type(self).model_fields)
+
+
 ParseResult = tuple[str | None, list[ToolCall] | None]
 
 THINK_OPEN = "<think>"
@@ -73,7 +134,11 @@ class Extraction:
 
 
 class ToolCallParser(ABC):
-    """Base class: runs the family's extraction under the shared contract."""
+    """Base class: runs the family's extraction under the shared contract.
+
+    A family implements ``_extract`` (and ``format_tool_calls`` to render calls). A
+    parser written for the original layer that implements only ``parse(self, text)``
+    works as is; one that implements neither is refused when instantiated."""
 
     name: ClassVar[str] = ""
     # Substrings at least one of which any text with calls contains: a cheap pre-check
@@ -81,6 +146,12 @@ class ToolCallParser(ABC):
     markers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
+        cls = type(self)
+        if cls.parse is ToolCallParser.parse and cls._extract is ToolCallParser._extract:
+            raise TypeError(
+                f"tool call parser {cls.__name__} implements neither parse(self, text) nor _extract(self, text, start); "
+                "implement parse(text) -> (content, calls or None)"
+            )
         # Descriptions of payloads that looked like calls but could not be used,
         # from the latest parse() only. The agent loop reports them to the model.
         self.last_errors: list[str] = []
@@ -105,13 +176,16 @@ class ToolCallParser(ABC):
         marker = found.marker if found.marker is not None else 0
         return text[:marker].strip() or None, calls
 
-    @abstractmethod
     def _extract(self, text: str, start: int) -> Extraction:
         """Find calls in ``text`` at or after ``start``; record failures with ``error``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _extract")
 
-    @abstractmethod
     def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:
         """Render ``calls`` (``{"name": str, "arguments": dict}``) after ``content``."""
+        raise NotImplementedError(
+            f"tool call parser {type(self).__name__} cannot render calls (it implements only parse); "
+            "implement format_tool_calls(content, calls) to use it for Phase 2 text"
+        )
 
     def new_call_id(self) -> str:
         return "call_" + uuid.uuid4().hex[:8]
@@ -137,7 +211,7 @@ class ToolCallParser(ABC):
                 call_id = f"{call.call_id}_{len(used)}" if call.call_id else self.new_call_id()
             used.add(call_id)
             calls.append(
-                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                ToolCall(id=call_id, type="function", function=ToolCallFunction(name=call.name, arguments=call.arguments))
             )
         return calls
 

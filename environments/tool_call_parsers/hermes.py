@@ -19,7 +19,6 @@ from environments.tool_call_parsers.base import (
 from environments.tool_call_parsers.registry import register_parser
 
 
-@register_parser("qwen")
 @register_parser("hermes")
 class HermesToolCallParser(ToolCallParser):
     """JSON payloads between tags; a missing close tag on the last call is tolerated
@@ -66,3 +65,10 @@ class HermesToolCallParser(ToolCallParser):
             for name, args in check_calls(calls)
         ]
         return with_content(content, "\n".join(blocks))
+
+
+@register_parser("qwen")
+class QwenToolCallParser(HermesToolCallParser):
+    """Qwen writes the Hermes format; its own class and name, as upstream had."""
+
+    name = "qwen"

@@ -20,7 +20,10 @@ def register_parser(name: str) -> Callable[[P], P]:
         if not (isinstance(cls, type) and issubclass(cls, ToolCallParser)):
             raise TypeError(f"@register_parser({name!r}) needs a ToolCallParser subclass, got {cls!r}")
         existing = PARSER_REGISTRY.get(name)
-        if existing is not None and existing is not cls:
+        # The same class defined again (its module re-executed: a reload, an env file loaded
+        # twice) replaces the old one; a different class under a taken name is a conflict.
+        reloaded = existing is not None and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__)
+        if existing is not None and existing is not cls and not reloaded:
             raise ValueError(f"Tool call parser {name!r} is already registered to {existing.__name__}")
         PARSER_REGISTRY[name] = cls
         if not cls.__dict__.get("name"):

@@ -44,7 +44,8 @@ class RunSpec(BaseModel):
     flags: List[str] = Field(default_factory=list)  # atropos-style --env.x / --openai.x / --phase2.x
     env_overrides: Dict[str, Any] = Field(default_factory=dict)  # programmatic, applied after flags
     openai_overrides: Dict[str, Any] = Field(default_factory=dict)
-    phase: Literal[1, 2] = 1
+    # None: the phase the env's servers make (token-level server_type, e.g. vllm, is phase 2).
+    phase: Optional[Literal[1, 2]] = None
     max_in_flight: Optional[int] = Field(None, ge=1)
     runs_dir: str = "runs"
     record_path: Optional[str] = None
@@ -66,6 +67,7 @@ class ResolvedRun:
     slurm: bool = False
     testing: bool = False
     notes: List[str] = field(default_factory=list)
+    phase: int = 1  # the phase that runs first: spec.phase, else derived from the server types
 
     def servers_for(self, phase: int) -> List[Any]:
         return self.phase1_servers if phase == 1 else self.phase2_servers
@@ -319,6 +321,7 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         phase1 = fix_server_configs(phase1, tokenizer_name=env_config.tokenizer_name)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"openai servers: {exc}") from exc
+    token_level = _token_level(phase1, f"{env_cls.__name__}.config_init() / openai")
 
     # ---- phase 2 servers: phase 1 URLs as vllm (or YAML phase2 / --phase2.*), local tokenizer
     yaml_p2 = yaml_cfg.get("phase2") or {}
@@ -332,7 +335,7 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         common = dict(yaml_p2)
     for i, (template, entry) in enumerate(p2_pairs):
         base2 = template.model_dump()
-        base2["server_type"] = "vllm"
+        base2["server_type"] = template.server_type if template.server_type in _PHASE2_TYPES else "vllm"
         base2["tokenizer_name"] = env_config.tokenizer_name
         cfg = _build(
             server_model,
@@ -357,7 +360,23 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
                 f"phase2[{i}].tokenizer_name = {cfg.tokenizer_name!r} is not a local directory; "
                 "switching to phase 2 will fail offline"
             )
-    slurm = bool(yaml_cfg.get("slurm", False))
+    if token_level:
+        # The env asked for token-level servers: that is phase 2 (ManagedServer). Phase 1 is
+        # the same servers' OpenAI-compatible chat endpoint.
+        phase1 = [cfg.model_copy(update={"server_type": "openai"}) for cfg in phase1]
+    phase = spec.phase if spec.phase is not None else (2 if token_level else 1)
+    if token_level and spec.phase is None:
+        notes.append(
+            f"server_type {phase2[0].server_type!r} (token-level) runs through ManagedServer: starting in phase 2 "
+            "(--phase 1 uses the same servers' chat endpoint)"
+        )
+    if yaml_cfg.get("slurm"):
+        raise ConfigError(
+            f"{yaml_src}: slurm: {yaml_cfg.get('slurm')!r} is not supported by hermes-console (the server list is "
+            "not built from the Slurm node list); list the inference servers under openai: instead, or run the env "
+            "with atroposlib's own CLI (python env.py serve --slurm true)"
+        )
+    slurm = False
     testing = bool(yaml_cfg.get("testing", False))
     return ResolvedRun(
         env_cls=env_cls,
@@ -369,4 +388,17 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         slurm=slurm,
         testing=testing,
         notes=notes,
+        phase=phase,
     )
+
+
+def _token_level(servers: List[Any], where: str) -> bool:
+    """True when every server is token-level (vllm/sglang/trl); a mix is refused."""
+    kinds = [cfg.server_type in _PHASE2_TYPES for cfg in servers]
+    if any(kinds) and not all(kinds):
+        listing = ", ".join(f"[{i}] {cfg.server_type}" for i, cfg in enumerate(servers))
+        raise ConfigError(
+            f"{where}: server types are mixed ({listing}); atroposlib decides the phase from the first server only, "
+            f"so use either all 'openai' (phase 1) or all of {', '.join(_PHASE2_TYPES)} (phase 2)"
+        )
+    return bool(kinds) and all(kinds)

@@ -242,7 +242,7 @@ class RuntimeHost:
         env_cls = load_env_class(spec.env)
         resolved = resolve(spec, env_cls)
         self.resolved = resolved
-        servers = resolved.servers_for(spec.phase)
+        servers = resolved.servers_for(resolved.phase)
         if spec.check_server:
             await probe_servers(servers, wait_s=spec.server_wait_s)
         try:
@@ -253,7 +253,7 @@ class RuntimeHost:
             raise ConfigError(f"{env_cls.__name__}(...) could not be constructed: {first_line(exc)}") from exc
         # Our own ServerManager: instrumented, and with tool_parser set (BaseEnv forgets it).
         await close_server_manager(env.server)
-        env.server = build_server_manager(env, servers, spec.phase)
+        env.server = build_server_manager(env, servers, resolved.phase)
         if getattr(env, "max_token_len", -1) <= 0 and spec.mode != "serve":
             # Without a trainer, atroposlib warns on every group (trap 7).
             env.max_token_len = sensible_max_token_len(
@@ -264,13 +264,13 @@ class RuntimeHost:
             env.n_groups_to_process = env.config.total_steps
             env.group_size_to_process = env.config.group_size
         self.env = env
-        self.driver = Driver(env, resolved, phase=spec.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
+        self.driver = Driver(env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
         settings = _sandbox_settings()
         events.emit(
             rev.RunConfigured(
                 env_name=getattr(env_cls, "name", None) or env_cls.__name__,
                 mode=spec.mode,
-                phase=spec.phase,
+                phase=resolved.phase,
                 group_size=env.config.group_size,
                 max_in_flight=self.driver.max_in_flight,
                 worker_timeout_s=float(env.config.worker_timeout),
@@ -298,7 +298,7 @@ class RuntimeHost:
 
         assert self.driver is not None
         link = WandbLink(env, mode=self.spec.mode, run_dir=self.driver.run_dir,
-                         config=run_config(env, resolved, self.spec.mode, self.spec.phase))
+                         config=run_config(env, resolved, self.spec.mode, resolved.phase))
         self.driver.wandb = link
         if link.enabled and self.spec.mode != "serve":
             await asyncio.to_thread(link.start)
