@@ -346,7 +346,8 @@ class Driver:
             if reason is not None and kept:
                 self.dropped.write(rec.group_id, reason[0], group, reason[1])  # partly kept: keep the rest on disk too
         if kept and send_error is not None:
-            self._fail(rec, send_error, "send")  # in the jsonl, but the trainer never got it
+            # In the jsonl (and unsent.jsonl), but the trainer did not provably get it.
+            self._fail(rec, send_error.message, send_error.kind)
             return
         if kept:
             scores: List[float] = []

@@ -145,7 +145,10 @@ class TrainerStatus(Event):
     groups_sent: int = 0
     groups_sent_this_step: int = 0
     groups_per_step: float = 0.0  # groups this host sent per trainer step since it registered
-    send_errors: int = 0
+    send_errors: int = 0  # groups not confirmed: failed + unknown
+    send_unknown: int = 0  # of those, groups run-api may have stored (not re-posted; in unsent.jsonl)
+    send_retries: int = 0  # re-posts of groups that provably never reached the API
+    reregistrations: int = 0  # run-api restarts recovered by registering again
     last_send_error: Optional[str] = None
     backpressure: bool = False  # queue holds max_batches_offpolicy batches: no new work
     wait_trainer_s: float = 0.0  # intake held by the trainer (registration, back-pressure, target queued)

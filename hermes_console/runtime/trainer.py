@@ -12,14 +12,23 @@ Registers the env (TrainerStatus("waiting") until a trainer has started), reads
 
 Groups are posted by our checked sender, installed as ``env._send_scored_data_to_api``:
 atroposlib's ``handle_send_to_api`` swallows send errors, so the sender records the
-failure per group and the driver accounts that group as ItemFailed(error_kind="send").
-The jsonl keeps every group either way.
+failure per group and the driver accounts that group as ItemFailed.
+
+Delivery, in one sentence: a group is delivered once, or recorded as not delivered
+("send") or delivery unknown ("send_unknown") with its cause and kept in the run's
+``unsent.jsonl`` spool — never silently twice, never silently lost. run-api has no
+idempotency key and its queue counters move while trainers pull batches, so nothing
+on its side can prove whether an ambiguous post (timeout, reset, 5xx) was stored.
+The only safe re-post is one that provably never reached it (connection refused);
+those are retried while the API is down (intake paused meanwhile). The jsonl keeps
+every group either way.
 Not yet: periodic evals (steps_per_eval), checkpoints, min_batch_allocation top-ups.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -29,6 +38,9 @@ from environments import events
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.trainer_api import (
+    NOT_SENT,
+    REJECTED,
+    UNKNOWN,
     EnvStatus,
     RegisterEnvRequest,
     TrainerAPIError,
@@ -40,8 +52,10 @@ if TYPE_CHECKING:
 
 POLL_S = 0.25
 REGISTER_RETRY_S = 1.0
-SEND_ATTEMPTS = 3
-SEND_BACKOFF_S = (0.25, 1.0)
+SEND_RETRY_WINDOW_S = 120.0  # a provably-unsent group is re-posted this long while the API is down
+SEND_BACKOFF_MAX_S = 5.0
+REJECT_LIMIT = 3  # this many 4xx in a row: the API will not take our groups; stop instead of burning rollouts
+STATUS_ENV_LOST_AFTER = 3  # /status-env failing this often while /status answers: run-api restarted
 GROUP_SIZE_ONE_WARNING = (
     "group_size is 1: run-api only counts other envs' queued groups when some group is larger than 1, "
     "so queue_size (and back-pressure) under-counts the trainer's queue"
@@ -112,16 +126,28 @@ class Pacing:
 # --------------------------------------------------------------------------- the link
 
 
+@dataclass(frozen=True)
+class SendFailure:
+    """Why a group did not provably reach the trainer. ``kind`` is the ItemFailed error kind."""
+
+    kind: str  # "send" (not delivered) | "send_unknown" (may have been stored)
+    message: str
+
+
 @dataclass
 class _Counters:
-    groups_sent: int = 0
+    groups_sent: int = 0  # confirmed: run-api answered "received"
     sent_this_step: int = 0
     steps_seen: int = 0
-    send_errors: int = 0
+    send_errors: int = 0  # failed + unknown
+    send_unknown: int = 0
+    send_retries: int = 0  # re-posts of provably unsent groups
+    consecutive_rejects: int = 0
+    reregistrations: int = 0
     last_send_error: Optional[str] = None
     wait_trainer_s: float = 0.0
     wait_inference_s: float = 0.0
-    errors_by_group: Dict[str, str] = field(default_factory=dict)
+    errors_by_group: Dict[str, SendFailure] = field(default_factory=dict)
 
 
 class TrainerLink:
@@ -143,48 +169,114 @@ class TrainerLink:
         self._detail = ""
         self._tick_at = time.monotonic()
         self._original_send = getattr(self.env, "_send_scored_data_to_api", None)
+        self._outage: Optional[str] = None  # the API is unreachable: no new work until it answers
+        self._up = asyncio.Event()  # set while the API answers (re-posts wait on it)
+        self._up.set()
+        self._polling = False
+        self._status_env_failures = 0
+        self.spool_path = driver.run_dir / "unsent.jsonl"
 
     # ------------------------------------------------------------------ driver hooks
 
     def admits(self, in_flight: int) -> bool:
-        if not self.registered or self.finished or self.status is None:
+        if not self.registered or self.finished or self.status is None or self._outage is not None:
             return False
         # Groups sent after the last status request began may not be in its queue_size yet.
         unseen = self.c.groups_sent - self._sent_at_status
         return Pacing.of(self.env.config).admits(self.status, in_flight + unseen)
 
-    def pop_send_error(self, group_id: str) -> Optional[str]:
+    def pop_send_error(self, group_id: str) -> Optional[SendFailure]:
         return self.c.errors_by_group.pop(group_id, None)
 
     async def send(self, scored: Union[Dict[str, Any], List[Dict[str, Any]]]) -> None:
-        """Replacement for ``env._send_scored_data_to_api``: retried, checked, recorded."""
-        env_id = getattr(self.env, "env_id", None)
+        """Replacement for ``env._send_scored_data_to_api``: delivered once or recorded (module doc)."""
         groups = scored if isinstance(scored, list) else [scored]
-        for group in groups:
-            group["env_id"] = env_id
         group_id = events.current_group_id.get() or ""
-        last: Optional[TrainerAPIError] = None
-        for attempt in range(SEND_ATTEMPTS):
+        deadline = time.monotonic() + SEND_RETRY_WINDOW_S
+        delay = 0.25
+        while True:
+            for group in groups:  # (again on a re-post: a restarted run-api gave us a new id)
+                group["env_id"] = getattr(self.env, "env_id", None)
             try:
                 await self.client.send(scored)
-                self.c.groups_sent += len(groups)
-                self.c.sent_this_step += len(groups)
-                self._emit()  # live counts, and right after "finished" while the last groups land
-                return
             except TrainerAPIError as exc:
-                last = exc
-                if not exc.retryable or attempt == SEND_ATTEMPTS - 1:
-                    break
-                await asyncio.sleep(SEND_BACKOFF_S[min(attempt, len(SEND_BACKOFF_S) - 1)])
-        assert last is not None
-        tries = f" after {attempt + 1} attempt(s)" if last.retryable else ""
-        message = f"send to trainer API failed{tries}: {last}"
+                left = deadline - time.monotonic()
+                if exc.outcome == NOT_SENT and left > 0 and self.error is None:
+                    self._api_down(str(exc))
+                    self.c.send_retries += 1
+                    if self._polling:
+                        # Re-post only once the poll loop has seen the API back (and registered
+                        # again if it restarted): never post an old env id to a fresh run-api.
+                        await self._wait_up(left)
+                    else:
+                        await asyncio.sleep(min(delay, left))
+                        delay = min(delay * 2, SEND_BACKOFF_MAX_S)
+                    continue
+                self._record_failure(group_id, groups, exc)
+                raise  # handle_send_to_api logs it; the driver reads errors_by_group
+            break
+        self._api_up()
+        self.c.consecutive_rejects = 0
+        self.c.groups_sent += len(groups)
+        self.c.sent_this_step += len(groups)
+        self._emit()  # live counts, and right after "finished" while the last groups land
+
+    def _record_failure(self, group_id: str, groups: List[Dict[str, Any]], exc: TrainerAPIError) -> None:
+        unknown = exc.outcome == UNKNOWN
+        if unknown:
+            message = f"delivery unknown (not re-posted: a second post could store it twice): {exc}"
+        elif exc.outcome == NOT_SENT:
+            message = f"not delivered: trainer API unreachable for {SEND_RETRY_WINDOW_S:g}s: {exc}"
+        else:
+            message = f"not delivered: {exc}"
         self.c.send_errors += 1
+        self.c.send_unknown += 1 if unknown else 0
         self.c.last_send_error = message
         if group_id:
-            self.c.errors_by_group[group_id] = message
+            self.c.errors_by_group[group_id] = SendFailure("send_unknown" if unknown else "send", message)
+        self._spool(group_id, groups, exc.outcome, message)
+        if exc.outcome == REJECTED:
+            self.c.consecutive_rejects += 1
+            if self.c.consecutive_rejects >= REJECT_LIMIT and self.error is None:
+                self.error = TrainerAPIError(
+                    f"the trainer API rejected {self.c.consecutive_rejects} groups in a row (last: {exc}); "
+                    "stopping intake instead of generating groups it will not take", retryable=False)
+                self.finished = True
+                self._set("error", str(self.error))
+                self.driver._poke()
+                return
         self._emit(force=True)
-        raise last  # handle_send_to_api logs it; the driver reads errors_by_group
+
+    def _spool(self, group_id: str, groups: List[Dict[str, Any]], outcome: str, message: str) -> None:
+        """Keep what the trainer may not have: one line per group, for inspection or a manual re-send."""
+        import json
+
+        try:
+            self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.spool_path, "a", encoding="utf-8") as fp:
+                for group in groups:
+                    fp.write(json.dumps({"group_id": group_id, "outcome": outcome, "error": message, "group": group},
+                                        allow_nan=False, default=str) + "\n")
+        except (OSError, ValueError) as exc:  # the jsonl still has the group; say that the spool failed
+            events.emit(rev.LogRecord(level="ERROR", logger="trainer",
+                                      message=f"could not spool unsent group {group_id} to {self.spool_path}: {exc}"))
+
+    def _api_down(self, reason: str) -> None:
+        self._up.clear()
+        if self._outage is None:
+            self._outage = reason
+            self._set("unreachable", f"{reason}; intake paused until it answers")
+
+    def _api_up(self) -> None:
+        self._up.set()
+        if self._outage is not None:
+            self._outage = None
+            self._set("running", "trainer API answers again")
+            self.driver._poke()
+
+    async def _wait_up(self, timeout_s: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._up.wait(), timeout=max(0.0, timeout_s))
 
     # ------------------------------------------------------------------ status
 
@@ -209,6 +301,9 @@ class TrainerLink:
             groups_sent_this_step=self.c.sent_this_step,
             groups_per_step=round(self.c.groups_sent / steps, 2) if steps > 0 else 0.0,
             send_errors=self.c.send_errors,
+            send_unknown=self.c.send_unknown,
+            send_retries=self.c.send_retries,
+            reregistrations=self.c.reregistrations,
             last_send_error=self.c.last_send_error,
             backpressure=bool(self.status is not None and Pacing.of(cfg).backpressure(st)),
             wait_trainer_s=round(self.c.wait_trainer_s, 1),
@@ -259,7 +354,19 @@ class TrainerLink:
             self._set("error", first_line(exc))
             self.driver._poke()
         finally:
+            await self._disconnect()
             await self.client.close()
+
+    async def _disconnect(self) -> None:
+        """Leaving (finished, stopped, signalled): tell run-api, so the other envs' weights are right."""
+        env_id = getattr(self.env, "env_id", None)
+        if not self.registered or env_id is None:
+            return
+        try:
+            await asyncio.wait_for(self.client.disconnect_env(int(env_id)), timeout=3.0)
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on the way out
+            return
+        self.registered = False
 
     async def _register(self) -> None:
         env, cfg = self.env, self.env.config
@@ -310,6 +417,33 @@ class TrainerLink:
         info = await self.client.wandb_info()
         await asyncio.to_thread(link.start, info.get("project"), info.get("group"), trainer_name)
 
+    async def _run_api_restarted(self, exc: TrainerAPIError) -> bool:
+        """``/status-env`` answers 5xx for an env id run-api does not know (it lost its state),
+        while ``/status`` still answers: a restarted run-api. One failure can be a blip."""
+        if exc.outcome != UNKNOWN or " HTTP 5" not in str(exc):
+            self._status_env_failures = 0
+            return False
+        self._status_env_failures += 1
+        if self._status_env_failures < STATUS_ENV_LOST_AFTER:
+            return False
+        try:
+            await self.client.status()
+        except TrainerAPIError:
+            return False
+        return True
+
+    async def _reregister(self) -> None:
+        """run-api restarted: register again (new env id), as a fresh host would, and go on."""
+        self.c.reregistrations += 1
+        self.registered = False
+        self.status = None
+        self._status_env_failures = 0
+        self._set("waiting", f"run-api restarted (it no longer knows env {getattr(self.env, 'env_id', '?')}); "
+                             "registering again")
+        await self._register()
+        await self._server_info()
+        self._api_up()
+
     async def _server_info(self) -> None:
         env, cfg = self.env, self.env.config
         info = await self._retrying(self.client.info)
@@ -335,8 +469,16 @@ class TrainerLink:
                 await asyncio.sleep(REGISTER_RETRY_S)
 
     async def _poll_loop(self) -> None:
+        self._polling = True
+        try:
+            await self._poll()
+        finally:
+            self._polling = False
+            self._up.set()  # nobody will clear an outage now: pending re-posts try on their own
+
+    async def _poll(self) -> None:
         env = self.env
-        while True:
+        while self.error is None:
             self._tick()
             sent_before = self.c.groups_sent
             try:
@@ -345,9 +487,14 @@ class TrainerLink:
             except TrainerAPIError as exc:
                 if not exc.retryable:
                     raise
-                self._set("unreachable", str(exc))
+                if await self._run_api_restarted(exc):
+                    await self._reregister()
+                    continue
+                self._api_down(str(exc))
                 await asyncio.sleep(REGISTER_RETRY_S)
                 continue
+            self._status_env_failures = 0
+            self._api_up()
             if self.status is not None and st.current_step != self.status.current_step:
                 self.c.sent_this_step = 0
             self.status = st

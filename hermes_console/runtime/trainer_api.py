@@ -18,12 +18,19 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
+# What a failed call says about delivery (it matters for POST /scored_data: see TrainerLink.send).
+NOT_SENT = "not_sent"  # the connection was refused: the request provably never reached the API
+UNKNOWN = "unknown"  # timeout, reset, 5xx, garbled reply: the API may or may not have stored it
+REJECTED = "rejected"  # 4xx: the API refused it (run-api validates before it stores)
+
+
 class TrainerAPIError(RuntimeError):
     """The trainer API could not be reached, or answered something unexpected."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str, *, retryable: bool, outcome: str = UNKNOWN) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.outcome = outcome
 
 
 class _Wire(BaseModel):
@@ -130,7 +137,13 @@ class TrainerClient:
                 if resp.status >= 500:
                     raise TrainerAPIError(f"{method} {url}: HTTP {resp.status} {_head(text)}", retryable=True)
                 if resp.status >= 400:
-                    raise TrainerAPIError(f"{method} {url} was rejected: HTTP {resp.status} {_head(text)}", retryable=False)
+                    raise TrainerAPIError(f"{method} {url} was rejected: HTTP {resp.status} {_head(text)}",
+                                          retryable=False, outcome=REJECTED)
+        except TrainerAPIError:
+            raise
+        except aiohttp.ClientConnectorError as exc:  # before any byte was sent: safe to retry
+            raise TrainerAPIError(f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {exc})",
+                                  retryable=True, outcome=NOT_SENT) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise TrainerAPIError(
                 f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {str(exc) or 'timed out'})", retryable=True
@@ -163,6 +176,10 @@ class TrainerClient:
         """run-api's ``/wandb_info``: the trainer's wandb project and group (None until it registered)."""
         data = await self._call("GET", "/wandb_info")
         return data if isinstance(data, dict) else {}
+
+    async def disconnect_env(self, env_id: int) -> None:
+        """Tell run-api this env is gone, so the other envs' weights are right (as atroposlib's cleanup does)."""
+        await self._call("POST", "/disconnect-env", json_body={"env_id": env_id})
 
     async def status(self) -> GlobalStatus:
         return self._parse(GlobalStatus, await self._call("GET", "/status"), "GET /status")

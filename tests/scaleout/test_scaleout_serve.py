@@ -54,23 +54,28 @@ def test_serve_registers_waits_paces_to_total_steps_and_finishes(tmp_path, sims,
     assert max(e.current_step for e in p.of("trainer_status")) >= 1
 
 
-def test_failed_send_is_item_failed_not_completed(tmp_path, sims, run_api, live):
+def test_failed_send_is_item_failed_not_completed(tmp_path, sims, run_api, live, monkeypatch):
+    from hermes_console.runtime import trainer as trainer_mod
+
+    monkeypatch.setattr(trainer_mod, "SEND_RETRY_WINDOW_S", 2.0)  # how long an unsent group is held for the API
     sim = sims(latency_ms=40.0)
     p = live(_serve_spec(tmp_path, sim, run_api, "--env.total_steps", "40", max_in_flight=3))
     p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 60, "waiting")
     asyncio.run(run_trainer(run_api.url, steps=1, batch_size=8, deadline_s=1, reset=False))  # starts the trainer
     p.until(lambda s: s.trainer.groups_sent >= 1 and s.accounting.in_flight >= 1, 60, "a group sent, more in flight")
-    run_api.stop()  # the trainer API dies mid-run
+    run_api.stop()  # the trainer API dies mid-run, for good
     p.until(lambda s: s.accounting.failed >= 1, 60, "a send fails")
     [failed, *_] = [e for e in p.of("item_failed") if e.error_kind == "send"]
-    assert "send to trainer API failed after 3 attempt(s)" in failed.error
+    assert "not delivered: trainer API unreachable for 2s" in failed.error
     assert run_api.url in failed.error and "unreachable" in failed.error
     assert failed.group_id not in {e.group_id for e in p.of("item_completed")}
     p.until(lambda s: s.trainer.state == "unreachable" and s.trainer.send_errors >= 1, 30, "trainer unreachable")
-    assert p.state.trainer.last_send_error.startswith("send to trainer API failed")
+    assert p.state.trainer.last_send_error.startswith("not delivered")
     assert p.state.groups[failed.group_id].status == "failed"
     kept = Path(tmp_path / "run" / "groups.jsonl").read_text().splitlines()
     assert len(kept) >= p.state.accounting.completed + 1  # the failed group is still on disk
+    spooled = [json.loads(x) for x in Path(tmp_path / "run" / "unsent.jsonl").read_text().splitlines()]
+    assert failed.group_id in {r["group_id"] for r in spooled} and {r["outcome"] for r in spooled} == {"not_sent"}
     assert identity_holds(p.state)
 
 
@@ -117,12 +122,12 @@ def test_admission_counts_in_flight_and_stops_at_the_target():
     assert p.target_reached(EnvStatus(current_step=1, queue_size=2))
 
 
-def test_group_size_one_warns_that_atropos_under_counts():
+def test_group_size_one_warns_that_atropos_under_counts(tmp_path):
     cfg = SimpleNamespace(group_size=1, batch_size=8, max_batches_offpolicy=3, total_steps=5, min_batch_allocation=None,
                           rollout_server_url="http://127.0.0.1:9", max_token_length=10, wandb_name="x",
                           inference_weight=1.0)
     env = SimpleNamespace(config=cfg, env_id=0)
-    link = TrainerLink(SimpleNamespace(env=env))
+    link = TrainerLink(SimpleNamespace(env=env, run_dir=tmp_path))
     fields = link._fields()
     assert fields["warning"] == GROUP_SIZE_ONE_WARNING and "under-counts" in fields["warning"]
     cfg.group_size = 4

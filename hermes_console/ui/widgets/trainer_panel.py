@@ -46,7 +46,13 @@ def render_trainer(t: Optional[TrainerStatus]) -> Text:
     if t.backpressure:
         text.append("  back-pressure", style="bold yellow")
     text.append(f"\nweight {t.env_weight:.2f}  unallocated {t.unallocated_fraction:.0%}")
-    text.append(f"\nsent {t.groups_sent}  this step {t.groups_sent_this_step}  per step {t.groups_per_step:g}")
+    text.append(f"\nconfirmed {t.groups_sent}  this step {t.groups_sent_this_step}  per step {t.groups_per_step:g}")
+    if t.send_unknown or t.send_errors:
+        failed = t.send_errors - t.send_unknown
+        text.append(f"  unknown {t.send_unknown}", style="bold yellow" if t.send_unknown else "")
+        text.append(f"  failed {failed}", style="bold red" if failed else "")
+    if t.send_retries or t.reregistrations:
+        text.append(f"\nre-posted (never reached it) {t.send_retries}  re-registered {t.reregistrations}", style="dim")
     text.append(f"\nwaiting on trainer {t.wait_trainer_s:.1f}s  on inference {t.wait_inference_s:.1f}s")
     text.append("\n")
     text.append_text(bottleneck(t))

@@ -1,0 +1,150 @@
+"""Delivery to the trainer: once, or recorded as not delivered / unknown — never twice, never
+silently lost. A fault proxy sits between the host and a real run-api; the oracle is the
+trainer's own received groups (hashed) against the host's groups.jsonl and spool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from hermes_console.runtime import trainer as trainer_mod
+from hermes_console.tools.fake_trainer import TrainerRun, run_trainer
+
+from fault_proxy import FaultProxy
+from scaleout_helpers import RunAPI, identity_holds, spec_for
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _hash(group: Dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
+
+
+def _jsonl_hashes(path: Path) -> List[str]:
+    return [_hash(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+class _Trainer:
+    """The stand-in trainer in a thread (it talks to run-api directly, not through the proxy)."""
+
+    def __init__(self, url: str, steps: int, deadline_s: float = 120.0) -> None:
+        self.result: TrainerRun = TrainerRun()
+        self._thread = threading.Thread(target=self._run, args=(url, steps, deadline_s), daemon=True)
+        self._thread.start()
+
+    def _run(self, url: str, steps: int, deadline_s: float) -> None:
+        self.result = asyncio.run(run_trainer(url, steps=steps, batch_size=8, deadline_s=deadline_s, reset=False))
+
+    def join(self, timeout: float = 150.0) -> TrainerRun:
+        self._thread.join(timeout)
+        return self.result
+
+    def received(self) -> List[str]:
+        return [_hash(g) for batch in self.result.batches for g in batch]
+
+
+@pytest.fixture
+def proxy(run_api):
+    fp = FaultProxy(run_api.url).start()
+    try:
+        yield fp
+    finally:
+        fp.stop()
+
+
+def _serve(tmp_path, sims, live, api_url: str, *flags: str, steps: int = 3, max_in_flight: int = 3):
+    sim = sims(latency_ms=40.0)
+    p = live(spec_for(tmp_path, "--openai.base_url", f"{sim.base_url}/v1", "--env.rollout_server_url", api_url,
+                      "--env.total_steps", str(steps), *flags, mode="serve", max_in_flight=max_in_flight))
+    p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 60, "waiting for the trainer")
+    return p
+
+
+def test_an_ambiguous_reply_is_never_re_posted(tmp_path, sims, live, run_api, proxy):
+    """run-api stored the group but the client saw a 504: recorded as unknown, not posted again."""
+    proxy.mode = "store_then_504"
+    p = _serve(tmp_path, sims, live, proxy.url, steps=2)
+    trainer = _Trainer(run_api.url, steps=2)
+    p.until(lambda s: s.status in ("finished", "error"), 150, "serve run ends")
+    got = trainer.join()
+    received = trainer.received()
+    assert len(received) == len(set(received)), "the trainer received a group twice"
+    unknown = [e for e in p.of("item_failed") if e.error_kind == "send_unknown"]
+    assert proxy.last_upstream[0] == 200, proxy.last_upstream  # run-api did store what it was given
+    assert unknown and proxy.posts_forwarded == len(unknown) == proxy.posts_answered_504  # one post per group
+    assert all("delivery unknown" in e.error and "504" in e.error for e in unknown)
+    spooled = [json.loads(line) for line in (tmp_path / "run" / "unsent.jsonl").read_text().splitlines()]
+    assert sorted(r["group_id"] for r in spooled) == sorted(e.group_id for e in unknown)
+    assert {r["outcome"] for r in spooled} == {"unknown"}
+    jsonl = set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+    assert set(received) <= jsonl and {_hash(r["group"]) for r in spooled} <= jsonl
+    assert p.state.trainer.send_unknown == len(unknown) and identity_holds(p.state)
+    assert len(got.batches) == 2
+
+
+def test_an_outage_pauses_intake_and_holds_groups_until_the_api_is_back(tmp_path, sims, live, run_api, proxy):
+    p = _serve(tmp_path, sims, live, proxy.url, steps=4, max_in_flight=4)
+    trainer = _Trainer(run_api.url, steps=4)
+    p.until(lambda s: s.trainer.groups_sent >= 1 and s.accounting.in_flight >= 1, 90, "sending, more in flight")
+    proxy.down()
+    p.until(lambda s: s.trainer.state == "unreachable", 30, "the host sees the outage")
+    received_at_outage = p.state.accounting.received
+    p.sleep(3.0)  # groups in flight finish and try to send meanwhile
+    assert p.state.accounting.received == received_at_outage  # no new work while the API is away
+    assert "intake paused" in p.state.trainer.detail
+    proxy.up()
+    p.until(lambda s: s.status in ("finished", "error"), 150, "serve run ends")
+    trainer.join()
+    received = trainer.received()
+    assert len(received) == len(set(received))
+    assert not [e for e in p.of("item_failed") if e.error_kind.startswith("send")]  # nothing lost to the outage
+    assert p.state.status == "finished" and identity_holds(p.state)
+    # every kept group went through exactly one successful post
+    assert proxy.posts_forwarded == p.state.accounting.completed == len(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+    assert set(received) <= set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+
+
+def test_an_api_that_rejects_every_group_stops_the_run_instead_of_burning_rollouts(
+        tmp_path, sims, live, run_api, proxy):
+    proxy.mode = "reject_400"
+    p = _serve(tmp_path, sims, live, proxy.url, steps=20, max_in_flight=2)
+    _Trainer(run_api.url, steps=1, deadline_s=20)  # registers, so the host starts working
+    p.until(lambda s: s.status == "error", 120, "run stops with an error")
+    assert "rejected 3 groups in a row" in p.state.status_detail and "HTTP 400" in p.state.status_detail
+    failed = [e for e in p.of("item_failed") if e.error_kind == "send"]
+    assert 3 <= len(failed) <= 3 + 2  # the limit, plus what was already in flight
+    assert p.state.accounting.received <= len(failed) + 2 and identity_holds(p.state)
+    spooled = (tmp_path / "run" / "unsent.jsonl").read_text().splitlines()
+    assert len(spooled) == len(failed) and all(json.loads(x)["outcome"] == "rejected" for x in spooled)
+
+
+def test_a_restarted_run_api_is_registered_with_again(tmp_path, sims, live, run_api, proxy, monkeypatch):
+    monkeypatch.setattr(trainer_mod, "REGISTER_RETRY_S", 0.3)
+    p = _serve(tmp_path, sims, live, proxy.url, steps=50, max_in_flight=2)
+    first = _Trainer(run_api.url, steps=1, deadline_s=30)
+    p.until(lambda s: s.trainer.groups_sent >= 1, 90, "first run-api receives groups")
+    first.join()
+    old_env_id = p.host.env.env_id
+    fresh = RunAPI(tmp_path).start()  # "the same run-api, restarted": same address, empty state
+    try:
+        proxy.retarget(fresh.url)
+        second = _Trainer(fresh.url, steps=2, deadline_s=90)
+        p.until(lambda s: s.trainer.reregistrations >= 1 and s.trainer.state in ("running", "backpressure"), 90,
+                "registered with the restarted run-api")
+        got = second.join()
+        assert len(got.batches) == 2  # the fresh run-api's trainer is fed by this host
+        new_env_id = p.host.env.env_id
+        assert {g["env_id"] for b in got.batches for g in b} == {new_env_id}
+        received = [_hash(g) for b in got.batches for g in b]
+        assert len(received) == len(set(received))
+        assert old_env_id is not None and new_env_id is not None
+    finally:
+        fresh.stop()
