@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--phase", type=int, choices=(1, 2), default=None,
                      help="start in phase 1 (chat) or 2 (token-level); default: what the env's server_type implies")
     run.add_argument("--max-in-flight", type=int, default=None, help="groups in flight at once (default: env max_num_workers)")
+    run.add_argument("--shard", default=None, metavar="I/N",
+                     help="take every N-th item starting at I (default: from SLURM_ARRAY_TASK_ID/COUNT, "
+                          "SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX/HERMES_SHARD_COUNT or RANK/WORLD_SIZE)")
     run.add_argument("--runs-dir", default="runs", help="where run directories are created (default runs/)")
     run.add_argument("--no-server-check", action="store_true", help="skip the reachability check of loopback servers")
     _common(run)
@@ -140,6 +143,7 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
         flags=extra,
         phase=args.phase,
         max_in_flight=args.max_in_flight,
+        shard=args.shard,
         runs_dir=args.runs_dir,
         record_path=args.record,
         check_server=not args.no_server_check,

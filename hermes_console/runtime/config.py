@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union, get_args, g
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hermes_console.runtime.shard import resolve_shard
 from hermes_console.runtime.errors import ConfigError, close_matches, describe_value
 
 Mode = Literal["process", "serve", "evaluate"]
@@ -54,6 +55,7 @@ class RunSpec(BaseModel):
     heartbeat_s: float = Field(0.25, gt=0)
     stats_interval_s: float = Field(1.0, gt=0)
     idle_poll_s: float = Field(0.1, gt=0)  # serve mode: get_next_item returned None
+    shard: Optional[str] = None  # "i/n": this host's share of the items (default: from Slurm/K8s/RANK env vars)
 
 
 @dataclass
@@ -68,6 +70,7 @@ class ResolvedRun:
     testing: bool = False
     notes: List[str] = field(default_factory=list)
     phase: int = 1  # the phase that runs first: spec.phase, else derived from the server types
+    shard: Optional[Any] = None  # runtime.shard.Shard, or None: every item is this host's
 
     def servers_for(self, phase: int) -> List[Any]:
         return self.phase1_servers if phase == 1 else self.phase2_servers
@@ -389,6 +392,7 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         testing=testing,
         notes=notes,
         phase=phase,
+        shard=resolve_shard(spec.shard),
     )
 
 

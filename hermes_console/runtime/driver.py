@@ -83,6 +83,7 @@ class Driver:
         self.completed = 0
         self.received = 0
         self.get_next_item_calls = 0
+        self._sequence_pos = 0  # position in the env's item sequence (sharding)
         self.status = "loading"
         self.last_metrics: Dict[str, Any] = {}
         self._intake_open = True  # operator gate
@@ -234,8 +235,15 @@ class Driver:
         backlog = getattr(self.env, "backlog", None)
         if backlog:
             return backlog.pop(0)
-        self.get_next_item_calls += 1
-        return await self.env.get_next_item()
+        shard = self.resolved.shard
+        while True:
+            self.get_next_item_calls += 1
+            item = await self.env.get_next_item()
+            if item is None or shard is None:
+                return item
+            k, self._sequence_pos = self._sequence_pos, self._sequence_pos + 1
+            if shard.takes(k):  # another host of the run takes the others
+                return item
 
     def _start_group(self, item: Any) -> None:
         group_id = uuid.uuid4().hex[:12]

@@ -28,6 +28,7 @@ class RunConfigured(Event):
     total_steps: int = 0
     jsonl_path: Optional[str] = None
     servers: List[str] = field(default_factory=list)
+    shard: str = ""  # "i/n (source)" when this host takes a share of the items
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

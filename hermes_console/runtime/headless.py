@@ -32,6 +32,8 @@ def summary_table(state: ConsoleState) -> Table:
     t.add_column("what", style="bold")
     t.add_column("value")
     t.add_row("env / mode", f"{state.run.env_name} / {state.run.mode} (phase {state.run.phase})")
+    if state.run.shard:
+        t.add_row("shard", state.run.shard)
     t.add_row("status", f"{state.status} {state.status_detail.splitlines()[0] if state.status_detail else ''}")
     t.add_row(
         "accounting",

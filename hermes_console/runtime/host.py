@@ -280,6 +280,7 @@ class RuntimeHost:
                 total_steps=int(env.config.total_steps),
                 jsonl_path=self.driver.jsonl_path,
                 servers=[f"{c.server_type} {c.base_url}" for c in servers],
+                shard=f"{resolved.shard} ({resolved.shard.source})" if resolved.shard else "",
             )
         )
         for note in resolved.notes:

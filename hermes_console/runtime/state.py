@@ -270,6 +270,7 @@ class RunInfo:
     total_steps: int = 0
     jsonl_path: Optional[str] = None
     servers: List[str] = field(default_factory=list)
+    shard: str = ""
 
 
 def percentile(sorted_values: List[float], q: float) -> float:
@@ -507,6 +508,7 @@ def _on_run_configured(s: ConsoleState, e: rev.RunConfigured) -> None:
         total_steps=e.total_steps,
         jsonl_path=e.jsonl_path,
         servers=list(e.servers),
+        shard=e.shard,
     )
 
 

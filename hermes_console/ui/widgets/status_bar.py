@@ -60,6 +60,8 @@ class StatusBar(Static):
         line.append(*SEP)
         line.append(run.env_name or "(no env yet)", style="bold")
         line.append(f"  {run.mode or '–'}", style="dim")
+        if run.shard:
+            line.append(f"  shard {run.shard.split(' ')[0]}", style="dim")
         line.append(*SEP)
         phase_style = "bold black on cyan" if run.phase == 1 else "bold black on magenta"
         line.append(f" PHASE {run.phase} ", style=phase_style)
