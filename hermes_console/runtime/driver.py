@@ -91,6 +91,9 @@ class Driver:
         self._finished = False
         self._intake_error: Optional[str] = None  # set once: no more items can be taken or stored
         self._wake = asyncio.Event()
+        # Set by shutdown() once the drain has ended (groups finished or cancelled): until then
+        # the jsonl and the trainer link stay open for groups finishing in the drain.
+        self._drained = asyncio.Event()
         self._seen_drops: Dict[str, str] = {}
         self._seen_failed: Dict[str, str] = {}
         self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
@@ -174,6 +177,8 @@ class Driver:
         self._set_status("running" if self._intake_open else "paused")
         try:
             await self._intake_loop()
+            if self._stopping:
+                await self._drained.wait()
         finally:
             if trainer is not None:
                 trainer.cancel()
@@ -560,12 +565,15 @@ class Driver:
             self._set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
         if self.in_flight:
             await self.drain(drain_deadline_s)
-        if self.in_flight:
-            await self.cancel_in_flight(reason="stopped", requeue=False)
-        if self._eval_task is not None and not self._eval_task.done():
-            self._eval_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._eval_task
+        try:
+            if self.in_flight:
+                await self.cancel_in_flight(reason="stopped", requeue=False)
+            if self._eval_task is not None and not self._eval_task.done():
+                self._eval_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._eval_task
+        finally:
+            self._drained.set()  # run() may now close the outputs and the trainer link
 
     async def _finish_outputs(self) -> None:
         """Close the jsonl (all kept groups are already flushed) and write the html like atropos. Idempotent."""
