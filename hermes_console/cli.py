@@ -158,6 +158,8 @@ def _replay(args: argparse.Namespace) -> int:
     from hermes_console.runtime.replay import ReplaySource
 
     source = ReplaySource(args.log, speed=args.speed)
+    for warning in source.warnings:
+        print(f"hermes-console: warning: {warning}", file=sys.stderr)
     return _front_end(source, args.headless, 0.0, args.keys)
 
 

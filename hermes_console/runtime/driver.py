@@ -94,6 +94,7 @@ class Driver:
         # Set by shutdown() once the drain has ended (groups finished or cancelled): until then
         # the jsonl and the trainer link stay open for groups finishing in the drain.
         self._drained = asyncio.Event()
+        self._cut = asyncio.Event()  # a forced stop: end the drain now (see cut_drain)
         self._seen_drops: Dict[str, str] = {}
         self._seen_failed: Dict[str, str] = {}
         self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
@@ -564,7 +565,7 @@ class Driver:
         if not self._finished:  # a finished run stays "finished"
             self._set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
         if self.in_flight:
-            await self.drain(drain_deadline_s)
+            await self._drain_for_stop(drain_deadline_s)
         try:
             if self.in_flight:
                 await self.cancel_in_flight(reason="stopped", requeue=False)
@@ -574,6 +575,28 @@ class Driver:
                     await self._eval_task
         finally:
             self._drained.set()  # run() may now close the outputs and the trainer link
+
+    def cut_drain(self) -> None:
+        """A forced stop (second signal): the running drain ends now; the rest is cancelled."""
+        self._cut.set()
+
+    async def _drain_for_stop(self, deadline_s: float) -> None:
+        """Wait for in-flight groups until they are done, the deadline passes or cut_drain()."""
+        pending = {r.task for r in self.in_flight.values() if r.task is not None}
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(0.0, deadline_s)
+        cut = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
+        try:
+            while pending and not self._cut.is_set():
+                remaining = end - loop.time()
+                if remaining <= 0:
+                    break
+                _, pending = await asyncio.wait(pending | {cut}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(cut)
+        finally:
+            cut.cancel()
+            with contextlib.suppress(BaseException):
+                await cut
 
     async def _finish_outputs(self) -> None:
         """Close the jsonl (all kept groups are already flushed) and write the html like atropos. Idempotent."""

@@ -103,12 +103,14 @@ class RuntimeHost:
         if loop is None:
             return self._done
         with contextlib.suppress(RuntimeError):  # loop already closed: nothing to stop
-            loop.call_soon_threadsafe(self._request_stop)
+            loop.call_soon_threadsafe(self._request_stop, drain_deadline_s)
         return self._done
 
-    def _request_stop(self) -> None:
+    def _request_stop(self, drain_deadline_s: float) -> None:
         if self._stop_event is not None:
             self._stop_event.set()
+        if drain_deadline_s <= 0 and self.driver is not None:
+            self.driver.cut_drain()  # forced: a drain already running ends now
 
     # ------------------------------------------------------------------ commands
 

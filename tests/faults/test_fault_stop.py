@@ -13,10 +13,14 @@ from typing import Iterator
 import pytest
 
 from cli_stop_helpers import (
+    SIGNALS,
+    CliRun,
     assert_every_item_accounted,
     completed_after_stop,
+    final_status,
     read_record,
     start_run,
+    whole_lines,
 )
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
@@ -24,10 +28,17 @@ from hermes_console.sim.server import SimServer
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.fixture
+def slow_sim(module_slow_sim: SimServer) -> Iterator[SimServer]:
+    module_slow_sim.set_faults(replace=True)
+    yield module_slow_sim
+    module_slow_sim.set_faults(replace=True)
+
+
 @pytest.fixture(scope="module")
-def slow_sim() -> Iterator[SimServer]:
+def module_slow_sim() -> Iterator[SimServer]:
     """300 ms per reply: a group takes a second or more, so a stop always meets groups in flight."""
-    server = SimServer(SimConfig(seed=5, latency=LatencyConfig(mode="fixed", mean_ms=300.0)))
+    server = SimServer(SimConfig(seed=5, latency=LatencyConfig(mode="fixed", mean_ms=300.0), hang_max_s=90.0))
     server.start()
     try:
         yield server
@@ -55,3 +66,59 @@ def test_headless_ctrl_c_keeps_every_group_that_finishes_during_the_drain(slow_s
     # Every group the log calls kept is a whole line in groups.jsonl, and nothing else is there.
     assert r.groups_written() == o.count("item_completed")
     assert "is closed" not in out
+
+
+def _check_stop(r: CliRun, code: int, expect_code: int) -> "object":
+    """What every stop ends with: the exit code, whole files, every item in exactly one outcome."""
+    out = r.output()
+    assert code == expect_code, out[-3000:]
+    events = read_record(r.record)  # a complete gzip stream, every line whole JSON
+    o = assert_every_item_accounted(events)
+    assert final_status(events) == "stopped", out[-3000:]
+    assert r.groups_written() == o.count("item_completed"), out[-3000:]
+    whole_lines(r.dropped)
+    assert "Traceback" not in out, out[-3000:]
+    return o
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_every_stop_signal_drains_and_accounts_everything(slow_sim, tmp_path, name):
+    sig = SIGNALS[name]
+    r = start_run(tmp_path, slow_sim.base_url, "--max-in-flight", "3", "--drain-deadline", "45")
+    try:
+        r.until(lambda: r.groups_written() >= 2, "2 groups written")
+        r.signal(sig)
+        code = r.wait_exit()
+    finally:
+        r.kill()
+    o = _check_stop(r, code, 128 + sig)
+    assert o.count("item_failed") == 0 and o.count("item_cancelled") == 0, o.by_kind
+
+
+def test_drain_deadline_hit_cancels_the_rest_and_accounts_it(slow_sim, tmp_path):
+    r = start_run(tmp_path, slow_sim.base_url, "--max-in-flight", "3", "--drain-deadline", "1")
+    try:
+        r.until(lambda: r.groups_written() >= 2, "2 groups written")
+        slow_sim.set_faults(hang=1.0)  # every new request hangs: the drain cannot finish in time
+        r.signal(signal.SIGTERM)
+        code = r.wait_exit()
+    finally:
+        r.kill()
+    o = _check_stop(r, code, 128 + signal.SIGTERM)
+    assert o.count("item_cancelled") >= 1, o.by_kind
+
+
+@pytest.mark.parametrize("second", ["SIGHUP", "SIGINT", "SIGTERM"])
+def test_second_signal_forces_the_stop_and_the_process_exits(slow_sim, tmp_path, second):
+    r = start_run(tmp_path, slow_sim.base_url, "--max-in-flight", "3", "--drain-deadline", "300")
+    try:
+        r.until(lambda: r.groups_written() >= 2, "2 groups written")
+        slow_sim.set_faults(hang=1.0)  # the graceful drain would wait for the hang
+        r.signal(signal.SIGINT)
+        r.until(lambda: "SIGINT: stopping" in r.output(), "the first stop acknowledged")
+        r.signal(SIGNALS[second])
+        code = r.wait_exit()  # within 60 s although the drain deadline is 300 s
+    finally:
+        r.kill()
+    o = _check_stop(r, code, 128 + signal.SIGINT)
+    assert o.count("item_cancelled") >= 1, o.by_kind
