@@ -326,17 +326,22 @@ class Driver:
         self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
 
     def _drop_reason(self, group: Any) -> Optional[Tuple[str, str]]:
-        # We call handle_send_to_api with abort_on_any_max_length_exceeded=False.
-        return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), False)
+        # Over-long sequences are never kept (nor sent): the same rule as atroposlib's own serve path.
+        return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), True)
 
     async def _send(self, rec: GroupRecord, processed: Any) -> None:
         groups = processed if isinstance(processed, list) else [processed]
         reasons = [self._drop_reason(g) for g in groups]
+        valid = [g for g, r in zip(groups, reasons) if r is None]
+        if not valid:  # nothing a trainer could use: never handed to the env's writer/sender
+            self._drop_all(rec, groups, reasons)
+            return
+        to_send: Any = valid if isinstance(processed, list) else valid[0]
         # The live count only: a settled count of an earlier send of this id is not "before".
         before = self.writer.written.get(rec.group_id, 0) if self.writer else 0
         try:
             await self.env.handle_send_to_api(
-                processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
+                to_send, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=True
             )
         finally:
             # Read this group's count once and drop its entry: the writer stays bounded.
@@ -346,29 +351,33 @@ class Driver:
         if self.writer is not None:
             kept = after > before
         else:
-            kept = any(r is None for r in reasons) and rec.group_id not in self._seen_drops
+            kept = rec.group_id not in self._seen_drops
+        if not kept:
+            self._drop_all(rec, groups, reasons)
+            return
         for group, reason in zip(groups, reasons):
-            if reason is not None and kept:
+            if reason is not None:
                 self.dropped.write(rec.group_id, reason[0], group, reason[1])  # partly kept: keep the rest on disk too
-        if kept and send_error is not None:
+        if send_error is not None:
             self._fail(rec, send_error, "send")  # in the jsonl, but the trainer never got it
             return
-        if kept:
-            scores: List[float] = []
-            for group, reason in zip(groups, reasons):
-                if reason is None and isinstance(group, dict):
-                    scores.extend(float(s) for s in group.get("scores") or [])
-            self.completed += 1
-            self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
-        else:
-            seen = self._seen_drops.get(rec.group_id)
-            first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
-            reason = seen or first[0]
-            detail = first[1] if not seen or seen == first[0] else ""
-            dropped = events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail)
-            if self._account(rec, dropped, emit=seen is None):
-                for group in groups:
-                    self.dropped.write(rec.group_id, reason, group, detail)
+        scores: List[float] = []
+        for group in valid:
+            if isinstance(group, dict):
+                scores.extend(float(s) for s in group.get("scores") or [])
+        self.completed += 1
+        self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
+
+    def _drop_all(self, rec: GroupRecord, groups: List[Any], reasons: List[Optional[Tuple[str, str]]]) -> None:
+        """Account ``rec`` as dropped (the env's own reason first) and keep its groups in dropped.jsonl."""
+        seen = self._seen_drops.get(rec.group_id)
+        first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
+        reason = seen or first[0]
+        detail = first[1] if not seen or seen == first[0] else ""
+        dropped = events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail)
+        if self._account(rec, dropped, emit=seen is None):
+            for group in groups:
+                self.dropped.write(rec.group_id, reason, group, detail)
 
     async def _wandb_log(self) -> None:
         metrics: Dict[str, Any] = {}

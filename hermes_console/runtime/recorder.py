@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gzip
-import json
 import threading
 from collections import deque
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import IO, Any, Callable, Deque, Optional
 
 from environments import events
 from environments.events import Event
-from hermes_console.runtime.sinks import _default
+from hermes_console.runtime.sinks import dumps_strict
 
 JOIN_S = 10.0  # close() waits this long for the writer thread at most
 
@@ -48,10 +47,10 @@ def _report(message: str) -> None:
 
 class Recorder:
     def __init__(self, path: str, flush_s: float = 0.2, on_error: Optional[Callable[[str], None]] = None,
-                 opener: Callable[[str, str], IO[Any]] = open_log) -> None:
+                 opener: Optional[Callable[[str, str], IO[Any]]] = None) -> None:
         self.path = path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._fp: Optional[IO[Any]] = opener(path, "w")
+        self._fp: Optional[IO[Any]] = (opener or open_log)(path, "w")
         self._pending: Deque[Event] = deque()
         self._flush_s = flush_s
         self._stop = threading.Event()
@@ -82,7 +81,7 @@ class Recorder:
                 event = pop()
             except IndexError:
                 break
-            lines.append(json.dumps(event.to_dict(), default=_default))
+            lines.append(dumps_strict(event.to_dict()))
         if not lines:
             return
         try:
