@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 current_eval_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_current_eval_id", default=None)
 
 DEFAULT_MAX_IN_FLIGHT = 8
+FATAL_ERROR_STREAK = 8  # rollouts failing in a row, none succeeding, before intake stops (at least 2 groups' worth)
 
 
 @dataclass
@@ -95,6 +96,14 @@ class Driver:
         # the jsonl and the trainer link stay open for groups finishing in the drain.
         self._drained = asyncio.Event()
         self._cut = asyncio.Event()  # a forced stop: end the drain now (see cut_drain)
+        # Rollouts that ended in an error (server call failed after retries, sandbox or setup
+        # failure): their group is no training data. A long unbroken run of them means the
+        # backend is unusable (garbage server, broken sandbox root): intake stops, fatally.
+        self._rollout_errors: Dict[str, str] = {}
+        self._error_streak = 0
+        self._last_rollout_error = ""
+        group_size = int(getattr(cfg, "group_size", 1) or 1)
+        self.fatal_error_streak = max(FATAL_ERROR_STREAK, 2 * group_size)
         self._seen_drops: Dict[str, str] = {}
         self._seen_failed: Dict[str, str] = {}
         self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
@@ -133,6 +142,14 @@ class Driver:
             self._seen_failed[event.group_id] = event.error  # type: ignore[attr-defined]
         elif kind == "rollout_finished" and current_eval_id.get() is not None:
             self._eval_rollouts += 1
+        elif kind == "rollout_finished":
+            error = getattr(event, "error", None)
+            if error:
+                self._rollout_errors.setdefault(event.group_id, error)  # type: ignore[attr-defined]
+                self._error_streak += 1
+                self._last_rollout_error = error
+            else:
+                self._error_streak = 0
 
     def detach(self) -> None:
         events.remove_observer(self._watch)
@@ -273,6 +290,12 @@ class Driver:
             scored, backlog = _unpack(result)
             if backlog:
                 self.env.backlog.extend(backlog)
+            self._check_error_streak()
+            rollout_error = self._rollout_errors.get(rec.group_id)
+            if scored and rollout_error is not None and rec.group_id not in self._seen_failed:
+                groups = scored if isinstance(scored, list) else [scored]
+                self._drop_all(rec, groups, [("rollout_error", f"a rollout failed: {rollout_error}")] * len(groups))
+                return
             if not scored:
                 if rec.group_id in self._seen_failed:
                     self._account(rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]),
@@ -297,9 +320,16 @@ class Driver:
             self.in_flight.pop(rec.group_id, None)
             self._seen_drops.pop(rec.group_id, None)
             self._seen_failed.pop(rec.group_id, None)
+            self._rollout_errors.pop(rec.group_id, None)
             if not self.in_flight and self.status == "draining":
                 self._set_status("paused")
             self._poke()
+
+    def _check_error_streak(self) -> None:
+        """Stop intake when the last rollouts all failed: the backend cannot produce data."""
+        if self._error_streak >= self.fatal_error_streak:
+            self._stop_intake(f"the last {self._error_streak} rollouts all failed (none succeeded in between), "
+                              f"the backend looks unusable; last error: {self._last_rollout_error}")
 
     def _stop_intake(self, reason: str) -> None:
         """Close intake for good and say why; the intake loop ends the run once in-flight groups finish."""
