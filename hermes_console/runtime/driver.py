@@ -17,6 +17,7 @@ import json
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 current_eval_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_current_eval_id", default=None)
 
 DEFAULT_MAX_IN_FLIGHT = 8
+MAX_INFRA_ERRORS = 4_096  # bounded: rollouts cancelled before finishing never pop theirs
+_SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # environments.sandboxes.records.SandboxUnavailable, as tools report it
 FATAL_ERROR_STREAK = 8  # rollouts failing in a row, none succeeding, before intake stops (at least 2 groups' worth)
 
 
@@ -100,6 +103,7 @@ class Driver:
         # failure): their group is no training data. A long unbroken run of them means the
         # backend is unusable (garbage server, broken sandbox root): intake stops, fatally.
         self._rollout_errors: Dict[str, str] = {}
+        self._infra_errors: "OrderedDict[str, str]" = OrderedDict()  # rollout id -> sandbox backend failure
         self._error_streak = 0
         self._last_rollout_error = ""
         group_size = int(getattr(cfg, "group_size", 1) or 1)
@@ -142,8 +146,13 @@ class Driver:
             self._seen_failed[event.group_id] = event.error  # type: ignore[attr-defined]
         elif kind == "rollout_finished" and current_eval_id.get() is not None:
             self._eval_rollouts += 1
+        elif kind == "tool_call_finished" and _SANDBOX_UNAVAILABLE in (getattr(event, "error", None) or ""):
+            # The sandbox backend itself failed (not the model's command): the rollout is no data.
+            self._infra_errors[event.rollout_id] = event.error  # type: ignore[attr-defined]
+            while len(self._infra_errors) > MAX_INFRA_ERRORS:
+                self._infra_errors.popitem(last=False)
         elif kind == "rollout_finished":
-            error = getattr(event, "error", None)
+            error = getattr(event, "error", None) or self._infra_errors.pop(event.rollout_id, None)  # type: ignore[attr-defined]
             if error:
                 self._rollout_errors.setdefault(event.group_id, error)  # type: ignore[attr-defined]
                 self._error_streak += 1
