@@ -115,11 +115,12 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
         from hermes_console.ui.config import KeymapError, load_console_config
 
         try:
-            config = load_console_config(Path(keys_file)) if keys_file else None
+            config = load_console_config(Path(keys_file) if keys_file else None)
         except KeymapError as exc:
             print(f"hermes-console: {exc}", file=sys.stderr)
             return 2
         else:
+            config.drain_deadline_s = drain_deadline_s  # the UI's quit drains this long (--drain-deadline)
             try:
                 result = run_console(runtime, config=config)
             finally:

@@ -48,3 +48,30 @@ def test_bad_value_in_a_config_file_names_the_field(tmp_path):
     assert proc.returncode == 1, out
     assert "env.group_size = -1: expected a whole number >= 1" in out
     assert "Traceback" not in out
+
+
+def test_the_console_ui_drains_for_the_given_drain_deadline(monkeypatch, tmp_path):
+    from concurrent.futures import Future
+
+    from hermes_console import cli
+
+    seen = {}
+
+    class Runtime:
+        def stop(self, deadline):
+            seen.setdefault("stops", []).append(deadline)
+            done: Future = Future()
+            done.set_result(None)
+            return done
+
+        def join(self, timeout=None):
+            return True
+
+    def fake_console(runtime, config=None):
+        seen["ui_deadline"] = config.drain_deadline_s
+        return 0
+
+    monkeypatch.setattr("hermes_console.ui.app.run_console", fake_console)
+    monkeypatch.setattr("hermes_console.ui.config.DEFAULT_KEYS_FILE", tmp_path / "no-keys.yaml")
+    assert cli._front_end(Runtime(), headless=False, drain_deadline_s=42.0) == 0
+    assert seen == {"ui_deadline": 42.0, "stops": [42.0]}
