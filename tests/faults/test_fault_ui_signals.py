@@ -1,0 +1,47 @@
+"""SIGTERM/SIGHUP in the Textual console (issue 19, point 2): the same graceful stop as quit,
+every item accounted, the runtime stopped before the app exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from faults_helpers import fault_spec
+from hermes_console.runtime.host import RuntimeHost
+from hermes_console.ui.app import ConsoleApp
+from hermes_console.ui.config import ConsoleConfig
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+async def test_stop_signal_in_the_console_drains_and_exits(sim, tmp_path, name):
+    sig = getattr(signal, name)
+    host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=1000, max_in_flight=2), exit_when_finished=False)
+    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=20.0))
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            end = time.monotonic() + 60
+            while app.state.accounting.received < 2 and time.monotonic() < end:
+                await pilot.pause(0.1)
+            assert app.state.accounting.received >= 2
+            # Only raise it when the console has its handler (never kill the test process).
+            assert signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+            os.kill(os.getpid(), sig)
+            end = time.monotonic() + 60
+            while not host.done.done() and time.monotonic() < end:
+                await pilot.pause(0.1)
+            assert host.done.done(), "the signal did not stop the runtime"
+            await pilot.pause(0.5)
+        app.state.apply_all(host.drain())  # what arrived after the app's last tick
+        a = app.state.accounting
+        assert app.return_code in (None, 0)
+        assert app.state.status == "stopped", app.state.status
+        assert a.in_flight == 0 and a.received == a.completed + a.dropped_total + a.failed + a.cancelled, a
+        assert a.cancelled == 0, a  # a 20 s drain is plenty: everything in flight finished
+    finally:
+        host.stop(0.5).result(timeout=60)
+        host.join(10)
