@@ -4,19 +4,15 @@ Everything else is in dropped.jsonl with its reason, and every file is strict JS
 
 from __future__ import annotations
 
-import asyncio
 import math
-import socket
-import threading
-import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from bad_data_envs import BAD_REWARDS, NonFiniteRewardEnv, TinyMaxTokenLenEnv
 from cli_stop_helpers import whole_lines
 from faults_helpers import fault_spec, write_tasks
+from run_api_helpers import TrainerAPI, queued_groups, register_trainer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,55 +63,14 @@ def test_over_long_groups_are_dropped_not_kept(sim, tmp_path, run, monkeypatch):
     r.stop_clean()
 
 
-async def _register_trainer(url: str, max_token_len: int, batch_size: int, steps: int) -> None:
-    async with aiohttp.ClientSession() as session:
-        await (await session.get(f"{url}/reset_data")).read()
-        reg = {"wandb_group": "g", "wandb_project": "p", "batch_size": batch_size, "max_token_len": max_token_len,
-               "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": steps}
-        await (await session.post(f"{url}/register", json=reg)).read()
-        await (await session.get(f"{url}/batch")).read()  # a trainer has started: envs may register
-
-
-async def _queued(url: str) -> int:
-    async with aiohttp.ClientSession() as session:
-        return int((await (await session.get(f"{url}/status")).json())["queue_size"])
-
-
-class TrainerAPI:
-    """atroposlib's own FastAPI trainer API (run-api), served by uvicorn on a free loopback port."""
-
-    def __init__(self) -> None:
-        import uvicorn
-        from atroposlib.api.server import app
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="test-trainer-api")
-
-    def __enter__(self) -> "TrainerAPI":
-        self.thread.start()
-        end = time.monotonic() + 30
-        while not self.server.started and time.monotonic() < end:
-            time.sleep(0.05)
-        assert self.server.started
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
-
-
 def test_serve_mode_never_sends_groups_over_the_trainers_max_token_len(sim, tmp_path, run):
     with TrainerAPI() as api:
-        asyncio.run(_register_trainer(api.url, max_token_len=64, batch_size=8, steps=4))
+        register_trainer(api.url, max_token_len=64, batch_size=8, steps=4)
         r = run(fault_spec(sim, tmp_path, "--env.rollout_server_url", api.url, total_steps=4, mode="serve",
                            max_in_flight=2))
         r.until(lambda s: s.accounting.dropped.get("too_long", 0) >= 2, 60, "2 over-long groups dropped")
         # atroposlib's run-api holds what it was sent: nothing.
-        assert asyncio.run(_queued(api.url)) == 0
+        assert queued_groups(api.url) == 0
         assert r.state.accounting.completed == 0, r.state.accounting
         assert not whole_lines(Path(r.state.run.jsonl_path))
         r.stop_clean()

@@ -8,6 +8,7 @@ the lines of groups.jsonl, and the rule that every item received has exactly one
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -122,3 +123,25 @@ def test_second_signal_forces_the_stop_and_the_process_exits(slow_sim, tmp_path,
         r.kill()
     o = _check_stop(r, code, 128 + signal.SIGINT)
     assert o.count("item_cancelled") >= 1, o.by_kind
+
+
+def test_serve_mode_stop_sends_every_group_that_finishes_during_the_drain(slow_sim, tmp_path, run):
+    from faults_helpers import fault_spec
+    from run_api_helpers import TrainerAPI, queued_groups, register_trainer
+
+    with TrainerAPI() as api:
+        register_trainer(api.url, batch_size=64, steps=100)
+        r = run(fault_spec(slow_sim, tmp_path, "--env.rollout_server_url", api.url, total_steps=100, group_size=2,
+                           mode="serve", max_in_flight=3, timeout_s=20))
+        r.until(lambda s: s.accounting.completed >= 1 and s.accounting.in_flight >= 2, 60, "groups in flight")
+        r.stop(30.0)
+        r.assert_accounted()
+        a = r.state.accounting
+        assert a.failed == 0 and a.cancelled == 0, a
+        statuses = [e for e in r.events if e.kind in ("runtime_status", "item_completed")]
+        stop_at = next(i for i, e in enumerate(statuses) if e.kind == "runtime_status" and e.status == "stopping")
+        assert any(e.kind == "item_completed" for e in statuses[stop_at:]), "no group finished in the drain"
+        # The trainer API (atroposlib's own count) holds every group the console calls kept.
+        assert queued_groups(api.url) == a.completed
+        assert len(whole_lines(Path(r.state.run.jsonl_path))) == a.completed
+        r.stop_clean()
