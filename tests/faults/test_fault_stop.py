@@ -69,6 +69,10 @@ def test_headless_ctrl_c_keeps_every_group_that_finishes_during_the_drain(slow_s
     assert "is closed" not in out
 
 
+def _hangs(sim: SimServer) -> int:
+    return int(sim.stats()["faults"].get("hang", 0))
+
+
 def _check_stop(r: CliRun, code: int, expect_code: int) -> "object":
     """What every stop ends with: the exit code, whole files, every item in exactly one outcome."""
     out = r.output()
@@ -100,7 +104,9 @@ def test_drain_deadline_hit_cancels_the_rest_and_accounts_it(slow_sim, tmp_path)
     r = start_run(tmp_path, slow_sim.base_url, "--max-in-flight", "3", "--drain-deadline", "1")
     try:
         r.until(lambda: r.groups_written() >= 2, "2 groups written")
+        hung = _hangs(slow_sim)
         slow_sim.set_faults(hang=1.0)  # every new request hangs: the drain cannot finish in time
+        r.until(lambda: _hangs(slow_sim) > hung, "a request hanging")
         r.signal(signal.SIGTERM)
         code = r.wait_exit()
     finally:
@@ -114,7 +120,9 @@ def test_second_signal_forces_the_stop_and_the_process_exits(slow_sim, tmp_path,
     r = start_run(tmp_path, slow_sim.base_url, "--max-in-flight", "3", "--drain-deadline", "300")
     try:
         r.until(lambda: r.groups_written() >= 2, "2 groups written")
+        hung = _hangs(slow_sim)
         slow_sim.set_faults(hang=1.0)  # the graceful drain would wait for the hang
+        r.until(lambda: _hangs(slow_sim) > hung, "a request hanging")
         r.signal(signal.SIGINT)
         r.until(lambda: "SIGINT: stopping" in r.output(), "the first stop acknowledged")
         r.signal(SIGNALS[second])
