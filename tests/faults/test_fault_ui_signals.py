@@ -1,11 +1,13 @@
-"""SIGTERM/SIGHUP in the Textual console (issue 19, point 2): the same graceful stop as quit,
-every item accounted, the runtime stopped before the app exits."""
+"""Stops in the Textual console (issue 19, points 1-2): quit (q, y), SIGTERM and SIGHUP all drain
+(every group finishing in the drain is kept), account every item, and stop the runtime
+before the app exits."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,9 +19,8 @@ from hermes_console.ui.config import ConsoleConfig
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "q"])
 async def test_stop_signal_in_the_console_drains_and_exits(sim, tmp_path, name):
-    sig = getattr(signal, name)
     host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=1000, max_in_flight=2), exit_when_finished=False)
     app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=20.0))
     try:
@@ -28,9 +29,15 @@ async def test_stop_signal_in_the_console_drains_and_exits(sim, tmp_path, name):
             while app.state.accounting.received < 2 and time.monotonic() < end:
                 await pilot.pause(0.1)
             assert app.state.accounting.received >= 2
-            # Only raise it when the console has its handler (never kill the test process).
-            assert signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None)
-            os.kill(os.getpid(), sig)
+            if name == "q":  # the operator quits and confirms
+                await pilot.press("q")
+                await pilot.pause(0.3)
+                await pilot.press("y")
+            else:
+                sig = getattr(signal, name)
+                # Only raise it when the console has its handler (never kill the test process).
+                assert signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+                os.kill(os.getpid(), sig)
             end = time.monotonic() + 60
             while not host.done.done() and time.monotonic() < end:
                 await pilot.pause(0.1)
@@ -41,7 +48,9 @@ async def test_stop_signal_in_the_console_drains_and_exits(sim, tmp_path, name):
         assert app.return_code in (None, 0)
         assert app.state.status == "stopped", app.state.status
         assert a.in_flight == 0 and a.received == a.completed + a.dropped_total + a.failed + a.cancelled, a
-        assert a.cancelled == 0, a  # a 20 s drain is plenty: everything in flight finished
+        assert a.cancelled == 0 and a.failed == 0, a  # a 20 s drain is plenty: everything in flight finished
+        lines = Path(host.driver.jsonl_path).read_text().splitlines()
+        assert len(lines) == a.completed  # groups finishing in the drain are in the jsonl too
     finally:
         host.stop(0.5).result(timeout=60)
         host.join(10)
