@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import contextvars
 import io
-import json
 import logging
 import time
 import uuid
@@ -29,7 +28,7 @@ from environments.atropos_compat import drop_reason
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
-from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, jsonable
+from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, dumps_strict, jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -595,12 +594,12 @@ class Driver:
     def _write_eval_files(eval_dir: Path, metrics: Dict[str, Any], samples: Optional[List[Any]]) -> Optional[str]:
         metrics_path = eval_dir / "metrics.json"
         if not metrics_path.exists():
-            metrics_path.write_text(json.dumps({"results": {"all": metrics}}, indent=2, default=str))
+            metrics_path.write_text(dumps_strict({"results": {"all": metrics}}, indent=2))
         samples_path = eval_dir / "samples.jsonl"
         if samples and not samples_path.exists():
             with samples_path.open("w") as fp:
                 for sample in samples:
-                    fp.write(json.dumps(sample, default=str) + "\n")
+                    fp.write(dumps_strict(sample) + "\n")
         return str(samples_path) if samples_path.exists() else None
 
     # ------------------------------------------------------------------ stop / outputs

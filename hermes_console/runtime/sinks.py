@@ -49,13 +49,13 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def dumps_strict(value: Any) -> str:
+def dumps_strict(value: Any, indent: Optional[int] = None) -> str:
     """Strict JSON (never ``NaN``/``Infinity``): non-finite numbers become strings.
     For logs and records about data; kept groups use ``allow_nan=False`` and fail instead."""
     try:
-        return json.dumps(value, default=_default, allow_nan=False)
+        return json.dumps(value, default=_default, allow_nan=False, indent=indent)
     except ValueError:
-        return json.dumps(_finite(json.loads(json.dumps(value, default=_default))), allow_nan=False)
+        return json.dumps(_finite(json.loads(json.dumps(value, default=_default))), allow_nan=False, indent=indent)
 
 
 def repair_torn_tail(path: str) -> Optional[str]:

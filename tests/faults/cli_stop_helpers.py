@@ -102,7 +102,7 @@ def whole_lines(path: Path) -> List[str]:
     if not path.exists():
         return []
     lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    for i, ln in enumerate(lines, 1):
+    for ln in lines:
         json.loads(ln, parse_constant=_no_constants)  # strict JSON: NaN/Infinity are not JSON
     return lines
 

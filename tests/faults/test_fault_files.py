@@ -15,7 +15,6 @@ from typing import Any, List
 import pytest
 
 from cli_stop_helpers import run_cli, whole_lines
-from environments import events as ev
 from bad_data_envs import NonFiniteRewardEnv
 from faults_helpers import fault_spec, write_tasks
 from hermes_console.runtime import events as rev
@@ -162,3 +161,18 @@ def test_replay_reads_a_plain_log_with_a_torn_last_line(tmp_path):
     source = ReplaySource(str(path))
     assert source.drain() == src
     assert source.warnings and "partial event (line 21)" in source.warnings[0]
+
+
+def test_eval_files_are_strict_json_even_with_nan_metrics(tmp_path):
+    from hermes_console.runtime.driver import Driver
+
+    samples = Driver._write_eval_files(tmp_path, {"eval/pass_rate": float("nan"), "eval/n": 3},
+                                       [{"score": float("inf"), "task": "t"}])
+    metrics = json.loads((tmp_path / "metrics.json").read_text(), parse_constant=_refuse)
+    assert metrics["results"]["all"] == {"eval/pass_rate": "NaN", "eval/n": 3}
+    assert [json.loads(ln, parse_constant=_refuse) for ln in Path(samples).read_text().splitlines()] == [
+        {"score": "Infinity", "task": "t"}]
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"non-JSON constant {name}")

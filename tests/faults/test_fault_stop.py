@@ -16,6 +16,7 @@ import pytest
 from cli_stop_helpers import (
     SIGNALS,
     CliRun,
+    Outcome,
     assert_every_item_accounted,
     completed_after_stop,
     final_status,
@@ -73,7 +74,7 @@ def _hangs(sim: SimServer) -> int:
     return int(sim.stats()["faults"].get("hang", 0))
 
 
-def _check_stop(r: CliRun, code: int, expect_code: int) -> "object":
+def _check_stop(r: CliRun, code: int, expect_code: int) -> Outcome:
     """What every stop ends with: the exit code, whole files, every item in exactly one outcome."""
     out = r.output()
     assert code == expect_code, out[-3000:]
