@@ -412,10 +412,11 @@ class Driver:
         first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
         reason = seen or first[0]
         detail = first[1] if not seen or seen == first[0] else ""
-        dropped = events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail)
-        if self._account(rec, dropped, emit=seen is None):
-            for group in groups:
-                self.dropped.write(rec.group_id, reason, group, detail)
+        if rec.accounted:
+            return
+        for group in groups:  # on disk before the event says so (a reader may look at once)
+            self.dropped.write(rec.group_id, reason, group, detail)
+        self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail), emit=seen is None)
 
     async def _wandb_log(self) -> None:
         metrics: Dict[str, Any] = {}

@@ -41,7 +41,9 @@ def test_a_second_run_appending_to_a_torn_dropped_file_keeps_every_record_whole(
     r.until_done_items(2, 60)
     lines = whole_lines(run_dir / "dropped.jsonl")  # the new records did not land on the torn line
     assert lines[0] == earlier
-    assert [json.loads(ln)["reason"] for ln in lines[1:]] == ["non_finite_score", "non_finite_score"]
+    assert [json.loads(ln)["reason"] for ln in lines[1:]] == ["non_finite_score", "non_finite_score"], (
+        r.state.accounting, [(e.kind, getattr(e, "reason", getattr(e, "error", ""))) for e in r.events
+                             if e.kind in ("item_dropped", "item_failed", "item_completed")])
     assert any(log.level == "WARNING" and "torn" in log.message and "dropped.jsonl" in log.message
                for log in r.state.logs), [log.message for log in r.state.logs][-5:]
     r.stop_clean()
