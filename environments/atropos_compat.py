@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
 import sys
@@ -285,12 +286,27 @@ def drop_reason(
     if got != expected:
         return "wrong_group_size", f"{got} rollouts, expected {expected}"
     scores = group.get("scores") or []
+    bad = _first_bad_score(scores)
+    if bad is not None:  # ours, not atroposlib's: a trainer cannot use it (and NaN is not JSON)
+        return "non_finite_score", f"score {bad!r}; expected finite numbers"
     if getattr(config, "ensure_scores_are_not_same", False) and len(set(scores)) == 1:
         return "identical_scores", f"all {len(scores)} scores are {scores[0]} (ensure_scores_are_not_same)"
     if max_token_len > 0 and abort_on_any_max_length_exceeded:
         longest = max((len(t) for t in group.get("tokens") or []), default=0)
         if longest >= max_token_len:
             return "too_long", f"{longest} tokens >= max_token_len {max_token_len}"
+    return None
+
+
+def _first_bad_score(scores: Any) -> Optional[Any]:
+    """The first score that is not a finite real number (None when all are)."""
+    for score in scores:
+        try:
+            value = float(score)
+        except (TypeError, ValueError):
+            return score
+        if not math.isfinite(value):
+            return score
     return None
 
 

@@ -14,18 +14,59 @@ import argparse
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NoReturn, Optional
 
-from hermes_console.runtime.errors import ConfigError
+from hermes_console.runtime.errors import ConfigError, UsageError
 
 DEMO_FAULTS = {"http_500": 0.02, "malformed_tool_json": 0.03, "unknown_tool": 0.02}
 DEMO_ENV = "environments.terminal_tasks"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (flag, value, what is expected), exit 2, no usage dump."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: type, minimum: float, strict: bool = False) -> Any:
+    """An argparse type: ``kind`` (int/float) >= ``minimum`` (> when ``strict``), finite."""
+    what = "a whole number" if kind is int else "a number"
+    expect = f"expected {what} {'>' if strict else '>='} {minimum:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expect}, got {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{expect}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _check_record_path(path: Optional[str]) -> None:
+    """``--record`` must be a file we can create, checked before anything starts."""
+    if not path:
+        return
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UsageError(f"--record {path!r}: is a directory; expected a file path such as {path.rstrip('/')}/events.jsonl.gz")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--record {path!r}: cannot be written ({exc.strerror or exc}); "
+                         "expected a file path in a writable directory") from None
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no UI: progress bar and a final summary")
     p.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON lines; .gz to compress)")
-    p.add_argument("--drain-deadline", type=float, default=10.0, metavar="S",
+    p.add_argument("--drain-deadline", type=_number(float, 0), default=10.0, metavar="S",
                    help="on stop, wait this long for in-flight groups before cancelling them (default 10)")
     _keys_flag(p)
 
@@ -35,13 +76,13 @@ def _keys_flag(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermes-console", description="An operations console for Atropos RL environments.")
+    parser = _Parser(prog="hermes-console", description="An operations console for Atropos RL environments.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="embedded simulator (with some faults) + the terminal_tasks env")
     _common(demo)
-    demo.add_argument("--total-steps", type=int, default=100_000, help="groups to process (default 100000)")
-    demo.add_argument("--latency-ms", type=float, default=300.0, help="simulated mean latency (lognormal)")
+    demo.add_argument("--total-steps", type=_number(int, 1), default=100_000, help="groups to process (default 100000)")
+    demo.add_argument("--latency-ms", type=_number(float, 0), default=300.0, help="simulated mean latency (lognormal)")
     demo.add_argument("--no-faults", action="store_true", help="turn the simulator's injected faults off")
     demo.add_argument("--runs-dir", default="runs")
 
@@ -55,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", metavar="YAML", help="YAML with env:, openai: (dict or list), phase2: keys")
     run.add_argument("--phase", type=int, choices=(1, 2), default=None,
                      help="start in phase 1 (chat) or 2 (token-level); default: what the env's server_type implies")
-    run.add_argument("--max-in-flight", type=int, default=None, help="groups in flight at once (default: env max_num_workers)")
+    run.add_argument("--max-in-flight", type=_number(int, 1), default=None, help="groups in flight at once (default: env max_num_workers)")
     run.add_argument("--shard", default=None, metavar="I/N",
                      help="take every N-th item starting at I (default: from SLURM_ARRAY_TASK_ID/COUNT, "
                           "SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX/HERMES_SHARD_COUNT or RANK/WORLD_SIZE)")
@@ -65,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="replay a recorded event log (read-only)")
     replay.add_argument("log")
-    replay.add_argument("--speed", type=float, default=None, help="1.0 = real time; default: everything at once")
+    replay.add_argument("--speed", type=_number(float, 0, strict=True), default=None, help="1.0 = real time; default: everything at once")
     replay.add_argument("--headless", action="store_true")
     _keys_flag(replay)
 
@@ -107,23 +148,25 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
         from hermes_console.ui.config import KeymapError, load_console_config
 
         try:
-            config = load_console_config(Path(keys_file)) if keys_file else None
+            config = load_console_config(Path(keys_file) if keys_file else None)
         except KeymapError as exc:
             print(f"hermes-console: {exc}", file=sys.stderr)
             return 2
         else:
+            config.drain_deadline_s = drain_deadline_s  # the UI's quit drains this long (--drain-deadline)
             result = 1
             try:
-                result = run_console(runtime, config=config, drain_deadline_s=drain_deadline_s)
+                result = run_console(runtime, config=config)
             finally:
                 # The UI stops the runtime when the operator quits; make sure of it (and of its
                 # cleanup) on any exit, even when the operator left the screen early.
                 stopped = wait_for_stop(runtime, drain_deadline_s)
             fatal = getattr(runtime, "fatal", None)
             if fatal is not None:  # the screen is gone: say why the run ended, as headless does
+                from environments.redact import redact
                 from hermes_console.runtime.headless import EXIT_FATAL
 
-                print(f"hermes-console: error: {fatal}", file=sys.stderr)
+                print(f"hermes-console: error: {redact(str(fatal))}", file=sys.stderr)
                 return EXIT_FATAL
             return int(result or 0) if stopped else 1
     from hermes_console.runtime.headless import run_headless
@@ -132,10 +175,12 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
 
 
 def _run(args: argparse.Namespace, extra: List[str]) -> int:
-    from hermes_console.runtime.config import RunSpec, parse_flags
+    from hermes_console.runtime.config import RunSpec, check_flag_values, parse_flags
     from hermes_console.runtime.host import RuntimeHost
 
     parse_flags(extra)  # syntax errors now, before anything starts
+    check_flag_values(extra)
+    _check_record_path(args.record)
     spec = RunSpec(
         env=args.env,
         mode=args.mode,
@@ -171,6 +216,10 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
         holder["sim"] = sim
         sim.start()
 
+    from hermes_console.runtime.config import check_flag_values
+
+    check_flag_values(extra)
+    _check_record_path(args.record)
     try:
         spec = RunSpec(
             env=DEMO_ENV,
@@ -199,6 +248,8 @@ def _replay(args: argparse.Namespace) -> int:
     from hermes_console.runtime.replay import ReplaySource
 
     source = ReplaySource(args.log, speed=args.speed)
+    for warning in source.warnings:
+        print(f"hermes-console: warning: {warning}", file=sys.stderr)
     return _front_end(source, args.headless, 0.0, args.keys)
 
 
@@ -223,6 +274,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _demo(args, extra)
         if args.command == "replay":
             return _replay(args)
+    except UsageError as exc:
+        print(f"hermes-console: {exc}", file=sys.stderr)
+        return 2
     except (ConfigError, ValueError) as exc:
         from environments.redact import redact
 

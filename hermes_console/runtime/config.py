@@ -18,13 +18,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union, get_args, get_origin
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hermes_console.runtime.errors import ConfigError, UsageError, close_matches, describe_value
 from hermes_console.runtime.shard import resolve_shard
-from hermes_console.runtime.errors import ConfigError, close_matches, describe_value
 
 Mode = Literal["process", "serve", "evaluate"]
 NAMESPACES = ("env", "openai", "phase2")
@@ -129,6 +130,79 @@ def _coerce_flag(model: type, key: str, text: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+
+
+# --------------------------------------------------------------------------- flag values
+
+
+def is_http_url(value: Any) -> bool:
+    parts = urlsplit(str(value))
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _whole(minimum: int, allow: Tuple[int, ...] = ()) -> Callable[[str], Optional[str]]:
+    def check(text: str) -> Optional[str]:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or (value < minimum and value not in allow):
+            extra = "".join(f" or {a}" for a in allow)
+            return f"expected a whole number >= {minimum}{extra}"
+        return None
+
+    return check
+
+
+def _positive_number(text: str) -> Optional[str]:
+    try:
+        value = float(text)
+    except ValueError:
+        return "expected a number of seconds > 0"
+    return None if value > 0 and value == value and value != float("inf") else "expected a number of seconds > 0"
+
+
+def _url(text: str) -> Optional[str]:
+    return None if is_http_url(text) else "expected an http(s) URL such as http://127.0.0.1:9001/v1"
+
+
+# What the CLI checks before anything starts (the pydantic configs accept these values).
+_FLAG_CHECKS: Dict[str, Callable[[str], Optional[str]]] = {
+    "env.group_size": _whole(1),
+    "env.total_steps": _whole(1, allow=(-1,)),
+    "env.max_token_length": _whole(1),
+    "env.max_agent_turns": _whole(1),
+    "env.batch_size": _whole(1, allow=(-1,)),
+    "env.max_num_workers": _whole(1, allow=(-1,)),
+    "openai.base_url": _url,
+    "openai.timeout": _positive_number,
+    "phase2.base_url": _url,
+    "phase2.timeout": _positive_number,
+}
+
+
+def check_flag_values(flags: List[str]) -> None:
+    """Raise :class:`UsageError` for a flag value no run can use (``--env.group_size -1``,
+    ``--openai.base_url not-a-url``): one line naming the flag, the value and what is expected."""
+    parsed = parse_flags(flags)
+    for ns, values in parsed.items():
+        for key, text in values.items():
+            check = _FLAG_CHECKS.get(f"{ns}.{key}")
+            problem = check(text) if check is not None else None
+            if problem:
+                raise UsageError(f"--{ns}.{key} {describe_value(text)}: {problem}")
+
+
+def _check_values(env_config: Any, servers: List[Any], prefix: str) -> None:
+    """The same rules on the resolved configs (YAML and programmatic overrides too)."""
+    group_size = getattr(env_config, "group_size", 1)
+    if not isinstance(group_size, int) or group_size < 1:
+        raise ConfigError(f"env.group_size = {describe_value(group_size)}: expected a whole number >= 1")
+    for i, cfg in enumerate(servers):
+        url = getattr(cfg, "base_url", None)
+        if url and not is_http_url(url):
+            raise ConfigError(f"{prefix}[{i}].base_url = {describe_value(url)}: expected an http(s) URL such as "
+                              "http://127.0.0.1:9001/v1")
 
 
 # --------------------------------------------------------------------------- yaml
@@ -326,6 +400,8 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
         raise ConfigError(f"openai servers: {exc}") from exc
     token_level = _token_level(phase1, f"{env_cls.__name__}.config_init() / openai")
 
+    _check_values(env_config, phase1, "openai")
+
     # ---- phase 2 servers: phase 1 URLs as vllm (or YAML phase2 / --phase2.*), local tokenizer
     yaml_p2 = yaml_cfg.get("phase2") or {}
     p2_flags = _flag_layer(server_model, flags["phase2"], "phase2")
@@ -379,6 +455,7 @@ def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
             "not built from the Slurm node list); list the inference servers under openai: instead, or run the env "
             "with atroposlib's own CLI (python env.py serve --slurm true)"
         )
+    _check_values(env_config, phase2, "phase2")
     slurm = False
     testing = bool(yaml_cfg.get("testing", False))
     return ResolvedRun(

@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import contextvars
 import io
-import json
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -28,7 +28,7 @@ from environments.atropos_compat import drop_reason
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
-from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, jsonable
+from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, dumps_strict, jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 current_eval_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_current_eval_id", default=None)
 
 DEFAULT_MAX_IN_FLIGHT = 8
+MAX_INFRA_ERRORS = 4_096  # bounded: rollouts cancelled before finishing never pop theirs
+_SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # environments.sandboxes.records.SandboxUnavailable, as tools report it
+FATAL_ERROR_STREAK = 8  # rollouts failing in a row, none succeeding, before intake stops (at least 2 groups' worth)
 
 
 @dataclass
@@ -92,6 +95,19 @@ class Driver:
         self._finished = False
         self._intake_error: Optional[str] = None  # set once: no more items can be taken or stored
         self._wake = asyncio.Event()
+        # Set by shutdown() once the drain has ended (groups finished or cancelled): until then
+        # the jsonl and the trainer link stay open for groups finishing in the drain.
+        self._drained = asyncio.Event()
+        self._cut = asyncio.Event()  # a forced stop: end the drain now (see cut_drain)
+        # Rollouts that ended in an error (server call failed after retries, sandbox or setup
+        # failure): their group is no training data. A long unbroken run of them means the
+        # backend is unusable (garbage server, broken sandbox root): intake stops, fatally.
+        self._rollout_errors: Dict[str, str] = {}
+        self._infra_errors: "OrderedDict[str, str]" = OrderedDict()  # rollout id -> sandbox backend failure
+        self._error_streak = 0
+        self._last_rollout_error = ""
+        group_size = int(getattr(cfg, "group_size", 1) or 1)
+        self.fatal_error_streak = max(FATAL_ERROR_STREAK, 2 * group_size)
         self._seen_drops: Dict[str, str] = {}
         self._seen_failed: Dict[str, str] = {}
         self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
@@ -131,6 +147,19 @@ class Driver:
             self._seen_failed[event.group_id] = event.error  # type: ignore[attr-defined]
         elif kind == "rollout_finished" and current_eval_id.get() is not None:
             self._eval_rollouts += 1
+        elif kind == "tool_call_finished" and _SANDBOX_UNAVAILABLE in (getattr(event, "error", None) or ""):
+            # The sandbox backend itself failed (not the model's command): the rollout is no data.
+            self._infra_errors[event.rollout_id] = event.error  # type: ignore[attr-defined]
+            while len(self._infra_errors) > MAX_INFRA_ERRORS:
+                self._infra_errors.popitem(last=False)
+        elif kind == "rollout_finished":
+            error = getattr(event, "error", None) or self._infra_errors.pop(event.rollout_id, None)  # type: ignore[attr-defined]
+            if error:
+                self._rollout_errors.setdefault(event.group_id, error)  # type: ignore[attr-defined]
+                self._error_streak += 1
+                self._last_rollout_error = error
+            else:
+                self._error_streak = 0
 
     def detach(self) -> None:
         events.remove_observer(self._watch)
@@ -176,6 +205,8 @@ class Driver:
         self._set_status("running" if self._intake_open else "paused")
         try:
             await self._intake_loop()
+            if self._stopping:
+                await self._drained.wait()
         finally:
             if trainer is not None:
                 trainer.cancel()
@@ -276,6 +307,12 @@ class Driver:
             scored, backlog = _unpack(result)
             if backlog:
                 self.env.backlog.extend(backlog)
+            self._check_error_streak()
+            rollout_error = self._rollout_errors.get(rec.group_id)
+            if scored and rollout_error is not None and rec.group_id not in self._seen_failed:
+                groups = scored if isinstance(scored, list) else [scored]
+                self._drop_all(rec, groups, [("rollout_error", f"a rollout failed: {rollout_error}")] * len(groups))
+                return
             if not scored:
                 if rec.group_id in self._seen_failed:
                     self._account(rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]),
@@ -300,9 +337,16 @@ class Driver:
             self.in_flight.pop(rec.group_id, None)
             self._seen_drops.pop(rec.group_id, None)
             self._seen_failed.pop(rec.group_id, None)
+            self._rollout_errors.pop(rec.group_id, None)
             if not self.in_flight and self.status == "draining":
                 self._set_status("paused")
             self._poke()
+
+    def _check_error_streak(self) -> None:
+        """Stop intake when the last rollouts all failed: the backend cannot produce data."""
+        if self._error_streak >= self.fatal_error_streak:
+            self._stop_intake(f"the last {self._error_streak} rollouts all failed (none succeeded in between), "
+                              f"the backend looks unusable; last error: {self._last_rollout_error}")
 
     def _stop_intake(self, reason: str) -> None:
         """Close intake for good and say why; the intake loop ends the run once in-flight groups finish."""
@@ -329,17 +373,22 @@ class Driver:
         self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
 
     def _drop_reason(self, group: Any) -> Optional[Tuple[str, str]]:
-        # We call handle_send_to_api with abort_on_any_max_length_exceeded=False.
-        return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), False)
+        # Over-long sequences are never kept (nor sent): the same rule as atroposlib's own serve path.
+        return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), True)
 
     async def _send(self, rec: GroupRecord, processed: Any) -> None:
         groups = processed if isinstance(processed, list) else [processed]
         reasons = [self._drop_reason(g) for g in groups]
+        valid = [g for g, r in zip(groups, reasons) if r is None]
+        if not valid:  # nothing a trainer could use: never handed to the env's writer/sender
+            self._drop_all(rec, groups, reasons)
+            return
+        to_send: Any = valid if isinstance(processed, list) else valid[0]
         # The live count only: a settled count of an earlier send of this id is not "before".
         before = self.writer.written.get(rec.group_id, 0) if self.writer else 0
         try:
             await self.env.handle_send_to_api(
-                processed, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=False
+                to_send, rec.item, do_send_to_api=(self.mode == "serve"), abort_on_any_max_length_exceeded=True
             )
         finally:
             # Read this group's count once and drop its entry: the writer stays bounded.
@@ -349,30 +398,35 @@ class Driver:
         if self.writer is not None:
             kept = after > before
         else:
-            kept = any(r is None for r in reasons) and rec.group_id not in self._seen_drops
+            kept = rec.group_id not in self._seen_drops
+        if not kept:
+            self._drop_all(rec, groups, reasons)
+            return
         for group, reason in zip(groups, reasons):
-            if reason is not None and kept:
+            if reason is not None:
                 self.dropped.write(rec.group_id, reason[0], group, reason[1])  # partly kept: keep the rest on disk too
-        if kept and send_error is not None:
+        if send_error is not None:
             # In the jsonl (and unsent.jsonl), but the trainer did not provably get it.
             self._fail(rec, send_error.message, send_error.kind)
             return
-        if kept:
-            scores: List[float] = []
-            for group, reason in zip(groups, reasons):
-                if reason is None and isinstance(group, dict):
-                    scores.extend(float(s) for s in group.get("scores") or [])
-            self.completed += 1
-            self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
-        else:
-            seen = self._seen_drops.get(rec.group_id)
-            first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
-            reason = seen or first[0]
-            detail = first[1] if not seen or seen == first[0] else ""
-            dropped = events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail)
-            if self._account(rec, dropped, emit=seen is None):
-                for group in groups:
-                    self.dropped.write(rec.group_id, reason, group, detail)
+        scores: List[float] = []
+        for group in valid:
+            if isinstance(group, dict):
+                scores.extend(float(s) for s in group.get("scores") or [])
+        self.completed += 1
+        self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
+
+    def _drop_all(self, rec: GroupRecord, groups: List[Any], reasons: List[Optional[Tuple[str, str]]]) -> None:
+        """Account ``rec`` as dropped (the env's own reason first) and keep its groups in dropped.jsonl."""
+        seen = self._seen_drops.get(rec.group_id)
+        first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
+        reason = seen or first[0]
+        detail = first[1] if not seen or seen == first[0] else ""
+        if rec.accounted:
+            return
+        for group in groups:  # on disk before the event says so (a reader may look at once)
+            self.dropped.write(rec.group_id, reason, group, detail)
+        self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail), emit=seen is None)
 
     async def _wandb_log(self) -> None:
         metrics: Dict[str, Any] = {}
@@ -559,12 +613,12 @@ class Driver:
     def _write_eval_files(eval_dir: Path, metrics: Dict[str, Any], samples: Optional[List[Any]]) -> Optional[str]:
         metrics_path = eval_dir / "metrics.json"
         if not metrics_path.exists():
-            metrics_path.write_text(json.dumps({"results": {"all": metrics}}, indent=2, default=str))
+            metrics_path.write_text(dumps_strict({"results": {"all": metrics}}, indent=2))
         samples_path = eval_dir / "samples.jsonl"
         if samples and not samples_path.exists():
             with samples_path.open("w") as fp:
                 for sample in samples:
-                    fp.write(json.dumps(sample, default=str) + "\n")
+                    fp.write(dumps_strict(sample) + "\n")
         return str(samples_path) if samples_path.exists() else None
 
     # ------------------------------------------------------------------ stop / outputs
@@ -577,13 +631,38 @@ class Driver:
         if not self._finished:  # a finished run stays "finished"
             self._set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
         if self.in_flight:
-            await self.drain(drain_deadline_s)
-        if self.in_flight:
-            await self.cancel_in_flight(reason="stopped", requeue=False)
-        if self._eval_task is not None and not self._eval_task.done():
-            self._eval_task.cancel()
+            await self._drain_for_stop(drain_deadline_s)
+        try:
+            if self.in_flight:
+                await self.cancel_in_flight(reason="stopped", requeue=False)
+            if self._eval_task is not None and not self._eval_task.done():
+                self._eval_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._eval_task
+        finally:
+            self._drained.set()  # run() may now close the outputs and the trainer link
+
+    def cut_drain(self) -> None:
+        """A forced stop (second signal): the running drain ends now; the rest is cancelled."""
+        self._cut.set()
+
+    async def _drain_for_stop(self, deadline_s: float) -> None:
+        """Wait for in-flight groups until they are done, the deadline passes or cut_drain()."""
+        pending = {r.task for r in self.in_flight.values() if r.task is not None}
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(0.0, deadline_s)
+        cut = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
+        try:
+            while pending and not self._cut.is_set():
+                remaining = end - loop.time()
+                if remaining <= 0:
+                    break
+                _, pending = await asyncio.wait(pending | {cut}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(cut)
+        finally:
+            cut.cancel()
             with contextlib.suppress(BaseException):
-                await self._eval_task
+                await cut
 
     async def _finish_outputs(self) -> None:
         """Close the jsonl (all kept groups are already flushed) and write the html like atropos. Idempotent."""

@@ -14,6 +14,11 @@ class ConfigError(ValueError):
     """
 
 
+class UsageError(ConfigError):
+    """A command-line value is wrong (the CLI exits 2, like argparse): the message names the
+    flag, the value and what was expected, on one line."""
+
+
 class IntakeStopped(RuntimeError):
     """The env can no longer supply items (get_next_item raised) or the run can no longer
     store them (the jsonl write failed). Intake stops, in-flight groups finish, the run

@@ -1,7 +1,7 @@
 """``--headless``: the same host, a rich progress bar instead of the UI, a summary at the end.
 
-Exit codes: 0 finished (or stopped on request), 1 fatal error (bad env/config,
-server unreachable, setup raised), 130 interrupted by SIGINT after a graceful stop.
+Exit codes: 0 finished, 1 fatal error (bad env/config, server unreachable, setup
+raised), 128+N stopped by signal N after a graceful stop (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import signal
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -79,22 +79,44 @@ def wandb_line(w: Any) -> str:
     return text
 
 
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+FORCE_WAIT_S = 60.0  # after a forced stop: in-flight groups are cancelled, outputs closed
+
+
+def _install_stop_handlers(on_signal: Any) -> Dict[int, Any]:
+    """SIGINT, SIGTERM and SIGHUP all take the graceful path (main thread only)."""
+    previous: Dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for name in STOP_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            previous[signum] = signal.signal(signum, on_signal)
+    return previous
+
+
+def _say(console: Console, text: str) -> None:
+    """Print, but never let a closed terminal (SIGHUP) break the stop."""
+    try:
+        console.print(text, markup=False, highlight=False)
+    except (OSError, ValueError):
+        pass
+
+
 def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0) -> int:
-    """Start ``runtime``, show progress until it is done, print the summary; return the exit code."""
+    """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
+
+    The first SIGINT/SIGTERM/SIGHUP stops gracefully (drain up to ``drain_deadline_s``); a
+    second one forces the stop: in-flight groups are cancelled (and accounted) at once."""
     console = console or Console(stderr=False)
     state = ConsoleState()
-    interrupted = threading.Event()
+    received: List[int] = []  # signals, in order; handled by the loop below (not in the handler)
+    handled = 0
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        if interrupted.is_set():
-            raise KeyboardInterrupt  # second Ctrl-C: stop waiting
-        interrupted.set()
-        console.print(f"[yellow]stopping: draining in-flight groups for up to {drain_deadline_s:g}s (Ctrl-C again to abort)")
-        runtime.stop(drain_deadline_s)
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
 
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = _install_stop_handlers(on_signal)
     runtime.start()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -103,15 +125,30 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
     )
+
+    def handle_signals(out: Console) -> None:
+        nonlocal handled
+        while handled < len(received):
+            name = signal.Signals(received[handled]).name
+            if handled == 0:
+                _say(out, f"{name}: stopping, draining in-flight groups for up to {drain_deadline_s:g}s "
+                          "(send it again to cancel them now)")
+                runtime.stop(drain_deadline_s)
+            elif handled == 1:
+                _say(out, f"{name} again: cancelling in-flight groups now")
+                runtime.stop(0.0)
+            handled += 1
+
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             task = progress.add_task("loading", total=None, info="")
             while True:
+                handle_signals(progress.console)
                 batch = runtime.drain()
                 state.apply_all(batch)
                 for event in batch:
                     if event.kind == "log_record" and event.level in ("ERROR", "CRITICAL"):
-                        progress.console.print(f"{event.level} {event.logger}: {event.message}", markup=False, highlight=False)
+                        _say(progress.console, f"{event.level} {event.logger}: {event.message}")
                 acc = state.accounting
                 done = acc.completed + acc.dropped_total + acc.failed
                 total = state.run.total_steps if state.run.mode == "process" and state.run.total_steps > 0 else None
@@ -126,21 +163,38 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
                     state.apply_all(runtime.drain())
                     break
                 time.sleep(REFRESH_S)
-    except KeyboardInterrupt:
-        console.print("[red]aborted before the runtime finished stopping")
-        runtime.stop(0.0)
-        runtime.done.result(timeout=30)
-        state.apply_all(runtime.drain())
+    except BaseException as exc:  # noqa: BLE001 - e.g. the terminal went away: still stop cleanly
+        _say(console, f"the progress display failed ({type(exc).__name__}: {exc}); stopping the run")
+        _force_stop(runtime, state)
+        if not isinstance(exc, (OSError, ValueError, KeyboardInterrupt)):
+            raise
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        handle_signals(console)  # a signal during the last refresh is still honoured
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     runtime.join(10.0)
-    if state.accounting.received or state.status != "error":
-        console.print(summary_table(state))
-    if state.status == "error" or getattr(runtime, "fatal", None) is not None:
-        from environments.redact import redact
+    interrupted = bool(received)
+    try:
+        if state.accounting.received or state.status != "error":
+            console.print(summary_table(state))
+        if state.status == "error" or getattr(runtime, "fatal", None) is not None:
+            from environments.redact import redact
 
-        detail = redact(state.status_detail or str(getattr(runtime, "fatal", "")))
-        console.print(f"error: {detail}", style="bold red", markup=False, highlight=False)
+            detail = redact(state.status_detail or str(getattr(runtime, "fatal", "")))
+            console.print(f"error: {detail}", style="bold red", markup=False, highlight=False)
+            return EXIT_FATAL
+    except (OSError, ValueError):  # no terminal left to print the summary on
+        pass
+    if state.status == "error" or getattr(runtime, "fatal", None) is not None:
         return EXIT_FATAL
-    return EXIT_INTERRUPTED if interrupted.is_set() else EXIT_OK
+    return 128 + received[0] if interrupted else EXIT_OK
+
+
+def _force_stop(runtime: Any, state: ConsoleState) -> None:
+    """Cancel what is in flight and wait (bounded) until outputs are closed."""
+    runtime.stop(0.0)
+    try:
+        runtime.done.result(timeout=FORCE_WAIT_S)
+    except Exception:  # noqa: BLE001 - the runtime is stuck: exit anyway, the recorder closes at exit
+        pass
+    state.apply_all(runtime.drain())

@@ -29,6 +29,7 @@ from hermes_console.runtime.queue import EventQueue
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 THREAD_NAME = "hermes-runtime"
+CLEANUP_WAIT_S = 30.0  # at stop: cancelled rollouts' sandbox cleanups (slow under load: /proc scans)
 
 
 class RuntimeHost:
@@ -105,12 +106,14 @@ class RuntimeHost:
         if loop is None:
             return _follow(self._done)
         with contextlib.suppress(RuntimeError):  # loop already closed: nothing to stop
-            loop.call_soon_threadsafe(self._request_stop)
+            loop.call_soon_threadsafe(self._request_stop, drain_deadline_s)
         return _follow(self._done)
 
-    def _request_stop(self) -> None:
+    def _request_stop(self, drain_deadline_s: float) -> None:
         if self._stop_event is not None:
             self._stop_event.set()
+        if drain_deadline_s <= 0 and self.driver is not None:
+            self.driver.cut_drain()  # forced: a drain already running ends now
 
     # ------------------------------------------------------------------ commands
 
@@ -377,7 +380,15 @@ class RuntimeHost:
             with contextlib.suppress(Exception):
                 await self.env.cleanup()
         await asyncio.to_thread(_cleanup_sandboxes)
-        await asyncio.to_thread(_stop_env_threads, 10.0)
+        left = await asyncio.to_thread(_stop_env_threads, CLEANUP_WAIT_S)
+        # A tool thread still running at the first sweep (a cancelled rollout's first terminal
+        # call) may have created a sandbox since: close it now, while its close event still
+        # reaches the console (and the event log), not at interpreter exit.
+        await asyncio.to_thread(_cleanup_sandboxes)
+        if left:
+            events.emit(rev.LogRecord(level="WARNING", logger="runtime",
+                                      message=f"{left} sandbox cleanup(s) still running after {CLEANUP_WAIT_S:g}s; "
+                                              "their close events may be missing from this run's record"))
 
     async def _heartbeat(self) -> None:
         """LoopLag: how late the loop wakes up. Blocking env code shows up here."""
@@ -438,16 +449,19 @@ def _sandbox_settings() -> Dict[str, Any]:
         return {}
 
 
-def _stop_env_threads(timeout_s: float) -> None:
+def _stop_env_threads(timeout_s: float) -> int:
     """Wait for cancelled rollouts' sandbox cleanups, then stop the tool pools,
-    so a stopped runtime leaves no thread of the env layer running."""
+    so a stopped runtime leaves no thread of the env layer running.
+    Returns how many cleanups were still running after ``timeout_s``."""
     loaded = sys.modules  # only what the run imported: no import cost on a config-error exit
+    left = 0
     if "environments.hermes_base_env" in loaded:
-        loaded["environments.hermes_base_env"].wait_for_cleanups(timeout_s)
+        left = int(loaded["environments.hermes_base_env"].wait_for_cleanups(timeout_s) or 0)
     if "environments.agent_loop" in loaded:
         loaded["environments.agent_loop"].shutdown_tool_pool(wait=True)
     if "environments.tool_context" in loaded:
         loaded["environments.tool_context"].shutdown_executor(wait=True)
+    return left
 
 
 def _cleanup_sandboxes() -> None:

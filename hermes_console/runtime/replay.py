@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from concurrent.futures import Future
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as _runtime_events  # noqa: F401 - registers runtime event kinds
@@ -22,11 +23,17 @@ class ReplayError(ValueError):
     """The log cannot be read: names the file and the line."""
 
 
-def read_events(path: str) -> Iterator[Event]:
+def read_events(path: str, on_warning: Optional[Callable[[str], None]] = None) -> Iterator[Event]:
+    """Events of a log, in order. A log cut short (a torn last line, a gzip stream without
+    its end: the run was killed or the disk filled up) yields its whole events and reports
+    the cut through ``on_warning`` (a ``warnings.warn`` by default); damage anywhere else is
+    a :class:`ReplayError`."""
+    warn = on_warning or (lambda message: warnings.warn(message, TruncatedLogWarning, stacklevel=3))
     try:
         fp = open_log(path, "r")
     except OSError as exc:
         raise ReplayError(f"event log {path!r} cannot be opened: {exc.strerror or exc}") from None
+    lineno = 0
     with fp:
         try:
             for lineno, line in enumerate(fp, start=1):
@@ -35,6 +42,10 @@ def read_events(path: str) -> Iterator[Event]:
                 try:
                     data = json.loads(line)
                 except json.JSONDecodeError as exc:
+                    if not line.endswith("\n"):  # the last line, cut mid-write
+                        warn(f"{path}: the log ends in a partial event (line {lineno}); replaying the "
+                             f"{lineno - 1} line(s) before it")
+                        return
                     raise ReplayError(f"{path}: line {lineno} is not valid JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(data, dict):
                     raise ReplayError(f"{path}: line {lineno} is a JSON {type(data).__name__}; expected an event object")
@@ -42,8 +53,17 @@ def read_events(path: str) -> Iterator[Event]:
                     yield event_from_dict(data)
                 except (TypeError, ValueError) as exc:
                     raise ReplayError(f"{path}: line {lineno}: {exc}") from None
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
-            raise ReplayError(f"event log {path!r} is unreadable: {exc}") from None
+        except EOFError:  # gzip stream without its end marker: a truncated file
+            warn(f"{path}: the compressed log is truncated after line {lineno}; replaying the whole events before "
+                 "the cut")
+        except (OSError, UnicodeDecodeError) as exc:
+            if lineno == 0:
+                raise ReplayError(f"event log {path!r} is unreadable: {exc}") from None
+            warn(f"{path}: the log is damaged after line {lineno} ({exc}); replaying the events before it")
+
+
+class TruncatedLogWarning(UserWarning):
+    """The event log ends early; the whole events before the cut were read."""
 
 
 def _unavailable(name: str) -> Any:
@@ -63,7 +83,8 @@ class ReplaySource:
         self.path = path
         self.speed = speed
         self.fatal: Optional[BaseException] = None
-        self._events: List[Event] = list(read_events(path))  # errors surface here, before any UI
+        self.warnings: List[str] = []  # e.g. the log was cut short; the CLI prints them
+        self._events: List[Event] = list(read_events(path, self.warnings.append))  # errors surface here, before any UI
         self._pos = 0
         self._t0: Optional[float] = None
         self._done: "Future[None]" = Future()

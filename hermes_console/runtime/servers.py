@@ -8,6 +8,9 @@ shadow the class's), so atroposlib itself is never edited.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,24 +37,87 @@ class ServerCounters:
     last_transport_error: Optional[str] = None
 
 
-class _CountingTransport:
-    """Wraps the openai client's httpx transport: counts every failed attempt, retried or not."""
+MAX_REPLY_BYTES_VAR = "HERMES_MAX_REPLY_BYTES"
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # a chat reply of max_token_length tokens is far smaller
+_COMPLETION_PATHS = ("/chat/completions", "/completions")
 
-    def __init__(self, inner: Any, counters: ServerCounters) -> None:
+
+def max_reply_bytes() -> int:
+    """The reply size cap (bytes, after decompression); ``HERMES_MAX_REPLY_BYTES`` overrides it."""
+    raw = os.environ.get(MAX_REPLY_BYTES_VAR, "").strip()
+    try:
+        return int(raw) if raw else DEFAULT_MAX_REPLY_BYTES
+    except ValueError:
+        raise ConfigError(f"{MAX_REPLY_BYTES_VAR}={raw!r}: expected a whole number of bytes") from None
+
+
+class BadReply(Exception):
+    """A 200 reply that is no usable completion (not JSON, no choices, too big)."""
+
+
+class _CountingTransport:
+    """Wraps the openai client's httpx transport: counts every failed attempt, retried or not,
+    and holds each completion request to a total time (not only inter-byte, as httpx does)
+    and a reply size. A 200 reply that is not a usable completion is handed to the client as
+    an HTTP 502 carrying the cause: a server error, retried and counted, never a silent
+    reward-0 rollout, and not a connection failure (the server does answer)."""
+
+    def __init__(self, inner: Any, counters: ServerCounters, total_timeout_s: Optional[float] = None,
+                 max_bytes: Optional[int] = None) -> None:
         self._inner = inner
         self._counters = counters
+        self._total_s = total_timeout_s if total_timeout_s and total_timeout_s > 0 else None
+        self._max_bytes = max_bytes if max_bytes is not None else max_reply_bytes()
 
     async def handle_async_request(self, request: Any) -> Any:
+        httpx = _httpx_of(request)
+        path = request.url.path
+        checked = request.method == "POST" and path.endswith(_COMPLETION_PATHS)
         try:
-            response = await self._inner.handle_async_request(request)
+            async with asyncio.timeout(self._total_s if checked else None):
+                response = await self._inner.handle_async_request(request)
+                if checked and response.status_code == 200:
+                    response = await self._whole_reply(request, response)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            what = f"no complete reply within {self._total_s:g}s (total per-request timeout)"
+            self._note(f"ReadTimeout: {what} ({path})")
+            raise httpx.ReadTimeout(what, request=request) from None
+        except BadReply as exc:
+            self._note(f"malformed reply (HTTP 200) from {path}: {exc}")
+            # x-should-retry: atroposlib's own retries (9 attempts) already cover it; the openai
+            # client retrying each of them too would mean 27 attempts per call.
+            return httpx.Response(502, json={"error": {"message": f"malformed reply (HTTP 200): {exc}",
+                                                       "type": "hermes_bad_reply"}},
+                                  headers={"x-should-retry": "false"}, request=request)
         except Exception as exc:
-            self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} ({request.url.path})")
+            self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} ({path})")
             raise
         if response.status_code >= 500 or response.status_code == 429:
-            self._note(f"HTTP {response.status_code} from {request.url.path}")
+            self._note(f"HTTP {response.status_code} from {path}")
         return response
+
+    async def _whole_reply(self, request: Any, response: Any) -> Any:
+        """Read the body (bounded), check it is a completion, hand back a read response."""
+        httpx = _httpx_of(request)
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            return response  # streamed replies are parsed by the client as they come
+        raw = bytearray()
+        try:
+            async for chunk in response.stream:
+                raw += chunk
+                if len(raw) > self._max_bytes:
+                    raise BadReply(f"reply larger than {self._max_bytes} bytes (the reply size cap, "
+                                   f"{MAX_REPLY_BYTES_VAR})")
+        finally:
+            await response.aclose()
+        whole = httpx.Response(200, headers=response.headers, content=bytes(raw), request=request,
+                               extensions=response.extensions)
+        if len(whole.content) > self._max_bytes:  # compressed small, large once decoded
+            raise BadReply(f"reply larger than {self._max_bytes} bytes once decompressed")
+        _check_completion(whole.content, request)
+        return whole
 
     def _note(self, what: str) -> None:
         self._counters.transport_errors += 1
@@ -64,15 +130,72 @@ class _CountingTransport:
         return getattr(self._inner, name)
 
 
+def _httpx_of(request: Any) -> Any:
+    """The httpx module the client uses (openai may ship its own copy under another name)."""
+    return importlib.import_module(type(request).__module__.split(".")[0])
+
+
+def _check_completion(body: bytes, request: Any) -> None:
+    """Raise BadReply unless ``body`` is a completion object with choices (within max_tokens)."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise BadReply(f"body is not JSON ({exc}; starts {bytes(body[:60])!r})") from None
+    if not isinstance(data, dict):
+        raise BadReply(f"body is a JSON {type(data).__name__}; expected a completion object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise BadReply(f"no choices in the reply (keys: {sorted(data)[:8]})")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    try:
+        asked = json.loads(request.content or b"{}").get("max_tokens")
+    except (ValueError, AttributeError):
+        asked = None
+    got = usage.get("completion_tokens")
+    n = len(choices)
+    if isinstance(asked, int) and isinstance(got, int) and got > asked * n:
+        raise BadReply(f"{got} completion tokens for max_tokens={asked} (x{n} choices)")
+
+
 def _wrap_transport(server: Any, counters: ServerCounters) -> None:
     http = getattr(getattr(server, "openai", None), "_client", None)  # httpx.AsyncClient inside AsyncOpenAI
     transport = getattr(http, "_transport", None)
     if transport is not None and not isinstance(transport, _CountingTransport):
-        http._transport = _CountingTransport(transport, counters)
+        timeout = getattr(getattr(server, "config", None), "timeout", None)
+        http._transport = _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The cause of a failed server call: tenacity's ``RetryError[<Future ...>]`` and openai's
+    "Connection error." are unwrapped to the last attempt's real error."""
+    seen = 0
+    while seen < 16:
+        seen += 1
+        last = getattr(exc, "last_attempt", None)  # tenacity.RetryError
+        if last is not None and hasattr(last, "exception"):
+            try:
+                inner = last.exception()
+            except BaseException:  # noqa: BLE001 - a cancelled attempt
+                inner = None
+            if inner is not None:
+                exc = inner
+                continue
+        cause = exc.__cause__
+        if cause is not None and type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
+            exc = cause
+            continue
+        break
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+class ServerCallError(Exception):
+    """A server call failed after its retries; the message names the server and the cause."""
 
 
 def _counted(server: Any, name: str, counters: ServerCounters) -> Callable[..., Any]:
     original = getattr(server, name)
+    url = getattr(getattr(server, "config", None), "base_url", None) or "server"
 
     async def call(*args: Any, **kwargs: Any) -> Any:
         counters.requests += 1
@@ -81,6 +204,13 @@ def _counted(server: Any, name: str, counters: ServerCounters) -> Callable[..., 
         try:
             result = await original(*args, **kwargs)
         except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            counters.errors += 1
+            cause = describe_failure(exc)
+            counters.last_error = cause
+            if getattr(exc, "last_attempt", None) is not None:  # tenacity's RetryError says nothing
+                raise ServerCallError(f"{url}: {cause}") from exc
             raise
         except BaseException as exc:
             counters.errors += 1

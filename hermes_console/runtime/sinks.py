@@ -4,6 +4,8 @@ the group that wrote them) and dropped groups with their reason."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -12,6 +14,7 @@ from typing import Any, Optional
 
 from environments import events
 
+logger = logging.getLogger(__name__)
 MAX_SETTLED = 1_024  # settled groups whose counts count_for still reports
 
 
@@ -35,6 +38,62 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN/inf floats spelled as strings (JSON has no such numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps_strict(value: Any, indent: Optional[int] = None) -> str:
+    """Strict JSON (never ``NaN``/``Infinity``): non-finite numbers become strings.
+    For logs and records about data; kept groups use ``allow_nan=False`` and fail instead."""
+    try:
+        return json.dumps(value, default=_default, allow_nan=False, indent=indent)
+    except ValueError:
+        return json.dumps(_finite(json.loads(json.dumps(value, default=_default))), allow_nan=False, indent=indent)
+
+
+def repair_torn_tail(path: str) -> Optional[str]:
+    """Before appending to a jsonl: cut a torn last line (a crash mid-write) so the next
+    record starts on a line of its own. Returns a warning naming what was cut, or None."""
+    try:
+        with open(path, "rb+") as raw:
+            size = raw.seek(0, 2)
+            if size == 0:
+                return None
+            raw.seek(size - 1)
+            if raw.read(1) == b"\n":
+                return None
+            # Read back in blocks until the last newline: only the torn tail is cut.
+            pos, keep = size, 0
+            while pos > 0:
+                start = max(0, pos - 65_536)
+                raw.seek(start)
+                block = raw.read(pos - start)
+                nl = block.rfind(b"\n")
+                if nl >= 0:
+                    keep = start + nl + 1
+                    break
+                pos = start
+            raw.truncate(keep)
+    except FileNotFoundError:
+        return None
+    return (f"{path}: its last line was torn ({size - keep} byte(s) without an end of line, e.g. from a crash); "
+            "cut it so new records start on a whole line")
+
+
+def _warn(message: str) -> None:
+    logger.warning("%s", message)
+    from hermes_console.runtime.events import LogRecord
+
+    events.emit(LogRecord(level="WARNING", logger="sinks", message=message))
+
+
 class SinkError(OSError):
     """A kept group could not be written (disk full, file gone read-only)."""
 
@@ -47,6 +106,9 @@ class GroupWriter:
     def __init__(self, path: str) -> None:
         self.path = path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        torn = repair_torn_tail(path)
+        if torn:
+            _warn(torn)
         self._fp = open(path, "a", encoding="utf-8")
         self._lock = threading.Lock()
         # Lines per group still being sent; the driver settles each group once it has read
@@ -58,7 +120,11 @@ class GroupWriter:
         self.closed = False
 
     def write(self, obj: Any) -> None:
-        line = json.dumps(obj, default=_default)
+        # Strict JSON: a group with NaN/inf fails here rather than becoming an unreadable line.
+        try:
+            line = json.dumps(obj, default=_default, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(f"group not written to {self.path}: {exc} (NaN/inf); expected finite numbers") from None
         group_id = events.current_group_id.get() or ""
         with self._lock:
             if self.closed:
@@ -123,9 +189,12 @@ class DroppedWriter:
     def write(self, group_id: str, reason: str, group: Any, detail: str = "") -> None:
         if self._fp is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            torn = repair_torn_tail(self.path)
+            if torn:
+                _warn(torn)
             self._fp = open(self.path, "a", encoding="utf-8")
         record = {"group_id": group_id, "reason": reason, "detail": detail, "ts": time.time(), "group": group}
-        self._fp.write(json.dumps(record, default=_default) + "\n")
+        self._fp.write(dumps_strict(record) + "\n")
         self._fp.flush()
         self.count += 1
 

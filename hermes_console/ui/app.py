@@ -85,6 +85,26 @@ class ConsoleApp(App[int]):
         self._redraw_every = max(1, round(drain_hz / self.config.tick_hz))
         self.set_interval(1.0 / drain_hz, self.tick, name="drain")
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
+        self._watch_stop_signals()
+
+    def _watch_stop_signals(self) -> None:
+        """SIGTERM/SIGHUP stop like quit (drain, then exit); a second one cancels in-flight work now."""
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                try:
+                    loop.add_signal_handler(signum, self._on_stop_signal)
+                except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
+                    pass
+
+    def _on_stop_signal(self) -> None:
+        if self.stopping:
+            self.runtime.stop(0.0)  # forced: the drain ends now, the waiting shutdown then exits
+        else:
+            self.shutdown()
 
     def _start(self) -> None:
         try:
@@ -347,8 +367,10 @@ class ConsoleApp(App[int]):
 
     def action_request_quit(self) -> None:
         if self.stopping:
-            # Second q while stopping: leave the screen now. The runtime's stop is never
-            # cancelled by this; the CLI waits for its cleanup after the UI is gone.
+            # Second q while stopping: cut the drain (in-flight groups are cancelled and
+            # accounted) and leave the screen now. The stop itself is never cancelled:
+            # the CLI waits for its cleanup after the UI is gone.
+            self.runtime.stop(0.0)
             self.exit(self._exit_code())
             return
         live = sum(1 for r in self.state.rollouts.values() if r.status == "running")

@@ -37,6 +37,7 @@ class FaultProxy:
         self.posts_forwarded = 0
         self.posts_answered_504 = 0
         self.last_upstream: tuple = ()
+        self._down = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hermes-sim-fault-proxy", daemon=True)
         self._runner: Optional[web.AppRunner] = None
@@ -56,9 +57,11 @@ class FaultProxy:
         self._thread.join(10)
 
     def down(self) -> None:
+        self._down = True  # kept-alive connections are cut too: the whole API is away
         self._call(self._site_stop())
 
     def up(self) -> None:
+        self._down = False
         self._call(self._site_start())
 
     def retarget(self, upstream: str) -> None:
@@ -95,6 +98,9 @@ class FaultProxy:
             await self._session.close()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._down and request.transport is not None:
+            request.transport.close()
+            raise ConnectionResetError("the fault proxy is down")
         is_post = request.method == "POST" and request.path.startswith("/scored_data")
         if is_post and self.mode == "reject_400":
             return web.json_response({"detail": "rejected by the fault proxy"}, status=400)
