@@ -19,6 +19,7 @@ from rich.table import Table
 from hermes_console.runtime.state import ConsoleState
 
 REFRESH_S = 0.25
+PROGRESS_EVERY_S = 10.0  # without a terminal (Slurm/K8s logs): one progress line this often
 EXIT_OK, EXIT_FATAL, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -95,12 +96,44 @@ def _install_stop_handlers(on_signal: Any) -> Dict[int, Any]:
     return previous
 
 
-def _say(console: Console, text: str) -> None:
-    """Print, but never let a closed terminal (SIGHUP) break the stop."""
+def _say(console: Console, text: str, wrap: bool = True) -> None:
+    """Print, but never let a closed terminal (SIGHUP) break the stop. ``wrap=False``: one
+    line whatever the width (log lines stay greppable)."""
     try:
-        console.print(text, markup=False, highlight=False)
+        console.print(text, markup=False, highlight=False, soft_wrap=not wrap)
     except (OSError, ValueError):
         pass
+
+
+def progress_line(state: ConsoleState, now: float) -> str:
+    """One greppable line of where the run is, for logs (no terminal to draw a bar on)."""
+    acc = state.accounting
+    rs = state.reward_summary()
+    errors = sum(v for k, v in state.errors_by_kind.items() if not k.startswith("dropped:"))
+    parts = [
+        f"progress status={state.status}",
+        f"received={acc.received} completed={acc.completed} dropped={acc.dropped_total} failed={acc.failed} "
+        f"cancelled={acc.cancelled} in_flight={acc.in_flight}",
+        f"rollouts_per_s={state.rollouts_per_s(now):.2f} reward_mean={_fmt(rs['mean'])} errors={errors}",
+    ]
+    if state.run.shard:
+        parts.append(f"shard={state.run.shard.split(' ')[0]}")
+    if state.trainer is not None:
+        t = state.trainer
+        parts.append(f"trainer={t.state} step={t.current_step}/{t.total_steps} confirmed={t.groups_sent} "
+                     f"unknown={t.send_unknown} send_errors={t.send_errors}")
+    return " ".join(parts)
+
+
+def _progress_every() -> float:
+    """``HERMES_PROGRESS_EVERY`` seconds (0 turns the lines off), else PROGRESS_EVERY_S."""
+    import os
+
+    raw = os.environ.get("HERMES_PROGRESS_EVERY", "")
+    try:
+        return max(0.0, float(raw)) if raw.strip() else PROGRESS_EVERY_S
+    except ValueError:
+        return PROGRESS_EVERY_S
 
 
 def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0) -> int:
@@ -139,11 +172,17 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
                 runtime.stop(0.0)
             handled += 1
 
+    # A bar is drawn on a terminal; a log (Slurm, K8s, a file) gets a progress line now and then.
+    log_every = 0.0 if console.is_terminal else _progress_every()
+    next_log = time.monotonic() + log_every
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             task = progress.add_task("loading", total=None, info="")
             while True:
                 handle_signals(progress.console)
+                if log_every and time.monotonic() >= next_log:
+                    next_log = time.monotonic() + log_every
+                    _say(progress.console, progress_line(state, time.time()), wrap=False)
                 batch = runtime.drain()
                 state.apply_all(batch)
                 for event in batch:
