@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import contextvars
 import logging
 import os
@@ -152,6 +153,8 @@ def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple
         tokens = list(range(max(1, min(len(text) // 4, _PLACEHOLDER_MAX_TOKENS))))
     return tokens, [-100] + tokens[1:]
 
+
+_NO_COPY = object()  # the tokenizer could not be copied for the off-loop worker
 
 _cleanup_threads: Set[threading.Thread] = set()
 _cleanup_threads_lock = threading.Lock()
@@ -443,41 +446,44 @@ class HermesAgentBaseEnv(BaseEnv):
         return await self._make_loop(self.server, tools, task_id).run(messages), 1
 
     def _tokens_for(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
-                    tools: ToolSpec) -> Dict[str, Any]:
+                    tools: ToolSpec, tokenizer: Any = None) -> Dict[str, Any]:
         """tokens/masks (+ logprobs) for the scored item, how they were made, and data health.
 
-        Phase 2 also returns ``messages`` rewritten so they render to the sampled text."""
+        Phase 2 also returns ``messages`` rewritten so they render to the sampled text.
+        ``tokenizer`` defaults to the env's (the off-loop worker passes its own copy)."""
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
         state = result.managed_state if result is not None else None
         nodes = (state.get("nodes") or []) if isinstance(state, dict) else []
         assistant_turns = sum(1 for m in messages if m.get("role") == "assistant")
         if nodes and not any((getattr(n, "metadata", None) or {}).get("dummy_tokens") for n in nodes):
-            return self._phase2_tokens(nodes, state, messages, tools, assistant_turns)
+            return self._phase2_tokens(nodes, state, messages, tools, assistant_turns, tokenizer)
         if nodes:  # DummyManagedServer: placeholder ids, never real data
             last = nodes[-1]
             return self._health({"tokens": list(last.tokens), "masks": list(last.masked_tokens),
                                  "node_count": len(nodes), "placeholder": True}, assistant_turns)
-        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
             try:
-                rendered = render_conversation(self.tokenizer, messages, tools=tools[0] or None)
+                rendered = render_conversation(tokenizer, messages, tools=tools[0] or None)
                 if rendered.tokens:
                     return self._health({"tokens": rendered.tokens, "masks": rendered.masks, "node_count": 0,
                                          "placeholder": False, "drift": rendered.drift}, assistant_turns)
             except Exception as exc:  # noqa: BLE001 - odd templates fall back to placeholders, flagged
                 logger.warning("chat-template tokenization failed (%s); using placeholder tokens", exc)
-        tokens, masks = _placeholder_tokens(self.tokenizer, messages)
+        tokens, masks = _placeholder_tokens(tokenizer, messages)
         return self._health({"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True},
                             assistant_turns)
 
     def _phase2_tokens(self, nodes: List[Any], state: Dict[str, Any], messages: List[Dict[str, Any]],
-                       tools: ToolSpec, assistant_turns: int) -> Dict[str, Any]:
+                       tools: ToolSpec, assistant_turns: int, tokenizer: Any = None) -> Dict[str, Any]:
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
         traj = merge_nodes(nodes)
         sampled = state.get("sampled_turns") or {}
         out_messages = messages
-        if sampled and self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
-            out_messages = sampled_messages(self.tokenizer, messages, sampled, tools[0] or None)
+        if sampled and tokenizer is not None and getattr(tokenizer, "chat_template", None):
+            out_messages = sampled_messages(tokenizer, messages, sampled, tools[0] or None)
             try:
-                rendered = self.tokenizer.apply_chat_template(out_messages, tools=tools[0] or None, tokenize=False)
-                if not complete_to_rendering(self.tokenizer, traj, rendered):
+                rendered = tokenizer.apply_chat_template(out_messages, tools=tools[0] or None, tokenize=False)
+                if not complete_to_rendering(tokenizer, traj, rendered):
                     traj.drift += 1
                     logger.warning("Phase 2 tokens do not decode to the template rendering of the messages")
             except Exception as exc:  # noqa: BLE001 - the data is still the sampled tokens
@@ -488,6 +494,38 @@ class HermesAgentBaseEnv(BaseEnv):
         if len(traj.logprobs) == len(traj.tokens):
             out["logprobs"] = traj.logprobs
         return self._health(out, assistant_turns)
+
+    async def _tokens_off_loop(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
+                               tools: ToolSpec) -> Dict[str, Any]:
+        """``_tokens_for`` in a worker thread: a long rollout's tokenisation (seconds for a
+        multi-megabyte conversation) must not stall every other rollout on the loop. The worker
+        uses its own copy of the tokenizer (a fast tokenizer must not be used from two threads
+        at once: ManagedServer tokenizes on the loop meanwhile) and one call at a time."""
+        copy_ = self._worker_tokenizer()
+        if copy_ is _NO_COPY:  # could not copy the tokenizer: stay on the loop rather than race
+            return self._tokens_for(result, messages, tools)
+
+        def work() -> Dict[str, Any]:
+            with self._tokenize_lock:
+                return self._tokens_for(result, messages, tools, copy_)
+
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    def _worker_tokenizer(self) -> Any:
+        cached = self.__dict__.get("_tokenizer_copy")
+        if cached is not None and cached[0] is self.tokenizer:
+            return cached[1]
+        try:
+            copy_ = copy.deepcopy(self.tokenizer) if self.tokenizer is not None else None
+        except Exception as exc:  # noqa: BLE001 - an exotic tokenizer: tokenise on the loop instead
+            logger.warning("could not copy the tokenizer for off-loop tokenisation (%s); tokenising on the loop", exc)
+            copy_ = _NO_COPY
+        self.__dict__["_tokenizer_copy"] = (self.tokenizer, copy_)
+        return copy_
+
+    @property
+    def _tokenize_lock(self) -> threading.Lock:
+        return self.__dict__.setdefault("_tokenize_lock_obj", threading.Lock())
 
     @staticmethod
     def _health(out: Dict[str, Any], assistant_turns: int) -> Dict[str, Any]:
@@ -566,7 +604,7 @@ class HermesAgentBaseEnv(BaseEnv):
 
         if result is not None:
             self._buffer_tool_errors(result)
-        tok = self._tokens_for(result, messages, tools)
+        tok = await self._tokens_off_loop(result, messages, tools)
         messages = tok.get("messages", messages)
         scored: Dict[str, Any] = {"tokens": tok["tokens"], "masks": tok["masks"], "scores": reward,
                                   "messages": messages}

@@ -2,21 +2,35 @@
 
 Pure Python keeps one regex dialect (Python's ``re``) on every backend and
 needs no extra binary; the walk skips .git/node_modules/caches and never
-follows a symlink out of the workspace. Bounded: at most MAX_FILES files and
-files up to 50 MB each (larger ones are skipped).
+follows a symlink out of the workspace. Bounded: at most MAX_FILES files, files
+up to 50 MB each (larger ones are skipped), and SEARCH_TIMEOUT_S of wall time
+(``HERMES_SEARCH_TIMEOUT_S``): past it the search stops between files and returns
+what it found, marked as a timeout.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 import re
+import time
 from typing import Any, Dict, List, Optional
 
 from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
 
 MAX_FILES = 20_000
+SEARCH_TIMEOUT_S = 30.0
+_CHECK_EVERY_LINES = 2000
+
+
+def search_timeout_s() -> float:
+    raw = os.environ.get("HERMES_SEARCH_TIMEOUT_S", "")
+    try:
+        return float(raw) if raw.strip() else SEARCH_TIMEOUT_S
+    except ValueError:
+        return SEARCH_TIMEOUT_S
 MAX_LINE_CHARS = 500  # a minified line must not flood the result
 
 
@@ -57,13 +71,26 @@ def search_files(
         view = fs.resolve(path)
         if fs.stat(view).kind == "missing":
             return {"error": f"search path '{path}' does not exist"}
-        files = fs.walk(view, MAX_FILES, read=target == "content")
+        budget = search_timeout_s()
+        deadline = time.monotonic() + budget
+        timed_out = False
+
+        def in_time(walked: Any) -> Any:
+            nonlocal timed_out
+            for n, entry in enumerate(walked):
+                if n and time.monotonic() > deadline:  # the first file always gets looked at
+                    timed_out = True
+                    return
+                yield entry
+
+        files = in_time(fs.walk(view, MAX_FILES, read=target == "content"))
 
         if target == "files":
             found = [fs.display(p) for p, _ in files]
             found = [p for p in found if _glob_match(pattern, p) and (not file_glob or _glob_match(file_glob, p))]
             page = found[offset : offset + limit]
-            return {"total_count": len(found), "files": page, "truncated": offset + limit < len(found)}
+            return _timed({"total_count": len(found), "files": page, "truncated": offset + limit < len(found)},
+                          timed_out, budget)
 
         assert regex is not None
         matches: List[Dict[str, Any]] = []
@@ -76,6 +103,9 @@ def search_files(
                 continue  # unreadable or binary
             lines = data.decode("utf-8", errors="replace").splitlines()
             for number, line in enumerate(lines, start=1):
+                if number % _CHECK_EVERY_LINES == 0 and time.monotonic() > deadline:
+                    timed_out = True
+                    break
                 if not regex.search(line):
                     continue
                 counts[shown] = counts.get(shown, 0) + 1
@@ -90,13 +120,21 @@ def search_files(
 
     if output_mode == "content":
         page = matches[offset : offset + limit]
-        return {"total_count": len(matches), "matches": page, "truncated": offset + limit < len(matches)}
-    if output_mode == "files_only":
+        out = {"total_count": len(matches), "matches": page, "truncated": offset + limit < len(matches)}
+    elif output_mode == "files_only":
         names = list(counts)
-        return {"total_count": len(names), "files": names[offset : offset + limit], "truncated": offset + limit < len(names)}
-    items = list(counts.items())[offset : offset + limit]
-    return {
-        "total_count": sum(counts.values()),
-        "counts": dict(items),
-        "truncated": offset + limit < len(counts),
-    }
+        out = {"total_count": len(names), "files": names[offset : offset + limit], "truncated": offset + limit < len(names)}
+    else:
+        items = list(counts.items())[offset : offset + limit]
+        out = {"total_count": sum(counts.values()), "counts": dict(items), "truncated": offset + limit < len(counts)}
+    return _timed(out, timed_out, budget)
+
+
+def _timed(result: Dict[str, Any], timed_out: bool, budget: float) -> Dict[str, Any]:
+    """A search that ran out of time says so (a tool error, like a terminal timeout) and keeps what it found."""
+    if timed_out:
+        result["truncated"] = True
+        result["timed_out"] = True
+        result["error"] = (f"search_files timed out after {budget:g}s; the results are partial. "
+                           "Narrow 'path' or 'file_glob'.")
+    return result

@@ -432,3 +432,38 @@ async def test_drop_events_match_atroposlib(tokenizer_path):
     assert "scores are 0.5" in drops[0].detail and "1 rollouts, expected 2" in drops[1].detail
     assert "9 tokens" in drops[2].detail
     assert len(env.rollouts_for_wandb) == 1  # super still did its job for the good group
+
+
+# ---------------------------------------------------------------- tokenisation off the loop
+
+
+async def test_tokenisation_never_stalls_the_event_loop(tokenizer_path):
+    """A rollout's tokenisation (seconds for a huge conversation) runs off the loop, on its own
+    tokenizer copy: other rollouts' coroutines keep running meanwhile."""
+    env = make_env(tokenizer_path)
+    real = env._tokens_for
+    seen: Dict[str, Any] = {}
+
+    def slow_tokens_for(result, messages, tools, tokenizer=None):
+        seen["thread"] = threading.current_thread().name
+        seen["own_copy"] = tokenizer is not None and tokenizer is not env.tokenizer
+        threading.Event().wait(0.6)  # stands in for tokenising a multi-megabyte conversation
+        return real(result, messages, tools, tokenizer)
+
+    env._tokens_for = slow_tokens_for
+    ticks = 0
+
+    async def heartbeat():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    beat = asyncio.create_task(heartbeat())
+    try:
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+    finally:
+        beat.cancel()
+    assert seen["thread"] != threading.main_thread().name and seen["own_copy"]
+    assert ticks >= 10  # the loop kept turning during the 0.6 s (on the loop it would be ~0)
+    assert scored["tokens"] and len(scored["tokens"]) == len(scored["masks"])

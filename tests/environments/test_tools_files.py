@@ -229,3 +229,14 @@ def test_dedup_state_is_forgotten_when_the_sandbox_closes(task):
     assert task in files._READS
     cleanup_vm(task)  # on bwrap/docker the next sandbox has the same paths: stale state would dedup wrongly
     assert task not in files._READS
+
+
+def test_search_stops_at_its_time_budget_with_partial_results(tree, monkeypatch):
+    monkeypatch.setenv("HERMES_SEARCH_TIMEOUT_S", "0")  # every file after the first is past the deadline
+    out = call(tree, "search_files", pattern="hello", output_mode="files_only")
+    assert out["timed_out"] is True and out["truncated"] is True
+    assert "timed out after 0s" in out["error"] and "partial" in out["error"]
+    assert len(out["files"]) <= 1  # only what it saw before the deadline
+    monkeypatch.delenv("HERMES_SEARCH_TIMEOUT_S")
+    full = call(tree, "search_files", pattern="hello", output_mode="files_only")
+    assert "timed_out" not in full and len(full["files"]) == 3
