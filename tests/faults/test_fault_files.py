@@ -178,3 +178,29 @@ def test_eval_files_are_strict_json_even_with_nan_metrics(tmp_path):
 
 def _refuse(name: str) -> None:
     raise ValueError(f"non-JSON constant {name}")
+
+
+def test_recorder_on_a_real_full_tmpfs(tmp_path):
+    """The same on a real full filesystem: a 64 KiB tmpfs (root can mount one; else skipped, saying why)."""
+    import os
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip() or made.returncode}): needs root")
+    try:
+        errors: List[str] = []
+        rec = Recorder(str(mount / "events.jsonl.gz"), flush_s=0.01, on_error=errors.append)
+        for i in range(2_000):  # incompressible text: the 64 KiB fill up fast
+            rec.tap(rev.ItemReceived(group_id=f"g{i}", item_summary=os.urandom(200).hex()))
+        end = time.monotonic() + 30
+        while not errors and time.monotonic() < end:
+            time.sleep(0.01)
+        assert errors and "No space left on device" in errors[0], errors
+        t0 = time.monotonic()
+        rec.close()
+        assert time.monotonic() - t0 < 10 and rec.error is not None
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
