@@ -158,6 +158,7 @@ class BwrapSandbox(BashSessionSandbox):
         self._inner_env = sandbox_env(self.sandbox_id)
         # bwrap itself carries the marker too, so /proc scans find the host-side process.
         self._host_env = {"PATH": os.environ.get("PATH", SANDBOX_PATH), "LANG": "C.UTF-8", MARKER_VAR: self.sandbox_id}
+        self.start()
 
     def _argv(self, script: str) -> List[str]:
         assert self.host_workspace is not None
@@ -167,7 +168,7 @@ class BwrapSandbox(BashSessionSandbox):
             host_state=str(self._state_host),
             network=self._network,
             env=self._inner_env,
-            command=["bash", "-c", script, "bash"],
+            command=["bash", "--noprofile", "--norc", "-c", script, "hermes-init"],
             tmp_size_mb=self._tmp_size_mb,
         )
 

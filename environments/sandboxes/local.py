@@ -90,9 +90,10 @@ class LocalSandbox(BashSessionSandbox):
         self._child_env = sandbox_child_env(
             os.environ, home=str(workspace), sandbox_id=self.sandbox_id, passthrough=settings.env_passthrough
         )
+        self.start()
 
     def _argv(self, script: str) -> List[str]:
-        return ["bash", "-c", script, "bash"]
+        return ["bash", "--noprofile", "--norc", "-c", script, "hermes-init"]
 
     def _env(self) -> Dict[str, str]:
         return self._child_env

@@ -174,3 +174,48 @@ def kill_all(
             break
         time.sleep(0.01)
     return len(killed)
+
+
+def now_ticks() -> int:
+    """Now, in the clock ticks /proc/<pid>/stat start times use (since boot)."""
+    return int(uptime_s() * _CLK_TCK)
+
+
+def alive(pid: int) -> bool:
+    st = read_stat(pid)
+    return st is not None and st.state not in ("Z", "X")
+
+
+def ns_pid(pid: int) -> Optional[int]:
+    """The pid of ``pid`` in its innermost pid namespace (NSpid's last field)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh.read(8192).splitlines():
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def descendants_since(root: int, since_ticks: int) -> Set[int]:
+    """Live descendants of ``root`` that started at or after ``since_ticks``, plus their
+    own descendants (a job started by a command, and whatever it forked)."""
+    stats: Dict[int, ProcStat] = {}
+    for pid in all_pids():
+        st = read_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    children: Dict[int, List[int]] = {}
+    for pid, st in stats.items():
+        children.setdefault(st.ppid, []).append(pid)
+    found: Set[int] = set()
+    stack = [(c, False) for c in children.get(root, ())]
+    while stack:
+        pid, inherited = stack.pop()
+        st = stats[pid]
+        new = inherited or st.start_ticks >= since_ticks
+        if new and st.state not in ("Z", "X"):
+            found.add(pid)
+        stack.extend((c, new) for c in children.get(pid, ()))
+    return found
