@@ -504,7 +504,8 @@ class BashSessionSandbox(ABC):
             self.shell_restarts += 1
             self._restore_cwd = True
             self._log_restart("shell", f"exit {outcome.code}")
-            out += "\n[The shell exited; a fresh shell took over (cwd kept, exported variables reset)]"
+            if (outcome.code or 0) >= 128 and not outcome.timed_out:  # killed, not a plain `exit N`
+                out += "\n[The shell was killed; a fresh shell took over (cwd kept, exported variables reset)]"
         if outcome.timed_out:
             return ExecResult(
                 out + f"\n[Command timed out after {timeout:g}s]", TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration
@@ -538,6 +539,9 @@ class BashSessionSandbox(ABC):
                 self._kill_machine(ch)  # nothing answers: a fresh machine next time
                 return res
             if ch.proc.poll() is not None and not ch.readable():
+                if self._closed:
+                    res.killed = True
+                    return res
                 res.code = ch.proc.returncode
                 ch.dead = True
                 if ch.proc is self._machine:
@@ -568,6 +572,7 @@ class BashSessionSandbox(ABC):
                         return res
             if ch.status_eof:
                 ch.dead = True
+                res.killed = self._closed
                 res.code = res.code if res.code is not None else -1
                 return res
 

@@ -61,11 +61,15 @@ def test_timeout_kills_the_whole_namespace(box: BwrapSandbox) -> None:
     assert wait_until_gone(f"sleep 321.{U}") == []
 
 
-def test_background_processes_end_with_their_command(box: BwrapSandbox) -> None:
+def test_background_processes_live_until_cleanup(box: BwrapSandbox) -> None:
+    # one machine per sandbox (was: a bwrap per command, whose end killed its background jobs)
     started = time.monotonic()
     result = box.execute(f"sleep 322.{U}5 & echo bg", 5)
     assert result.output == "bg\n"
     assert time.monotonic() - started < 2
+    assert box.execute("echo next", 5).output == "next\n"
+    assert box.has_background_processes()
+    box.cleanup()
     assert wait_until_gone(f"sleep 322.{U}5") == []
 
 
