@@ -275,7 +275,9 @@ class BashSessionSandbox(ABC):
         roots = {m.pid for m in (self._machine, self._vmachine) if m is not None}
         if self._cgroup is not None:
             roots |= self._cgroup.pids()
-        return procfs.describe(procfs.sandbox_processes(self._marker, (), roots).values())
+        infra = self._infra_pids()  # the machine itself (init, shell, verifier runner, bwrap)
+        found = procfs.sandbox_processes(self._marker, (), roots)
+        return procfs.describe(st for pid, st in found.items() if pid not in infra)
 
     def shell_state(self) -> Dict[str, object]:
         """The persistent shell, for the drill-down: pid, uptime, restarts, busy."""
@@ -291,10 +293,7 @@ class BashSessionSandbox(ABC):
     def has_background_processes(self) -> bool:
         """Processes left running by earlier commands (the reaper counts them as activity);
         the machine's own init, shell and verifier runner do not count."""
-        if self._busy:
-            return True
-        infra = self._infra_pids()
-        return any(p.pid not in infra for p in self.process_tree())
+        return bool(self._busy) or bool(self.process_tree())
 
     def running_pids(self) -> List[int]:
         ch = self._agent
@@ -367,6 +366,8 @@ class BashSessionSandbox(ABC):
             self._vmachine = vproc
             self._verifier = _Channel(vproc, self._new_nonce())
         self._verifier.send_nonce()
+        if self._verifier.wait_ready(self._start_timeout):
+            self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
 
     def _argv_init(self, fds: List[str]) -> List[str]:
         argv = self._argv(INIT)
@@ -584,6 +585,8 @@ class BashSessionSandbox(ABC):
         shell that started at or after the command did. Earlier background jobs live on."""
         if ch.shell_pid is None:
             return
+        if ch is self._agent:
+            _signal(ch.shell_pid, signal.SIGUSR1)  # skip the rest of the command (see shell.py)
         victims = procfs.descendants_since(ch.shell_pid, t0)
         for pid in victims:
             _signal(pid, signal.SIGTERM)

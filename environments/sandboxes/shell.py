@@ -39,20 +39,31 @@ _READ_FRAME = r"""
   [ "$__h_lc" -gt 0 ] 2>/dev/null && { LC_ALL=C IFS= read -r -d '' -N "$__h_lc" __h_c || break; }
 """
 
+# Abort on timeout without killing the shell: the host sends SIGUSR1 to the shell and kills
+# the command's processes; the USR1 trap sets a flag and the DEBUG trap (extdebug: a non-zero
+# return skips the command) skips what is left of the command, so `sleep 60; echo survived`
+# stops after the sleep. A model that removes these traps only loses this nicety: the host
+# then kills the shell and INIT starts a fresh one.
 DRIVER = (
     r"""__h_n=$1; set --
+shopt -s extdebug; set -o functrace
+__h_abort= __h_ineval=
+__h_post() { __h_ineval= __h_abort=; printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
+trap '__h_abort=1' USR1
+trap '[ -z "$__h_abort" ] || [ -z "$__h_ineval" ] || [ "${FUNCNAME[0]}" = __h_post ] || [[ $BASH_COMMAND == "__h_post "* ]]' DEBUG
 printf 'R %s %s\n' "$__h_n" "$$" >&2
-while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do"""
+while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do
+  __h_abort="""
     + _READ_FRAME
     + r"""
   [ -n "$__h_w" ] && { cd -- "$__h_w" 2>/dev/null || cd -- "$HOME" 2>/dev/null; }
+  __h_ineval=1
   if [ "$__h_li" -gt 0 ] 2>/dev/null; then
     eval "$__h_c" < <(head -c "$__h_li") >&7 7>&- 2>&1
   else
     eval "$__h_c" </dev/null >&7 7>&- 2>&1
   fi
-  __h_rc=$?
-  printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$__h_rc" "${PWD//$'\n'/}" >&2
+  __h_post "$?"
 done
 exit 199
 """

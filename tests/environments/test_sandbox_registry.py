@@ -229,7 +229,9 @@ def test_run_diagnostic_is_not_agent_activity() -> None:
     before = sb.get_sandbox_info("diag")
     time.sleep(0.05)
     result = sb.run_diagnostic("diag", "pwd; echo $X; cd /; export X=2")
-    assert result.output == f"{box.workspace}/sub\n1\n"
+    # the verifier runner: the agent's cwd, the sandbox's initial environment (not the agent's
+    # shell state, which the model controls; was: the agent's exports)
+    assert result.output == f"{box.workspace}/sub\n\n"
     after = sb.get_sandbox_info("diag")
     assert after.last_activity == before.last_activity
     assert len(after.recent_commands) == len(before.recent_commands)
