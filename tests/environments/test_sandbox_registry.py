@@ -322,10 +322,14 @@ def test_bad_task_ids_and_unknown_backend() -> None:
 
 
 @pytest.mark.parametrize("backend", ["modal", "daytona", "ssh", "singularity", "vercel_sandbox"])
-def test_unavailable_backends_explain(backend: str) -> None:
-    sb.configure(backend=backend)
-    with pytest.raises(sb.SandboxUnavailable, match=f"'{backend}' is not available in hermes-console.*use local, bwrap or docker"):
-        sb.get_sandbox("u")
+def test_unavailable_backends_explain(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # refused when the config is read (configure / TERMINAL_ENV), naming the supported ones
+    with pytest.raises(ValueError, match=f"'{backend}' is not available in hermes-console.*use local, bwrap or docker"):
+        sb.configure(backend=backend)
+    monkeypatch.setenv("TERMINAL_ENV", backend)
+    with pytest.raises(ValueError, match="TERMINAL_ENV"):
+        sb.current_settings()
+    monkeypatch.delenv("TERMINAL_ENV")
     assert sb.list_sandboxes() == []
 
 
