@@ -152,11 +152,16 @@ class ManagedSandbox:
     def closed(self) -> bool:
         return self._entry.closed
 
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None) -> ExecResult:
+    def execute(
+        self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
+    ) -> ExecResult:
         call_id = _command_started(self._entry, command, timeout)
         started = time.time()
         try:
-            result = self._inner.execute(command, timeout, stdin_data=stdin_data)
+            if isolated:  # the verifier runner (reward code): none of the agent shell's state
+                result = self._inner.execute(command, timeout, stdin_data=stdin_data, isolated=True)
+            else:
+                result = self._inner.execute(command, timeout, stdin_data=stdin_data)
         except SandboxClosedError:
             # Accepted above, then closed (kill/reap) before bash started: same as killed.
             result = ExecResult("[Command killed: sandbox closed]", KILLED_EXIT_CODE)

@@ -209,8 +209,11 @@ def terminal_tool(
     background: bool = False,
     workdir: Optional[str] = None,
     task_id: Optional[str] = None,
+    isolated: bool = False,
 ) -> Dict[str, Any]:
-    """Run ``command`` in the sandbox of ``task_id``; see the module docstring."""
+    """Run ``command`` in the sandbox of ``task_id``; see the module docstring. ``isolated``
+    (the reward code's ToolContext): run it in the sandbox's verifier runner, immune to the
+    functions, PATH and exports the model left in its shell."""
     if not isinstance(command, str):
         return _fail(f"'command' must be a string, got {type(command).__name__} {command!r:.80}")
     if not command.strip():
@@ -256,7 +259,7 @@ def terminal_tool(
     sandbox = sandbox_access.get_sandbox(task_id)
     to_run = f"( cd {shlex.quote(workdir)} && {command}\n)" if workdir else command
     try:
-        result = sandbox.execute(to_run, effective)
+        result = sandbox.execute(to_run, effective, isolated=True) if isolated else sandbox.execute(to_run, effective)
     except Exception as exc:  # noqa: BLE001 - the model needs the failure, not a traceback
         return _fail(f"the sandbox failed to run the command: {type(exc).__name__}: {exc}")
 
@@ -292,13 +295,14 @@ TERMINAL_PARAMETERS: Dict[str, Any] = {
 }
 
 
-def _handler(args: Dict[str, Any], task_id: Optional[str], **_: Any) -> Dict[str, Any]:
+def _handler(args: Dict[str, Any], task_id: Optional[str], **kw: Any) -> Dict[str, Any]:
     return terminal_tool(
         args.get("command"),
         timeout=args.get("timeout"),
         background=bool(args.get("background", False)),
         workdir=args.get("workdir"),
         task_id=task_id,
+        isolated=bool(kw.get("isolated", False)),  # host-side callers only: never in the model's args
     )
 
 
