@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Optional, Protocol, Set, runtime_checka
 from environments.sandboxes import procfs
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
-from environments.sandboxes.hostio import read_beneath, write_new
+from environments.sandboxes.hostio import write_new
 from environments.sandboxes.paths import resolve_to_host
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.shell import DRIVER, INIT, VERIFIER
@@ -192,6 +192,11 @@ class BashSessionSandbox(ABC):
         except BaseException:
             self.cleanup()
             raise
+
+    def set_initial_cwd(self, path: str) -> None:
+        """The task's working directory (per-task ``cwd`` override): created if missing."""
+        q = "'" + path.replace("'", "'\\''") + "'"
+        self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
 
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
@@ -670,6 +675,7 @@ class _Channel:
         self.status_eof = False
         self.dead = False
         self.reported_pid: Optional[int] = None
+        self.reported_ppid: Optional[int] = None  # the shell's INIT, as the sandbox sees it
         self.shell_pid: Optional[int] = None
         self.started = time.monotonic()
         self._poller = select.poll()
@@ -693,7 +699,7 @@ class _Channel:
         while time.monotonic() < end and not self.status_eof:
             for rec in self.read_records(block_ms=50):
                 if rec[0] == "R":
-                    self.reported_pid = rec[1]
+                    self.reported_pid, self.reported_ppid = rec[1], rec[2]
                     self.started = time.monotonic()
                     return True
             if self.proc.poll() is not None and not self.readable():
@@ -776,7 +782,8 @@ class _Channel:
         kind = parts[0]
         try:
             if kind == "R":
-                return ("R", int(parts[2]))
+                ppid = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None
+                return ("R", int(parts[2]), ppid)
             if kind == "D":
                 return ("D", None, _rc(int(parts[2])), None)
             if kind == "T" and len(parts) >= 4:

@@ -51,7 +51,7 @@ __h_abort= __h_ineval=
 __h_post() { __h_ineval= __h_abort=; printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
 trap '__h_abort=1' USR1
 trap '[ -z "$__h_abort" ] || [ -z "$__h_ineval" ] || [ "${FUNCNAME[0]}" = __h_post ] || [[ $BASH_COMMAND == "__h_post "* ]]' DEBUG
-printf 'R %s %s\n' "$__h_n" "$$" >&2
+printf 'R %s %s %s\n' "$__h_n" "$$" "$PPID" >&2
 while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do
   __h_abort="""
     + _READ_FRAME
