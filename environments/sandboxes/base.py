@@ -498,6 +498,7 @@ class BashSessionSandbox(ABC):
         ch.discard_output()  # late output of a background job: not this command's
         before = self._cgroup.counters() if self._cgroup is not None else {}
         t0 = procfs.now_ticks()
+        ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
         buf = BoundedOutput(self._output_limit)
         outcome = self._pump(ch, payload, seq, buf, timeout, t0)
@@ -592,13 +593,13 @@ class BashSessionSandbox(ABC):
             return
         if ch is self._agent:
             _signal(ch.shell_pid, signal.SIGUSR1)  # skip the rest of the command (see shell.py)
-        victims = procfs.descendants_since(ch.shell_pid, t0)
+        victims = procfs.descendants_since(ch.shell_pid, t0, ch.spare)
         for pid in victims:
             _signal(pid, signal.SIGTERM)
         end = time.monotonic() + self._kill_grace
         while time.monotonic() < end and any(procfs.alive(p) for p in victims):
             time.sleep(0.02)
-        for pid in victims | procfs.descendants_since(ch.shell_pid, t0):
+        for pid in victims | procfs.descendants_since(ch.shell_pid, t0, ch.spare):
             _signal(pid, signal.SIGKILL)
 
     def _kill_shell(self, ch: "_Channel") -> None:
@@ -674,8 +675,10 @@ class _Channel:
         self._sbuf = bytearray()
         self.status_eof = False
         self.dead = False
+        self.ready = False
         self.reported_pid: Optional[int] = None
         self.reported_ppid: Optional[int] = None  # the shell's INIT, as the sandbox sees it
+        self.spare: Optional[Set[int]] = None  # the shell's children before the command in flight
         self.shell_pid: Optional[int] = None
         self.started = time.monotonic()
         self._poller = select.poll()
@@ -693,18 +696,13 @@ class _Channel:
             os.set_blocking(self.wfd, False)
 
     def wait_ready(self, timeout: float) -> bool:
-        """Wait for the shell's ``R`` record (it is up, and its pid)."""
+        """Wait for the shell's ``R`` record (it is up, and its pid); read_records notes it."""
         end = time.monotonic() + timeout
-        self.reported_pid = None
-        while time.monotonic() < end and not self.status_eof:
-            for rec in self.read_records(block_ms=50):
-                if rec[0] == "R":
-                    self.reported_pid, self.reported_ppid = rec[1], rec[2]
-                    self.started = time.monotonic()
-                    return True
-            if self.proc.poll() is not None and not self.readable():
+        while not self.ready and time.monotonic() < end and not self.status_eof:
+            self.read_records(block_ms=50)
+            if not self.ready and self.proc.poll() is not None and not self.readable():
                 return False
-        return False
+        return self.ready
 
     def poll(self, pending: memoryview, ms: int) -> Dict[str, bool]:
         want_w = bool(pending)
@@ -770,6 +768,11 @@ class _Channel:
             del self._sbuf[: nl + 1]
             rec = self._parse(line)
             if rec is not None:
+                if rec[0] == "R":  # a (new) shell is up: remember it whoever is reading
+                    self.reported_pid, self.reported_ppid = rec[1], rec[2]
+                    self.started, self.ready = time.monotonic(), True
+                elif rec[0] == "D":
+                    self.ready = False
                 records.append(rec)
         return records
 

@@ -48,10 +48,8 @@ def _system_binds(root: str = "/") -> List[str]:
     for name in _SYSTEM_DIRS:
         host = os.path.join(root, name)
         if os.path.isdir(host):  # follows a merged-/usr symlink to the real dir
-            real = os.path.realpath(host)
-            if root != "/" and not (real == root or real.startswith(root.rstrip("/") + "/")):
-                continue  # a rootfs symlink pointing outside the rootfs: not followed
-            args += ["--ro-bind", real, f"/{name}"]
+            # (a rootfs is operator configuration, not sandbox-written: its links are followed)
+            args += ["--ro-bind", os.path.realpath(host), f"/{name}"]
     if root != "/":  # a task image: its other top-level dirs (e.g. /app, /opt) read-only too
         for name in sorted(os.listdir(root)):
             host = os.path.join(root, name)

@@ -198,9 +198,19 @@ def ns_pid(pid: int) -> Optional[int]:
     return None
 
 
-def descendants_since(root: int, since_ticks: int) -> Set[int]:
-    """Live descendants of ``root`` that started at or after ``since_ticks``, plus their
-    own descendants (a job started by a command, and whatever it forked)."""
+def children(pid: int) -> Optional[Set[int]]:
+    """Direct children of ``pid`` (one small read), or None where the kernel lacks the file."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return {int(x) for x in fh.read(65536).split() if x.isdigit()}
+    except (OSError, ValueError):
+        return None
+
+
+def descendants_since(root: int, since_ticks: int, spare: Optional[Collection[int]] = None) -> Set[int]:
+    """Live descendants of ``root`` started by the current command, and theirs: not under a
+    child in ``spare`` (root's children before the command: earlier background jobs), or,
+    when ``spare`` is None, started after ``since_ticks``."""
     stats: Dict[int, ProcStat] = {}
     for pid in all_pids():
         st = read_stat(pid)
@@ -214,7 +224,12 @@ def descendants_since(root: int, since_ticks: int) -> Set[int]:
     while stack:
         pid, inherited = stack.pop()
         st = stats[pid]
-        new = inherited or st.start_ticks >= since_ticks
+        if spare is not None:
+            new = inherited or (st.ppid == root and pid not in spare) or st.ppid != root
+            if st.ppid == root and pid in spare:
+                continue  # an earlier job: it and its subtree live on
+        else:
+            new = inherited or st.start_ticks > since_ticks
         if new and st.state not in ("Z", "X"):
             found.add(pid)
         stack.extend((c, new) for c in children.get(pid, ()))

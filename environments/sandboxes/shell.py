@@ -99,7 +99,7 @@ if [ -n "$5" ]; then
   eval 'exec '"$3"'<&- '"$4"'>&- '"$5"'>&-'
 fi
 while :; do
-  bash --noprofile --norc -c "$1" hermes-shell "$__h_n" 7>&1
+  bash --noprofile --norc -c "$1" bash "$__h_n" 7>&1
   __h_rc=$?
   [ "$__h_rc" = 199 ] && exit 0
   printf 'D %s %s\n' "$__h_n" "$__h_rc" >&2
