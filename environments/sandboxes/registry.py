@@ -183,6 +183,11 @@ class ManagedSandbox:
     def process_tree(self) -> List[ProcessInfo]:
         return self._inner.process_tree()
 
+    def shell_state(self) -> Dict[str, object]:
+        """The persistent shell: pid, uptime, restarts, busy (see BashSessionSandbox)."""
+        state = getattr(self._inner, "shell_state", None)
+        return state() if callable(state) else {}
+
     def limits_summary(self) -> Dict[str, str]:
         """The resource limits this sandbox runs under (pids, memory, CPU time, file size)."""
         summary = getattr(self._inner, "limits_summary", None)
@@ -257,6 +262,10 @@ def get_sandbox(task_id: Optional[str] = None) -> ManagedSandbox:
             settings = current_settings()
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
+            if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
+                sandbox.on_restart = lambda what, why, _key=key: events.active and events.emit(
+                    events.SandboxShellRestarted(task_id=_key, what=what, reason=why)
+                )
             with _lock:
                 _entries[key] = entry
             if events.active:

@@ -328,3 +328,27 @@ def test_failed_terminal_call_has_the_upstream_shape(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(sandbox_access, "get_sandbox", lambda tid: Broken())
     out = terminal_tool("echo hi", timeout=5, task_id="x")
     assert out["output"] == "" and out["exit_code"] == -1 and "bwrap failed to start" in out["error"]
+
+
+# --------------------------------------------------------------------------- console view
+
+
+def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registry_backend: str) -> None:
+    from environments import events
+    from hermes_console.runtime import sandbox_ops
+
+    got: List[events.Event] = []
+    events.add_observer(got.append)
+    task = f"view-{U}"
+    register_task_env_overrides(task, {"cwd": "/srv/task"})
+    try:
+        box = sb.get_sandbox(task)
+        box.execute("kill -9 $$", 10)
+        restarts = [e for e in got if isinstance(e, events.SandboxShellRestarted)]
+        assert [(e.task_id, e.what, e.reason) for e in restarts] == [(task, "shell", "exit 137")]
+        view = sandbox_ops.details(task)
+        assert view["shell"]["shell_restarts"] == 1 and view["shell"]["shell_pid"]
+        assert view["overrides"] == {"cwd": "/srv/task"}
+    finally:
+        events.remove_observer(got.append)
+        clear_task_env_overrides(task)
