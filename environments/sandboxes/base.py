@@ -317,9 +317,16 @@ class BashSessionSandbox(ABC):
         procfs.kill_all(self._marker, (), {m.pid for m in machines})
         for proc in machines:
             _reap(proc)
-        for ch in (self._agent, self._verifier):
-            if ch is not None:
-                ch.close()
+        # A command in flight sees its machine gone and returns; only then close its fds
+        # (closing under a reader could hand it an fd number reused by someone else).
+        held = [lock for lock in (self._alock, self._vlock) if lock.acquire(timeout=10)]
+        try:
+            for ch in (self._agent, self._verifier):
+                if ch is not None and len(held) == 2:
+                    ch.close()
+        finally:
+            for lock in held:
+                lock.release()
         try:
             self._teardown()
         finally:
@@ -339,6 +346,7 @@ class BashSessionSandbox(ABC):
 
     def _start_machine(self) -> None:
         """Start the machine (INIT + agent shell + verifier runner); wait for the shell."""
+        _raise_nofile()
         in_machine = self._verifier_in_machine()
         vpipes: List[int] = []
         extra: List[str] = []
@@ -430,8 +438,13 @@ class BashSessionSandbox(ABC):
         return infra
 
     def _ensure_machine(self) -> None:
-        if self._machine is not None and self._machine.poll() is None:
+        broken = any(ch is not None and ch.dead for ch in (self._agent, self._verifier))
+        if self._machine is not None and self._machine.poll() is None and not broken:
             return
+        if broken and self._machine is not None and self._machine.poll() is None:
+            # e.g. the model killed the verifier runner: a fresh machine, not a dead channel
+            procfs.kill_group(self._machine.pid, signal.SIGKILL)
+            _reap(self._machine)
         if self._machine is not None:  # it died (OOM, killed): a fresh machine, and say so
             self.machine_restarts += 1
             self._log_restart("machine", f"exit {self._machine.returncode}")
@@ -718,7 +731,11 @@ class _Channel:
         return out
 
     def readable(self) -> bool:
-        return bool(select.select([self.ofd, self.sfd], [], [], 0)[0])
+        # poll, not select: a console with hundreds of sandboxes has fds above FD_SETSIZE
+        probe = select.poll()
+        probe.register(self.ofd, select.POLLIN)
+        probe.register(self.sfd, select.POLLIN)
+        return any(ev & (select.POLLIN | select.POLLHUP) for _fd, ev in probe.poll(0))
 
     def read_output(self, buf: Optional[BoundedOutput], until_empty: bool = False) -> None:
         while True:
@@ -745,7 +762,9 @@ class _Channel:
         """Parse complete status lines. Malformed lines, foreign nonces and overlong lines
         are dropped (the buffer is bounded)."""
         if block_ms:
-            select.select([self.sfd], [], [], block_ms / 1000)
+            probe = select.poll()
+            probe.register(self.sfd, select.POLLIN)
+            probe.poll(block_ms)
         while True:
             try:
                 chunk = os.read(self.sfd, 4096)
@@ -811,6 +830,25 @@ class _Channel:
                         stream.close()
                     except (OSError, ValueError):
                         pass
+
+
+_nofile_raised = False
+
+
+def _raise_nofile() -> None:
+    """Each live sandbox holds 6 pipe fds for its life: lift the soft fd limit to the hard
+    one (capped) once, so hundreds of concurrent sandboxes fit under a 1024 default."""
+    global _nofile_raised
+    if _nofile_raised:
+        return
+    _nofile_raised = True
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ValueError, OSError):
+        pass
 
 
 def _rc(code: int) -> int:

@@ -352,3 +352,14 @@ def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registr
     finally:
         events.remove_observer(got.append)
         clear_task_env_overrides(task)
+
+
+def test_a_killed_verifier_runner_is_replaced(box: sb.BashSessionSandbox) -> None:
+    """Same uid: the model can kill the verifier runner. Reward code then gets a clear failure
+    once, and the next call a fresh machine, never a silent success."""
+    runner = box._verifier.shell_pid
+    assert runner is not None
+    box.execute(f"kill -9 {runner if box.backend == 'local' else box._verifier.reported_pid}", 10)
+    first = box.execute("echo verified", 10, isolated=True)
+    assert first.exit_code != 0 or first.output == "verified\n"
+    assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
