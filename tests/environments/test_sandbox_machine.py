@@ -117,7 +117,8 @@ def test_terminal_tool_runs_a_detached_server(tmp_path: Path) -> None:
     try:
         out = terminal_tool(f"sleep 301.{U}7 >/dev/null 2>&1 &", timeout=10, task_id=task)
         assert out["exit_code"] == 0 and out["error"] is None, out
-        assert len(live_pids_with(f"sleep 301.{U}7")) == 1  # it outlived its command
+        # it outlived its command (waited for: the shell returns before the job has exec'd sleep)
+        assert _wait(lambda: len(live_pids_with(f"sleep 301.{U}7")) == 1)
         assert terminal_tool("echo next", timeout=10, task_id=task)["output"] == "next\n"
     finally:
         sb.cleanup_vm(task)
@@ -134,7 +135,7 @@ def test_timeout_kills_only_the_command(box: sb.BashSessionSandbox) -> None:
     assert result.timed_out and result.exit_code == 124
     assert "survived" not in result.output
     assert wait_until_gone(f"sleep 302.{U}2", 10) == []
-    assert len(live_pids_with(f"sleep 302.{U}1")) == 1  # the earlier background job lives on
+    assert _wait(lambda: len(live_pids_with(f"sleep 302.{U}1")) == 1)  # the earlier background job lives on
     after = box.execute('echo "$KEEP"; pwd', 10)
     assert after.output == "1\n/tmp\n"  # same shell: exports and cwd kept
     assert box.shell_restarts == 0
@@ -160,7 +161,7 @@ def test_shell_death_is_recovered_and_reported(box: sb.BashSessionSandbox) -> No
     assert box.execute("pwd; echo alive", 10).output == f"{box.workspace}/d\nalive\n"
     assert box.shell_restarts == 1 and seen == [("shell", "exit 137")]
     assert box.shell_state()["shell_pid"] not in (None, first)
-    assert len(live_pids_with(f"sleep 303.{U}1")) == 1  # the machine (and its jobs) survived
+    assert _wait(lambda: len(live_pids_with(f"sleep 303.{U}1")) == 1)  # the machine (and its jobs) survived
 
 
 # --------------------------------------------------------------------------- cleanup
