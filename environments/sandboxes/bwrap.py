@@ -90,6 +90,9 @@ def build_bwrap_argv(
     argv += ["--unshare-all"]
     if network:
         argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    # bwrap started by root keeps every capability inside unless told: CAP_SYS_ADMIN would let
+    # the model `umount /bin` or `mount -o remount,rw /usr` (the host's /usr) and swap bash.
+    argv += ["--cap-drop", "ALL"]
     argv += ["--hostname", "hermes-sandbox", "--die-with-parent", "--new-session"]
     argv += ["--clearenv"]
     for name, value in env.items():

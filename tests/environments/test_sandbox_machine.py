@@ -364,3 +364,18 @@ def test_a_killed_verifier_runner_is_replaced(box: sb.BashSessionSandbox) -> Non
     first = box.execute("echo verified", 10, isolated=True)
     assert first.exit_code != 0 or first.output == "verified\n"
     assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
+
+
+@needs_bwrap
+def test_bwrap_machine_has_no_capabilities_to_remount_the_system(tmp_path: Path) -> None:
+    """As root, bwrap keeps all capabilities unless told; with them the model could unmount
+    /bin or remount the host's /usr read-write and replace what the verifier runs."""
+    box = BwrapSandbox("caps", SandboxSettings(sandbox_root=tmp_path))
+    try:
+        caps = box.execute("grep CapEff /proc/self/status", 10).output.split()[-1]
+        assert int(caps, 16) == 0
+        # (no remount+write probe here: on a broken build it would write to the host's /usr)
+        tried = box.execute("umount /bin 2>/dev/null && echo UNMOUNTED || echo refused; ls /bin/bash", 10)
+        assert tried.output == "refused\n/bin/bash\n"
+    finally:
+        box.cleanup()
