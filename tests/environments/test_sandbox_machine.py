@@ -120,10 +120,13 @@ def test_terminal_tool_runs_a_detached_server(tmp_path: Path) -> None:
         # it outlived its command (waited for: the shell returns before the job has exec'd sleep)
         assert _wait(lambda: len(live_pids_with(f"sleep 301.{U}7")) == 1)
         assert terminal_tool("echo next", timeout=10, task_id=task)["output"] == "next\n"
+        bg = terminal_tool(f"sleep 301.{U}8", background=True, task_id=task)  # refused on bwrap before
+        assert bg["exit_code"] == 0 and bg["pid"] > 0, bg
+        assert _wait(lambda: len(live_pids_with(f"sleep 301.{U}8")) == 1)
     finally:
         sb.cleanup_vm(task)
         sb.reset_configuration()
-    assert wait_until_gone(f"sleep 301.{U}7", 10) == []
+    assert wait_until_gone(f"sleep 301.{U}", 10) == []
 
 
 # --------------------------------------------------------------------------- timeouts
