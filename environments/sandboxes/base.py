@@ -503,6 +503,13 @@ class BashSessionSandbox(ABC):
     def _call(
         self, ch: "_Channel", command: str, timeout: float, stdin_data: Optional[str], cwd_hint: str, verifier: bool
     ) -> ExecResult:
+        if any(rec[0] == "D" for rec in ch.read_records()):  # the shell died between commands
+            if not verifier:
+                self.shell_restarts += 1
+                self._log_restart("shell", "died while idle")
+                cwd_hint = self._cwd_cache
+            if ch.wait_ready(10.0):
+                ch.shell_pid = self._map_pid(ch.reported_pid)
         seq = next(self._seq)
         body = command.replace("\0", "").encode("utf-8", errors="surrogateescape")
         data = (stdin_data or "").replace("\0", "").encode("utf-8", errors="surrogateescape")

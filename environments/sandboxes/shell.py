@@ -98,10 +98,13 @@ if [ -n "$5" ]; then
   eval 'bash --noprofile --norc -c "$2" hermes-verify <&'"$3"' >&'"$4"' 2>&'"$5"' '"$3"'<&- '"$4"'>&- '"$5"'>&- &'
   eval 'exec '"$3"'<&- '"$4"'>&- '"$5"'>&-'
 fi
-while :; do
+__h_k=0
+while [ "$__h_k" -lt 10000 ]; do  # bounded: a shell that cannot start must not spin forever
   bash --noprofile --norc -c "$1" bash "$__h_n" 7>&1
   __h_rc=$?
   [ "$__h_rc" = 199 ] && exit 0
   printf 'D %s %s\n' "$__h_n" "$__h_rc" >&2
+  __h_k=$((__h_k + 1))
 done
+exit 1
 """

@@ -382,3 +382,15 @@ def test_bwrap_machine_has_no_capabilities_to_remount_the_system(tmp_path: Path)
         assert tried.output == "refused\n/bin/bash\n"
     finally:
         box.cleanup()
+
+
+def test_shell_killed_between_commands_does_not_swallow_the_next(box: sb.BashSessionSandbox) -> None:
+    from environments.sandboxes import procfs
+
+    box.execute("cd /tmp", 10)
+    shell = box._agent.shell_pid
+    os.kill(shell, 9)  # e.g. the OOM killer, while no command runs
+    assert _wait(lambda: not procfs.alive(shell), 10)
+    time.sleep(0.2)  # let INIT report it
+    assert box.execute("echo after; pwd", 10).output == "after\n/tmp\n"
+    assert box.shell_restarts == 1
