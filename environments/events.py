@@ -212,6 +212,14 @@ class SandboxLifetimeChanged(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SandboxShellRestarted(Event):
+    kind: ClassVar[str] = "sandbox_shell_restarted"
+    task_id: str
+    what: str  # "shell" (INIT started a fresh one) | "machine" (a fresh bwrap/INIT)
+    reason: str  # e.g. "exit 137"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SandboxClosed(Event):
     kind: ClassVar[str] = "sandbox_closed"
     task_id: str

@@ -44,7 +44,7 @@ from atroposlib.envs.server_handling.openai_server import OpenAIServer  # noqa: 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline  # noqa: E402
 from atroposlib.envs.server_handling.server_manager import ServerManager  # noqa: E402,F401
 from atroposlib.type_definitions import Item  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import Field, field_validator  # noqa: E402
 
 from environments import events  # noqa: E402
 from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
@@ -130,6 +130,18 @@ class HermesAgentEnvConfig(BaseEnvConfig):
             tool_overrides=dict(self.tool_result_overrides or {}),
         )
         return BudgetConfig(**kwargs)
+
+    @field_validator("terminal_backend")
+    @classmethod
+    def _supported_backend(cls, value: str) -> str:
+        """modal/ssh/... are refused when the config is read, naming the supported backends."""
+        from environments.sandboxes.settings import UNAVAILABLE_BACKENDS
+
+        if isinstance(value, str) and value.strip().lower() in UNAVAILABLE_BACKENDS:
+            from environments.sandboxes.unavailable import unavailable_backend
+
+            raise ValueError(str(unavailable_backend(value.strip().lower())))
+        return value
 
 
 def _item_summary(item: Any) -> str:

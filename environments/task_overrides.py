@@ -9,7 +9,12 @@ Keys the original layer used (others are kept as given, for forward compatibilit
 
 * ``docker_image``, ``modal_image``, ``singularity_image``, ``daytona_image``: the image
   of the task's container;
-* ``cwd``: the working directory inside the sandbox (TB2 uses ``/app``).
+* ``cwd``: the working directory inside the sandbox (TB2 uses ``/app``);
+* ``rootfs``: a directory holding an unpacked image root, used by bwrap as the read-only
+  lower layer of the task's machine (see environments/sandboxes/factory.py).
+
+Overrides are read when the task's sandbox is created: clear them (and ``cleanup_vm``)
+between tasks that reuse a task id.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Mapping, Optional
 
-KNOWN_KEYS = frozenset({"docker_image", "modal_image", "singularity_image", "daytona_image", "cwd"})
+KNOWN_KEYS = frozenset({"docker_image", "modal_image", "singularity_image", "daytona_image", "cwd", "rootfs"})
 
 _lock = threading.Lock()
 _overrides: Dict[str, Dict[str, Any]] = {}

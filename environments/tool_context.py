@@ -94,7 +94,11 @@ class ToolContext:
         return handle_function_call(tool_name, arguments, task_id=self.task_id)
 
     def terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
-        raw = handle_function_call("terminal", {"command": command, "timeout": timeout}, task_id=self.task_id)
+        # The verifier runner, not the agent's shell: the model's functions/PATH/exports cannot
+        # change what the reward code runs (see environments/sandboxes/shell.py).
+        raw = handle_function_call(
+            "terminal", {"command": command, "timeout": timeout}, task_id=self.task_id, isolated=True
+        )
         return _parse(raw, lambda text: {"exit_code": -1, "output": text})
 
     def read_file(self, path: str) -> Dict[str, Any]:
@@ -128,9 +132,7 @@ class ToolContext:
 
     def _execute(self, command: str, stdin_data: Optional[str] = None, timeout: float = TRANSFER_TIMEOUT) -> Any:
         sandbox = sandbox_access.get_sandbox(self.task_id)
-        if stdin_data is None:
-            return sandbox.execute(command, timeout)
-        return sandbox.execute(command, timeout, stdin_data=stdin_data)
+        return sandbox.execute(command, timeout, stdin_data=stdin_data, isolated=True)
 
     def upload_file(self, local_path: str, remote_path: str) -> Dict[str, Any]:
         """Copy a host file into the sandbox byte for byte."""

@@ -18,11 +18,12 @@ plus rlimits (CPU time, file size, and address space when no memory cgroup).
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import resource
+import secrets
 import select
-import shlex
 import shutil
 import signal
 import subprocess
@@ -30,15 +31,17 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Protocol, Set, runtime_checkable
+from typing import Callable, Dict, List, Optional, Protocol, Set, runtime_checkable
 
 from environments.sandboxes import procfs
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
-from environments.sandboxes.hostio import read_beneath, write_new
+from environments.sandboxes.hostio import write_new
 from environments.sandboxes.paths import resolve_to_host
 from environments.sandboxes.settings import SandboxSettings
+from environments.sandboxes.shell import DRIVER, INIT, VERIFIER
 from environments.sandboxes.stale import discard_owner, write_owner
 from environments.sandboxes.records import (
     ExecResult,
@@ -64,7 +67,8 @@ __all__ = [
 MARKER_VAR = "HERMES_SANDBOX_ID"  # set in every sandbox process's env, so /proc scans find them
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 130
-DRAIN_AFTER_EXIT_S = 0.3  # a backgrounded grandchild may hold the pipe open forever
+START_TIMEOUT_S = 20.0  # a loaded 2-core CI box can take seconds to start bwrap + bash
+_log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
 CWD_LIMIT = 4096  # bytes of the sandbox-written cwd file we are willing to read
 SIGXCPU_EXIT, SIGXFSZ_EXIT = 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ
@@ -126,12 +130,21 @@ class BashSessionSandbox(ABC):
         self._state_view = state_view_dir.rstrip("/")
         self._kill_grace = kill_grace
         self._output_limit = output_limit
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # machine start/stop
+        self._alock = threading.Lock()  # one agent command at a time: one shell
+        self._vlock = threading.Lock()  # one verifier command at a time
         self._seq = itertools.count(1)
-        self._current_seq = threading.local()  # which call this thread runs (docker's kill needs it)
-        self._running: Dict[int, subprocess.Popen] = {}
-        self._groups: Set[int] = set()  # session/group ids of commands we started
         self._closed = False
+        self._busy = 0
+        self._machine: Optional[subprocess.Popen] = None
+        self._vmachine: Optional[subprocess.Popen] = None  # docker: the verifier's own exec
+        self._agent: Optional["_Channel"] = None
+        self._verifier: Optional["_Channel"] = None
+        self._restore_cwd = False
+        self._start_timeout = START_TIMEOUT_S
+        self.shell_restarts = 0
+        self.machine_restarts = 0
+        self.on_restart: Optional[Callable[[str, str], None]] = None  # (what, why): the registry's event hook
         self._cwd_cache = workspace
         self._limits = limits
         self._cgroup: Optional[SandboxCgroup] = None
@@ -169,6 +182,21 @@ class BashSessionSandbox(ABC):
 
     def _teardown(self) -> None:
         """Backend resources beyond processes and dirs (docker: the container)."""
+
+    def start(self) -> None:
+        """Start the machine now (backends call it at the end of __init__). On failure the
+        sandbox cleans up after itself and the error propagates."""
+        try:
+            with self._lock:
+                self._ensure_machine()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def set_initial_cwd(self, path: str) -> None:
+        """The task's working directory (per-task ``cwd`` override): created if missing."""
+        q = "'" + path.replace("'", "'\\''") + "'"
+        self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
 
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
@@ -225,21 +253,18 @@ class BashSessionSandbox(ABC):
     def closed(self) -> bool:
         return self._closed
 
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None) -> ExecResult:
-        return self._run(command, timeout, stdin_data, persist=True)
+    def execute(
+        self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
+    ) -> ExecResult:
+        """Run ``command`` in the agent's persistent shell (``isolated``: in a fresh fork of
+        the verifier runner instead, with none of the agent shell's state; see shell.py)."""
+        return self._run(command, timeout, stdin_data, verifier=isolated)
 
     def run_diagnostic(self, command: str, timeout: float = 10.0) -> ExecResult:
-        """Run in the agent's cwd/env without saving any state change back."""
-        return self._run(command, timeout, None, persist=False)
+        """Run in the agent's cwd without touching the agent's shell (the verifier runner)."""
+        return self._run(command, timeout, None, verifier=True)
 
     def cwd(self) -> str:
-        # Sandbox-written: may be a symlink to /dev/zero, a FIFO or huge. Bounded, no follow.
-        try:
-            text = read_beneath(self._state_host, "cwd", CWD_LIMIT).decode("utf-8", errors="replace").strip()
-            if text.startswith("/") and "\n" not in text and "\0" not in text:
-                self._cwd_cache = text
-        except OSError:
-            pass
         return self._cwd_cache
 
     def to_host_path(self, path: str) -> Path:
@@ -252,38 +277,56 @@ class BashSessionSandbox(ABC):
         )
 
     def process_tree(self) -> List[ProcessInfo]:
-        self._prune_groups()
-        with self._lock:
-            groups, roots = set(self._groups), set(self._running)
+        roots = {m.pid for m in (self._machine, self._vmachine) if m is not None}
         if self._cgroup is not None:
             roots |= self._cgroup.pids()
-        return procfs.describe(procfs.sandbox_processes(self._marker, groups, roots).values())
+        infra = self._infra_pids()  # the machine itself (init, shell, verifier runner, bwrap)
+        found = procfs.sandbox_processes(self._marker, (), roots)
+        return procfs.describe(st for pid, st in found.items() if pid not in infra)
+
+    def shell_state(self) -> Dict[str, object]:
+        """The persistent shell, for the drill-down: pid, uptime, restarts, busy."""
+        ch = self._agent
+        return {
+            "shell_pid": ch.shell_pid if ch is not None else None,
+            "shell_uptime_s": round(time.monotonic() - ch.started, 1) if ch is not None else 0.0,
+            "shell_restarts": self.shell_restarts,
+            "machine_restarts": self.machine_restarts,
+            "busy": bool(self._busy),
+        }
 
     def has_background_processes(self) -> bool:
-        """Processes left running by earlier commands (the reaper counts them as activity)."""
-        with self._lock:
-            if self._running:
-                return True
-        return bool(self.process_tree())
+        """Processes left running by earlier commands (the reaper counts them as activity);
+        the machine's own init, shell and verifier runner do not count."""
+        return bool(self._busy) or bool(self.process_tree())
 
     def running_pids(self) -> List[int]:
-        with self._lock:
-            return list(self._running)
+        ch = self._agent
+        return [ch.shell_pid] if self._busy and ch is not None and ch.shell_pid else []
 
     def cleanup(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            running = list(self._running.values())
-        for proc in running:
+        machines = [m for m in (self._machine, self._vmachine) if m is not None]
+        for proc in machines:
             procfs.kill_group(proc.pid, signal.SIGKILL)
         if self._cgroup is not None:
             self._cgroup.kill_all()  # every member, however it forked or setsid'd
-        self._prune_groups()
-        with self._lock:
-            groups, roots = set(self._groups), set(self._running)
-        procfs.kill_all(self._marker, groups, roots)
+        procfs.kill_all(self._marker, (), {m.pid for m in machines})
+        for proc in machines:
+            _reap(proc)
+        # A command in flight sees its machine gone and returns; only then close its fds
+        # (closing under a reader could hand it an fd number reused by someone else).
+        held = [lock for lock in (self._alock, self._vlock) if lock.acquire(timeout=10)]
+        try:
+            for ch in (self._agent, self._verifier):
+                if ch is not None and len(held) == 2:
+                    ch.close()
+        finally:
+            for lock in held:
+                lock.release()
         try:
             self._teardown()
         finally:
@@ -294,48 +337,143 @@ class BashSessionSandbox(ABC):
             if self._owner_record is not None:
                 discard_owner(self._owner_record)
 
-    # ------------------------------------------------------------ internals
+    # ------------------------------------------------------------ the machine
 
-    def _script_prelude(self, seq: int) -> List[str]:
-        """Backend-specific first lines of the wrapper (docker records its pid)."""
-        return []
+    def _verifier_in_machine(self) -> bool:
+        """local/bwrap: the verifier runner lives in the machine (fds 3-5 of INIT).
+        docker exec passes only stdio, so docker starts it as a second exec."""
+        return True
 
-    def _script(self, persist: bool, seq: int = 0) -> str:
-        """Fixed wrapper text: the command itself arrives on stdin (see the module doc)."""
-        q = shlex.quote
-        env_file, cwd_file = q(f"{self._state_view}/env.sh"), q(f"{self._state_view}/cwd")
-        lines = self._script_prelude(seq) + [
-            # Builtins only, byte counts (LC_ALL=C): what follows the command stays on stdin.
-            "IFS= read -r __hermes_n || exit 125",
-            '__hermes_c=; [ "$__hermes_n" -gt 0 ] 2>/dev/null && LC_ALL=C IFS= read -r -d "" -N "$__hermes_n" __hermes_c',
-            # Restore the exported vars of the last command (drop ours first, so `unset` persists).
-            # Plain files only: a planted FIFO or /dev/zero link must not wedge the session.
-            f"if [ -f {env_file} ] && [ ! -L {env_file} ]; then",
-            f"  for __hermes_v in $(compgen -e); do [ \"$__hermes_v\" = {MARKER_VAR} ] || unset \"$__hermes_v\" 2>/dev/null; done",
-            f"  . {env_file} >/dev/null 2>&1",
-            "fi",
-            f"{{ [ -f {cwd_file} ] && [ ! -L {cwd_file} ] && IFS= read -r -n 4096 __hermes_cwd < {cwd_file}; }} 2>/dev/null",
-            f'cd -- "$__hermes_cwd" 2>/dev/null || cd -- {q(self.workspace)} 2>/dev/null',
-            "unset __hermes_cwd __hermes_v",
-        ]
-        if persist:
-            # Builtins only: the command may have broken PATH.
-            plain = lambda f: f"[ ! -L {f} ] && {{ [ ! -e {f} ] || [ -f {f} ]; }}"  # noqa: E731
-            lines += [
-                f"__hermes_save() {{ __hermes_rc=$?; {plain(env_file)} && export -p > {env_file} 2>/dev/null; "
-                f"{plain(cwd_file)} && pwd -P > {cwd_file} 2>/dev/null; exit $__hermes_rc; }}",
-                "trap __hermes_save EXIT",
-            ]
-        lines.append('eval "unset __hermes_n __hermes_c\n$__hermes_c"')
-        return "\n".join(lines) + "\n"
+    def _start_machine(self) -> None:
+        """Start the machine (INIT + agent shell + verifier runner); wait for the shell."""
+        _raise_nofile()
+        in_machine = self._verifier_in_machine()
+        vpipes: List[int] = []
+        extra: List[str] = []
+        if in_machine:
+            v_in_r, v_in_w = os.pipe()
+            v_out_r, v_out_w = os.pipe()
+            v_st_r, v_st_w = os.pipe()
+            vpipes = [v_in_r, v_out_w, v_st_w]
+            extra = [str(v_in_r), str(v_out_w), str(v_st_w)]
+        argv = self._limit_prefix() + self._argv_init(extra)
+        try:
+            proc = self._popen(argv, pass_fds=tuple(vpipes))
+        finally:
+            for fd in vpipes:
+                os.close(fd)
+        self._machine = proc
+        agent = _Channel(proc, self._new_nonce())
+        agent.send_nonce()
+        if not agent.wait_ready(self._start_timeout):
+            raise SandboxUnavailable(
+                f"{self.backend} backend: the sandbox shell did not start within {self._start_timeout:g}s "
+                f"(output: {agent.drain_text()[:300]!r})"
+            )
+        agent.shell_pid = self._map_pid(agent.reported_pid)
+        self._agent = agent
+        if in_machine:
+            self._verifier = _Channel.from_fds(v_in_w, v_out_r, v_st_r, proc, self._new_nonce())
+        else:
+            vproc = self._popen(self._limit_prefix() + self._argv(VERIFIER), pass_fds=())
+            self._vmachine = vproc
+            self._verifier = _Channel(vproc, self._new_nonce())
+        self._verifier.send_nonce()
+        if self._verifier.wait_ready(self._start_timeout):
+            self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
+
+    def _argv_init(self, fds: List[str]) -> List[str]:
+        argv = self._argv(INIT)
+        return argv + [DRIVER, VERIFIER, *fds]
+
+    def _popen(self, argv: List[str], pass_fds: tuple) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own session + group: cleanup kills it as a whole
+                env=self._env(),
+                cwd=self._popen_cwd(),
+                pass_fds=pass_fds,
+            )
+        except OSError as exc:
+            raise self._spawn_error(exc) from exc
 
     @staticmethod
-    def _frame(command: str, stdin_data: Optional[str]) -> bytes:
-        # bash cannot hold NUL bytes in a string (a command file lost them too)
-        body = command.replace("\0", "").encode("utf-8", errors="surrogateescape")
-        return f"{len(body)}\n".encode() + body + (stdin_data or "").encode("utf-8", errors="surrogateescape")
+    def _new_nonce() -> str:
+        return secrets.token_hex(16)
 
-    def _run(self, command: str, timeout: float, stdin_data: Optional[str], persist: bool) -> ExecResult:
+    def _map_pid(self, reported: Optional[int]) -> Optional[int]:
+        """The host pid of a process that reported its pid from inside its namespace."""
+        if reported is None:
+            return None
+        candidates = self._cgroup.pids() if self._cgroup is not None else set()
+        if not candidates and self._machine is not None:
+            candidates = set(procfs.sandbox_processes(None, (), {self._machine.pid}))
+        for pid in candidates:
+            if procfs.ns_pid(pid) == reported:
+                return pid
+        return None
+
+    def _infra_pids(self) -> Set[int]:
+        """The machine's own processes: from the agent shell up to the spawned process, and
+        the verifier runner (and its ancestors up to the machine)."""
+        infra: Set[int] = set()
+        tops = {m.pid for m in (self._machine, self._vmachine) if m is not None}
+        infra |= tops
+        for ch in (self._agent, self._verifier):
+            if ch is None:
+                continue
+            if ch.shell_pid is None and ch.reported_pid is not None:
+                ch.shell_pid = self._map_pid(ch.reported_pid)
+            pid = ch.shell_pid
+            for _ in range(8):  # bounded walk: prefix sh -> bwrap -> bwrap init -> INIT -> shell
+                if pid is None or pid in tops or pid <= 1:
+                    break
+                infra.add(pid)
+                st = procfs.read_stat(pid)
+                pid = st.ppid if st is not None else None
+        return infra
+
+    def _ensure_machine(self) -> None:
+        broken = any(ch is not None and ch.dead for ch in (self._agent, self._verifier))
+        if self._machine is not None and self._machine.poll() is None and not broken:
+            return
+        if broken and self._machine is not None and self._machine.poll() is None:
+            # e.g. the model killed the verifier runner: a fresh machine, not a dead channel
+            procfs.kill_group(self._machine.pid, signal.SIGKILL)
+            _reap(self._machine)
+        if self._machine is not None:  # it died (OOM, killed): a fresh machine, and say so
+            self.machine_restarts += 1
+            self._log_restart("machine", f"exit {self._machine.returncode}")
+            for ch in (self._agent, self._verifier):
+                if ch is not None:
+                    ch.close()
+            if self._cgroup is not None:
+                self._cgroup.kill_all()
+            for m in (self._machine, self._vmachine):
+                if m is not None:
+                    procfs.kill_group(m.pid, signal.SIGKILL)
+                    _reap(m)
+            self._machine = self._vmachine = None
+            self._agent = self._verifier = None
+            self._restore_cwd = True
+        self._start_machine()
+
+    def _log_restart(self, what: str, why: str) -> None:
+        _log.warning("sandbox %s (%s): %s restarted (%s)", self.sandbox_id, self.backend, what, why)
+        listener = self.on_restart
+        if listener is not None:
+            try:
+                listener(what, why)
+            except Exception:  # noqa: BLE001 - an observer must not break the sandbox
+                pass
+
+    # ------------------------------------------------------------ one command
+
+    def _run(self, command: str, timeout: float, stdin_data: Optional[str], verifier: bool) -> ExecResult:
         if not isinstance(command, str):
             raise TypeError(f"command must be a str, got {type(command).__name__}")
         timeout = _check_timeout(timeout)
@@ -343,58 +481,159 @@ class BashSessionSandbox(ABC):
             raise TypeError(f"stdin_data must be a str or None, got {type(stdin_data).__name__}")
         if self._closed:
             raise SandboxClosedError(f"sandbox for task {self.task_id!r} is closed; get a fresh one")
-
-        seq = next(self._seq)
-        argv = self._limit_prefix() + self._argv(self._script(persist, seq))
-        payload = self._frame(command, stdin_data)
-        before = self._cgroup.counters() if self._cgroup is not None else {}
-        started = time.monotonic()
-        self._current_seq.seq = seq
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own session + group: the timeout kill hits everything
-                env=self._env(),
-                cwd=self._popen_cwd(),
-            )
-        except OSError as exc:
-            if self._closed:
-                raise SandboxClosedError(f"sandbox for task {self.task_id!r} was closed") from None
-            raise self._spawn_error(exc) from exc
-        with self._lock:
-            self._running[proc.pid] = proc
-            self._groups.add(proc.pid)
-            closed = self._closed
-        try:
-            if closed:  # cleanup raced us between the check and the spawn: killed
-                self._terminate(proc)
-                out, timed_out, killed = "", False, True
-            else:
-                out, timed_out, killed = self._pump(proc, timeout, payload)
-        finally:
+        lock = self._vlock if verifier else self._alock
+        with lock:
             with self._lock:
-                self._running.pop(proc.pid, None)
-            for stream in (proc.stdout, proc.stdin):
-                if stream is not None:
-                    try:
-                        stream.close()
-                    except OSError:
-                        pass
-            self._prune_groups()
+                if self._closed:
+                    raise SandboxClosedError(f"sandbox for task {self.task_id!r} was closed")
+                self._ensure_machine()
+            ch = self._verifier if verifier else self._agent
+            assert ch is not None
+            cwd_hint = ""
+            if verifier or self._restore_cwd:
+                cwd_hint = self._cwd_cache
+            if not verifier:
+                self._busy += 1
+            try:
+                return self._call(ch, command, timeout, stdin_data, cwd_hint, verifier)
+            finally:
+                if not verifier:
+                    self._busy -= 1
+
+    def _call(
+        self, ch: "_Channel", command: str, timeout: float, stdin_data: Optional[str], cwd_hint: str, verifier: bool
+    ) -> ExecResult:
+        if any(rec[0] == "D" for rec in ch.read_records()):  # the shell died between commands
+            if not verifier:
+                self.shell_restarts += 1
+                self._log_restart("shell", "died while idle")
+                cwd_hint = self._cwd_cache
+            if ch.wait_ready(10.0):
+                ch.shell_pid = self._map_pid(ch.reported_pid)
+        seq = next(self._seq)
+        body = command.replace("\0", "").encode("utf-8", errors="surrogateescape")
+        data = (stdin_data or "").replace("\0", "").encode("utf-8", errors="surrogateescape")
+        cwd = cwd_hint.encode("utf-8", errors="surrogateescape")
+        payload = f"{seq} {len(body)} {len(data)} {len(cwd)}\n".encode() + cwd + body + data
+        ch.discard_output()  # late output of a background job: not this command's
+        before = self._cgroup.counters() if self._cgroup is not None else {}
+        t0 = procfs.now_ticks()
+        ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
+        started = time.monotonic()
+        buf = BoundedOutput(self._output_limit)
+        outcome = self._pump(ch, payload, seq, buf, timeout, t0)
         duration = time.monotonic() - started
-        if timed_out:
+        if not verifier and outcome.cwd is not None:
+            self._cwd_cache = outcome.cwd
+            self._restore_cwd = False
+        out = buf.text()
+        if outcome.shell_died and not verifier:
+            self.shell_restarts += 1
+            self._restore_cwd = True
+            self._log_restart("shell", f"exit {outcome.code}")
+            if (outcome.code or 0) >= 128 and not outcome.timed_out:  # killed, not a plain `exit N`
+                out += "\n[The shell was killed; a fresh shell took over (cwd kept, exported variables reset)]"
+        if outcome.timed_out:
             return ExecResult(
                 out + f"\n[Command timed out after {timeout:g}s]", TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration
             )
-        if killed:
+        if outcome.killed:
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
-        code = proc.returncode if proc.returncode is not None else -1
-        if code < 0:  # died from a signal: report it the way a shell would
-            code = 128 - code
+        code = outcome.code if outcome.code is not None else -1
         return ExecResult(out + self._limit_notes(before, code), code, duration_s=duration)
+
+    def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":
+        """Send the frame, collect output, wait for this command's trailer; police the deadline."""
+        res = _Outcome()
+        pending = memoryview(payload)
+        deadline = time.monotonic() + timeout
+        stage_end: Optional[float] = None  # after a timeout/close: how long we wait before escalating
+        stage = 0
+        while True:
+            now = time.monotonic()
+            if stage == 0 and (now >= deadline or self._closed):
+                res.timed_out, res.killed = not self._closed, self._closed
+                if self._closed:
+                    return res
+                self._kill_command(ch, t0)
+                stage, stage_end = 1, time.monotonic() + self._kill_grace + 2.0
+                continue
+            if stage == 1 and now >= (stage_end or now):
+                self._kill_shell(ch)  # the command runs in the shell itself (a builtin loop)
+                stage, stage_end = 2, time.monotonic() + 5.0
+                continue
+            if stage == 2 and now >= (stage_end or now):
+                self._kill_machine(ch)  # nothing answers: a fresh machine next time
+                return res
+            if ch.proc.poll() is not None and not ch.readable():
+                if self._closed:
+                    res.killed = True
+                    return res
+                res.code = ch.proc.returncode
+                ch.dead = True
+                if ch.proc is self._machine:
+                    self._machine_dead_note(buf)
+                return res
+            events = ch.poll(pending, 50)
+            if events.get("w"):
+                try:
+                    n = os.write(ch.wfd, pending[:_READ_CHUNK])
+                    pending = pending[n:]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    pending = memoryview(b"")
+            if events.get("o"):
+                ch.read_output(buf)
+            if events.get("s"):
+                for rec in ch.read_records():
+                    if rec[0] == "T" and rec[1] == seq:
+                        res.code, res.cwd = rec[2], rec[3]
+                        ch.read_output(buf, until_empty=True)
+                        return res
+                    if rec[0] == "D":
+                        res.code, res.shell_died = rec[2], True
+                        ch.read_output(buf, until_empty=True)
+                        ch.wait_ready(10.0)
+                        ch.shell_pid = self._map_pid(ch.reported_pid)
+                        return res
+            if ch.status_eof:
+                ch.dead = True
+                res.killed = self._closed
+                res.code = res.code if res.code is not None else -1
+                return res
+
+    def _machine_dead_note(self, buf: BoundedOutput) -> None:
+        buf.feed(b"\n[The sandbox machine stopped; a fresh one starts with the next command]")
+
+    def _kill_command(self, ch: "_Channel", t0: int) -> None:
+        """SIGTERM, grace, SIGKILL every process the command started: descendants of the
+        shell that started at or after the command did. Earlier background jobs live on."""
+        if ch.shell_pid is None:
+            return
+        if ch is self._agent:
+            _signal(ch.shell_pid, signal.SIGUSR1)  # skip the rest of the command (see shell.py)
+        victims = procfs.descendants_since(ch.shell_pid, t0, ch.spare)
+        for pid in victims:
+            _signal(pid, signal.SIGTERM)
+        end = time.monotonic() + self._kill_grace
+        while time.monotonic() < end and any(procfs.alive(p) for p in victims):
+            time.sleep(0.02)
+        for pid in victims | procfs.descendants_since(ch.shell_pid, t0, ch.spare):
+            _signal(pid, signal.SIGKILL)
+
+    def _kill_shell(self, ch: "_Channel") -> None:
+        if ch.shell_pid is not None and ch is self._agent:
+            _signal(ch.shell_pid, signal.SIGKILL)
+        else:
+            self._kill_machine(ch)
+
+    def _kill_machine(self, ch: "_Channel") -> None:
+        procfs.kill_group(ch.proc.pid, signal.SIGKILL)
+        _reap(ch.proc)
+        ch.dead = True
+        if ch.proc is self._machine and self._cgroup is not None:
+            self._cgroup.kill_all()
 
     def _limit_notes(self, before: Dict[str, int], code: int) -> str:
         """Say which sandbox limit stopped the command, so the model (and operator) know."""
@@ -413,107 +652,228 @@ class BashSessionSandbox(ABC):
             notes.append(f"file size limit reached ({lim.file_size_mb} MB per file)")
         return "".join(f"\n[Sandbox {n}]" for n in notes)
 
-    def _pump(self, proc: subprocess.Popen, timeout: float, payload: bytes) -> tuple[str, bool, bool]:
-        """Feed stdin, drain output (bounded) and police the deadline, single-threaded."""
-        buf = BoundedOutput(self._output_limit)
-        assert proc.stdout is not None
-        rfd: Optional[int] = proc.stdout.fileno()
-        os.set_blocking(rfd, False)
-        wfd: Optional[int] = None
-        pending = memoryview(payload)
-        if proc.stdin is not None:
-            wfd = proc.stdin.fileno()
-            os.set_blocking(wfd, False)
-        poller = select.poll()
-        poller.register(rfd, select.POLLIN)
-        if wfd is not None:
-            poller.register(wfd, select.POLLOUT)
-            if not pending:
-                poller.unregister(wfd)
-                proc.stdin.close()  # type: ignore[union-attr]
-                wfd = None
-        deadline = time.monotonic() + timeout
-        exited_at: Optional[float] = None
-        timed_out = killed = False
-        while True:
-            now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-                # cleanup() marks closed before it kills, so this exit was the operator's.
-                killed = killed or (self._closed and not timed_out)
-            if exited_at is not None and (rfd is None or now - exited_at > DRAIN_AFTER_EXIT_S):
-                break
-            if exited_at is None and not (timed_out or killed):
-                if now >= deadline:
-                    timed_out = True
-                    self._terminate(proc)
-                    continue
-                if self._closed:
-                    killed = True
-                    self._terminate(proc)
-                    continue
-            if rfd is None and wfd is None:
-                try:
-                    proc.wait(timeout=0.05)
-                except subprocess.TimeoutExpired:
-                    pass
-                continue
-            for fd, _event in poller.poll(50):
-                if fd == rfd:
-                    try:
-                        chunk = os.read(rfd, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if chunk:
-                        buf.feed(chunk)
-                    else:
-                        poller.unregister(rfd)
-                        rfd = None
-                elif fd == wfd:
-                    try:
-                        n = os.write(wfd, pending[:_READ_CHUNK])
-                        pending = pending[n:]
-                    except BlockingIOError:
-                        continue
-                    except (BrokenPipeError, OSError):
-                        pending = memoryview(b"")
-                    if not pending:
-                        poller.unregister(wfd)
-                        proc.stdin.close()  # type: ignore[union-attr]
-                        wfd = None
-        return buf.text(), timed_out, killed
 
-    def _terminate(self, proc: subprocess.Popen) -> None:
-        """SIGTERM the command's group, wait a short grace, then SIGKILL the group and
-        every descendant we saw (including ones that left the group with setsid)."""
-        pgid = proc.pid
-        tree = procfs.sandbox_processes(None, groups=(pgid,), roots=(pgid,))
-        procfs.kill_group(pgid, signal.SIGTERM)
-        end = time.monotonic() + self._kill_grace
-        while time.monotonic() < end:
-            proc.poll()
-            if not procfs.group_alive(pgid):
-                break
-            time.sleep(0.02)
-        procfs.kill_group(pgid, signal.SIGKILL)
-        for pid in tree:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+@dataclass
+class _Outcome:
+    code: Optional[int] = None
+    cwd: Optional[str] = None
+    timed_out: bool = False
+    killed: bool = False
+    shell_died: bool = False
+
+
+_STATUS_LINE_MAX = 8192  # a trailer is "T <nonce> <seq> <rc> <cwd>": cwd <= 4096
+_STATUS_BUF_MAX = 64 * 1024
+
+
+class _Channel:
+    """Host end of one shell: its stdin (frames), stdout (output) and status pipe.
+    Everything read here is sandbox-written: bounded, parsed strictly, never followed."""
+
+    def __init__(self, proc: subprocess.Popen, nonce: str) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.wfd, self.ofd, self.sfd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
+        self._owned: List[int] = []
+        self._borrowed = False
+        self._setup(nonce)
+
+    @classmethod
+    def from_fds(cls, wfd: int, ofd: int, sfd: int, proc: subprocess.Popen, nonce: str) -> "_Channel":
+        ch = cls.__new__(cls)
+        ch.proc = proc
+        ch.wfd, ch.ofd, ch.sfd = wfd, ofd, sfd
+        ch._owned = [wfd, ofd, sfd]
+        ch._borrowed = True  # the machine's stdio belongs to the agent channel
+        ch._setup(nonce)
+        return ch
+
+    def _setup(self, nonce: str) -> None:
+        for fd in (self.wfd, self.ofd, self.sfd):
+            os.set_blocking(fd, False)
+        self.nonce = nonce
+        self._sbuf = bytearray()
+        self.status_eof = False
+        self.dead = False
+        self.ready = False
+        self.reported_pid: Optional[int] = None
+        self.reported_ppid: Optional[int] = None  # the shell's INIT, as the sandbox sees it
+        self.spare: Optional[Set[int]] = None  # the shell's children before the command in flight
+        self.shell_pid: Optional[int] = None
+        self.started = time.monotonic()
+        self._poller = select.poll()
+        self._poller.register(self.ofd, select.POLLIN)
+        self._poller.register(self.sfd, select.POLLIN)
+        self._w_registered = False
+
+    def send_nonce(self) -> None:
+        os.set_blocking(self.wfd, True)
         try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+            os.write(self.wfd, (self.nonce + "\n").encode())
+        except OSError:
+            self.dead = True
+        finally:
+            os.set_blocking(self.wfd, False)
 
-    def _prune_groups(self) -> None:
-        """Forget groups with no live member, so a recycled pid is never mistaken for ours."""
-        with self._lock:
-            candidates = [g for g in self._groups if g not in self._running]
-        dead = [g for g in candidates if not procfs.group_alive(g)]
-        if dead:
-            with self._lock:
-                self._groups.difference_update(dead)
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait for the shell's ``R`` record (it is up, and its pid); read_records notes it."""
+        end = time.monotonic() + timeout
+        while not self.ready and time.monotonic() < end and not self.status_eof:
+            self.read_records(block_ms=50)
+            if not self.ready and self.proc.poll() is not None and not self.readable():
+                return False
+        return self.ready
+
+    def poll(self, pending: memoryview, ms: int) -> Dict[str, bool]:
+        want_w = bool(pending)
+        if want_w != self._w_registered:
+            if want_w:
+                self._poller.register(self.wfd, select.POLLOUT)
+            else:
+                self._poller.unregister(self.wfd)
+            self._w_registered = want_w
+        out: Dict[str, bool] = {}
+        for fd, _ev in self._poller.poll(ms):
+            out["w" if fd == self.wfd else "o" if fd == self.ofd else "s"] = True
+        return out
+
+    def readable(self) -> bool:
+        # poll, not select: a console with hundreds of sandboxes has fds above FD_SETSIZE
+        probe = select.poll()
+        probe.register(self.ofd, select.POLLIN)
+        probe.register(self.sfd, select.POLLIN)
+        return any(ev & (select.POLLIN | select.POLLHUP) for _fd, ev in probe.poll(0))
+
+    def read_output(self, buf: Optional[BoundedOutput], until_empty: bool = False) -> None:
+        while True:
+            try:
+                chunk = os.read(self.ofd, _READ_CHUNK)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return
+            if buf is not None:
+                buf.feed(chunk)
+            if not until_empty:
+                return
+
+    def discard_output(self) -> None:
+        self.read_output(None, until_empty=True)
+
+    def drain_text(self) -> str:
+        buf = BoundedOutput(4096)
+        self.read_output(buf, until_empty=True)
+        return buf.text()
+
+    def read_records(self, block_ms: int = 0) -> List[tuple]:
+        """Parse complete status lines. Malformed lines, foreign nonces and overlong lines
+        are dropped (the buffer is bounded)."""
+        if block_ms:
+            probe = select.poll()
+            probe.register(self.sfd, select.POLLIN)
+            probe.poll(block_ms)
+        while True:
+            try:
+                chunk = os.read(self.sfd, 4096)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                self.status_eof = True
+                break
+            self._sbuf += chunk
+            if len(self._sbuf) > _STATUS_BUF_MAX:
+                del self._sbuf[: len(self._sbuf) - _STATUS_BUF_MAX]
+        records = []
+        while True:
+            nl = self._sbuf.find(b"\n")
+            if nl < 0:
+                if len(self._sbuf) > _STATUS_LINE_MAX:
+                    self._sbuf.clear()
+                break
+            line = bytes(self._sbuf[:nl]).decode("utf-8", errors="replace")
+            del self._sbuf[: nl + 1]
+            rec = self._parse(line)
+            if rec is not None:
+                if rec[0] == "R":  # a (new) shell is up: remember it whoever is reading
+                    self.reported_pid, self.reported_ppid = rec[1], rec[2]
+                    self.started, self.ready = time.monotonic(), True
+                elif rec[0] == "D":
+                    self.ready = False
+                records.append(rec)
+        return records
+
+    def _parse(self, line: str) -> Optional[tuple]:
+        if len(line) > _STATUS_LINE_MAX:
+            return None
+        parts = line.split(" ", 4)
+        if len(parts) < 3 or parts[1] != self.nonce:
+            return None
+        kind = parts[0]
+        try:
+            if kind == "R":
+                ppid = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None
+                return ("R", int(parts[2]), ppid)
+            if kind == "D":
+                return ("D", None, _rc(int(parts[2])), None)
+            if kind == "T" and len(parts) >= 4:
+                cwd = parts[4] if len(parts) == 5 else ""
+                ok = cwd.startswith("/") and "\0" not in cwd and len(cwd.encode()) <= CWD_LIMIT
+                return ("T", int(parts[2]), _rc(int(parts[3])), cwd if ok else None)
+        except ValueError:
+            return None
+        return None
+
+    def close(self) -> None:
+        for fd in self._owned:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._owned = []
+        if not self._borrowed:
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except (OSError, ValueError):
+                        pass
+
+
+_nofile_raised = False
+
+
+def _raise_nofile() -> None:
+    """Each live sandbox holds 6 pipe fds for its life: lift the soft fd limit to the hard
+    one (capped) once, so hundreds of concurrent sandboxes fit under a 1024 default."""
+    global _nofile_raised
+    if _nofile_raised:
+        return
+    _nofile_raised = True
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def _rc(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _under_hard(which: int, value: int) -> int:

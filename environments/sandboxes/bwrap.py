@@ -1,11 +1,14 @@
-"""bwrap backend: each command runs in a fresh bubblewrap sandbox.
+"""bwrap backend: one bubblewrap machine per sandbox (see shell.py for the protocol).
 
-Read-only system dirs, a private /tmp, the task's workspace read-write at /workspace,
-no network (unless settings.network), its own pid namespace, a minimal environment.
-Each call is a new bwrap (and pid namespace), so background processes end with the
-command that started them; cwd/exports persist through the state dir, bound at
-/run/hermes-state (sandbox-writable: the host reads only a bounded ``cwd`` from it).
-Limits: a size-capped /tmp tmpfs, plus the shared cgroup/rlimits of base.py.
+One bwrap, one pid namespace for the sandbox's life: background processes live until
+cleanup. The root is bwrap's writable tmpfs, so writes anywhere outside the read-only
+system mounts (/usr, /bin, /lib*, /etc; or a task's ``rootfs`` directory as that
+read-only lower layer) persist for the machine's life (``/tests``, ``/opt``, ``/logs``)
+and vanish at cleanup (bounded by the sandbox's memory cgroup where there is one; bwrap
+0.8 cannot size the root tmpfs). A size-capped persistent /tmp, the task's workspace
+read-write at /workspace, no network (unless settings.network), /etc/shadow masked, a
+minimal environment. The state dir is bound at /run/hermes-state (sandbox-writable; the
+host no longer reads anything from it). Limits: the shared cgroup/rlimits of base.py.
 """
 
 from __future__ import annotations
@@ -33,18 +36,36 @@ _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
 def _system_binds(root: str = "/") -> List[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+    """Read-only system dirs from ``root`` (the host, or a task's rootfs directory).
+
+    The sandbox's own root is a writable tmpfs (writes anywhere else persist for the
+    machine's life), so ``/bin`` and friends are read-only *mounts*, never symlinks: a
+    symlink on the tmpfs root could be replaced by the model (``rm /bin; mkdir /bin``) and
+    change what ``#!/bin/bash`` runs for the reward code; a mount point cannot be removed.
+    """
+    root = os.path.realpath(root)
+    args = ["--ro-bind", os.path.join(root, "usr"), "/usr"]
     for name in _SYSTEM_DIRS:
         host = os.path.join(root, name)
-        if os.path.islink(host):
-            args += ["--symlink", os.readlink(host), f"/{name}"]
-        elif os.path.isdir(host):
-            args += ["--ro-bind", f"/{name}", f"/{name}"]
-    args += ["--ro-bind", "/etc", "/etc"]
+        if os.path.isdir(host):  # follows a merged-/usr symlink to the real dir
+            # (a rootfs is operator configuration, not sandbox-written: its links are followed)
+            args += ["--ro-bind", os.path.realpath(host), f"/{name}"]
+    if root != "/":  # a task image: its other top-level dirs (e.g. /app, /opt) read-only too
+        for name in sorted(os.listdir(root)):
+            host = os.path.join(root, name)
+            if name in _SYSTEM_DIRS or name in _ROOTFS_SKIP or os.path.islink(host) or not os.path.isdir(host):
+                continue
+            args += ["--ro-bind", host, f"/{name}"]
+    etc = os.path.join(root, "etc")
+    args += ["--ro-bind", etc if os.path.isdir(etc) else "/etc", "/etc"]
     for path in _MASKED_FILES:
         if os.path.exists(os.path.join(root, path.lstrip("/"))):
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+# rootfs dirs the sandbox gets fresh (or not at all)
+_ROOTFS_SKIP = frozenset({"usr", "etc", "proc", "dev", "sys", "tmp", "run", "workspace"})
 
 
 def build_bwrap_argv(
@@ -57,6 +78,7 @@ def build_bwrap_argv(
     command: Sequence[str],
     system_binds: Optional[List[str]] = None,
     tmp_size_mb: Optional[int] = None,
+    chdir: str = VIEW_WORKSPACE,
 ) -> List[str]:
     """The full bwrap command line (pure: the only host lookup is ``_system_binds``)."""
     argv = [bwrap]
@@ -68,11 +90,14 @@ def build_bwrap_argv(
     argv += ["--unshare-all"]
     if network:
         argv += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    # bwrap started by root keeps every capability inside unless told: CAP_SYS_ADMIN would let
+    # the model `umount /bin` or `mount -o remount,rw /usr` (the host's /usr) and swap bash.
+    argv += ["--cap-drop", "ALL"]
     argv += ["--hostname", "hermes-sandbox", "--die-with-parent", "--new-session"]
     argv += ["--clearenv"]
     for name, value in env.items():
         argv += ["--setenv", name, value]
-    argv += ["--chdir", VIEW_WORKSPACE, "--"]
+    argv += ["--chdir", chdir, "--"]
     argv += list(command)
     return argv
 
@@ -130,8 +155,23 @@ def check_bwrap(network: bool, bwrap: Optional[str] = None) -> str:
 class BwrapSandbox(BashSessionSandbox):
     backend = "bwrap"
 
-    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, bwrap: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        settings: Optional[SandboxSettings] = None,
+        *,
+        bwrap: Optional[str] = None,
+        rootfs: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> None:
         settings = settings or SandboxSettings()
+        if rootfs is not None and not (os.path.isdir(rootfs) and os.path.isdir(os.path.join(rootfs, "usr"))):
+            raise SandboxUnavailable(
+                f"bwrap backend: rootfs override {rootfs!r} is not a directory with a usr/ inside; "
+                "expected an unpacked image root (e.g. from `docker export` or an OCI layer)"
+            )
+        self._rootfs = rootfs
+        self._system = _system_binds(rootfs) if rootfs else _system_binds()
         self._bwrap = check_bwrap(settings.network, bwrap)
         self._network = settings.network
         root = Path(settings.root)
@@ -158,6 +198,9 @@ class BwrapSandbox(BashSessionSandbox):
         self._inner_env = sandbox_env(self.sandbox_id)
         # bwrap itself carries the marker too, so /proc scans find the host-side process.
         self._host_env = {"PATH": os.environ.get("PATH", SANDBOX_PATH), "LANG": "C.UTF-8", MARKER_VAR: self.sandbox_id}
+        self.start()
+        if cwd:
+            self.set_initial_cwd(cwd)
 
     def _argv(self, script: str) -> List[str]:
         assert self.host_workspace is not None
@@ -167,7 +210,8 @@ class BwrapSandbox(BashSessionSandbox):
             host_state=str(self._state_host),
             network=self._network,
             env=self._inner_env,
-            command=["bash", "-c", script, "bash"],
+            command=["bash", "--noprofile", "--norc", "-c", script, "hermes-init"],
+            system_binds=self._system,
             tmp_size_mb=self._tmp_size_mb,
         )
 

@@ -1,4 +1,4 @@
-"""docker backend: one long-lived container per task, commands via ``docker exec``.
+"""docker backend: one long-lived container per task; its persistent shell via one ``docker exec -i``.
 
 The container runs ``sleep infinity`` under ``--init`` with every capability dropped
 except the three file-ownership ones, no new privileges, a pids limit, CPU/memory caps
@@ -17,14 +17,12 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs
-from environments.sandboxes.hostio import read_beneath
 from environments.sandboxes.stale import discard_owner
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
@@ -186,7 +184,14 @@ def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
 class DockerSandbox(BashSessionSandbox):
     backend = "docker"
 
-    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, docker: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        settings: Optional[SandboxSettings] = None,
+        *,
+        docker: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> None:
         settings = settings or SandboxSettings()
         self._docker = check_engine(docker)
         sweep_once(self._docker)
@@ -240,6 +245,9 @@ class DockerSandbox(BashSessionSandbox):
             )
         self._host_env = dict(os.environ)
         self._host_env[MARKER_VAR] = self.sandbox_id
+        self.start()
+        if cwd:
+            self.set_initial_cwd(cwd)
 
     def _argv(self, script: str) -> List[str]:
         return build_exec_argv(docker=self._docker, container=self.container, script=script)
@@ -247,26 +255,16 @@ class DockerSandbox(BashSessionSandbox):
     def _env(self) -> Dict[str, str]:
         return self._host_env
 
-    def _script_prelude(self, seq: int) -> List[str]:
-        return [f"{{ echo $$ > {VIEW_STATE}/pid-{seq}; }} 2>/dev/null"]  # the host reads it bounded, no-follow
+    def _verifier_in_machine(self) -> bool:
+        return False  # docker exec passes only stdio: the verifier runner is its own exec
 
-    def _terminate(self, proc: subprocess.Popen) -> None:
-        seq = getattr(self._current_seq, "seq", None)
-        try:  # written inside the container: bounded, no symlink followed
-            pgid = int(read_beneath(self._state_host, f"pid-{seq}", 64).decode("ascii", errors="replace").strip())
-        except (OSError, ValueError):
-            pgid = None
-        if pgid is not None and pgid <= 1:
-            pgid = None  # `kill -- -1` inside the container would hit everything but init
-        if pgid is not None:
-            self._docker_kill(pgid, "TERM")
-            end = time.monotonic() + self._kill_grace
-            while time.monotonic() < end and proc.poll() is None:
-                time.sleep(0.05)
+    def _kill_command(self, ch, t0: int) -> None:  # type: ignore[override]
+        """The container's pids are not ours to see: kill the machine's process group inside
+        the container (INIT leads it via ``setsid``), i.e. the shell and the command; the next
+        command starts a fresh INIT in the same container (its files persist)."""
+        pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
+        if pgid is not None and pgid > 1:  # `kill -- -1` would hit everything but init
             self._docker_kill(pgid, "KILL")
-        super()._terminate(proc)  # the local `docker exec` client
-        if seq is not None:
-            (self._state_host / f"pid-{seq}").unlink(missing_ok=True)
 
     def _docker_kill(self, pgid: int, sig: str) -> None:
         argv = build_kill_argv(docker=self._docker, container=self.container, pgid=pgid, sig=sig)

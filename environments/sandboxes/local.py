@@ -1,6 +1,13 @@
 """Local backend: bash on the host, in a private workspace dir, with an allow-list env.
 
-NO ISOLATION: commands run as the console's user on the host. They can read the
+NO ISOLATION: commands run as the console's user on the host, in one persistent shell
+per sandbox (shell.py). What local cannot do: give the sandbox its own root, /tmp,
+network or pid namespace; hide host files; stop a command from writing anywhere the
+user can (so it cannot protect the verifier's binaries either: use bwrap or docker for
+reward code that must not be tampered with). ``/workspace`` paths map into the workspace
+for the file tools and a task ``cwd`` lives under the workspace, but a shell command
+that names ``/workspace`` literally sees the host's (usually absent) ``/workspace``.
+Commands run as the console's user on the host. They can read the
 console's own /proc/<pid>/environ and cmdline, any file the user can, and the
 network. Use it for trusted code only (bwrap or docker for a model under training).
 What it does guarantee: a per-task workspace, an allow-listed child environment,
@@ -18,6 +25,8 @@ from typing import Dict, Iterable, List, Mapping, Optional
 from environments.redact import is_secret_env_name
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
+
+VIEW_WORKSPACE = "/workspace"  # what bwrap and docker call the workspace
 
 # Allow-list: only these host variables reach a local sandbox (plus settings.env_passthrough).
 # A name-pattern scrub misses secrets named *_CRED_*, *_PW, DSN...; an allow-list cannot.
@@ -65,7 +74,7 @@ def sandbox_child_env(
 class LocalSandbox(BashSessionSandbox):
     backend = "local"
 
-    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None) -> None:
+    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, cwd: Optional[str] = None) -> None:
         settings = settings or SandboxSettings()
         root = Path(settings.root)
         try:
@@ -90,9 +99,27 @@ class LocalSandbox(BashSessionSandbox):
         self._child_env = sandbox_child_env(
             os.environ, home=str(workspace), sandbox_id=self.sandbox_id, passthrough=settings.env_passthrough
         )
+        self.start()
+        if cwd:
+            self.set_initial_cwd(self.map_view_path(cwd))
+
+    def map_view_path(self, path: str) -> str:
+        """Where a path other backends would see maps here: ``/workspace[/x]`` is the
+        workspace; any other absolute path (a task ``cwd`` like ``/app``) lives under the
+        workspace, since local cannot create or hide host directories."""
+        if path == VIEW_WORKSPACE or path.startswith(VIEW_WORKSPACE + "/"):
+            return self.workspace + path[len(VIEW_WORKSPACE):]
+        if path.startswith("/") and not (path == self.workspace or path.startswith(self.workspace + "/")):
+            return self.workspace + path
+        return path
+
+    def to_host_path(self, path: str) -> Path:
+        if isinstance(path, str) and (path == VIEW_WORKSPACE or path.startswith(VIEW_WORKSPACE + "/")):
+            path = self.map_view_path(path)
+        return super().to_host_path(path)
 
     def _argv(self, script: str) -> List[str]:
-        return ["bash", "-c", script, "bash"]
+        return ["bash", "--noprofile", "--norc", "-c", script, "hermes-init"]
 
     def _env(self) -> Dict[str, str]:
         return self._child_env

@@ -174,3 +174,63 @@ def kill_all(
             break
         time.sleep(0.01)
     return len(killed)
+
+
+def now_ticks() -> int:
+    """Now, in the clock ticks /proc/<pid>/stat start times use (since boot)."""
+    return int(uptime_s() * _CLK_TCK)
+
+
+def alive(pid: int) -> bool:
+    st = read_stat(pid)
+    return st is not None and st.state not in ("Z", "X")
+
+
+def ns_pid(pid: int) -> Optional[int]:
+    """The pid of ``pid`` in its innermost pid namespace (NSpid's last field)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh.read(8192).splitlines():
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def children(pid: int) -> Optional[Set[int]]:
+    """Direct children of ``pid`` (one small read), or None where the kernel lacks the file."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return {int(x) for x in fh.read(65536).split() if x.isdigit()}
+    except (OSError, ValueError):
+        return None
+
+
+def descendants_since(root: int, since_ticks: int, spare: Optional[Collection[int]] = None) -> Set[int]:
+    """Live descendants of ``root`` started by the current command, and theirs: not under a
+    child in ``spare`` (root's children before the command: earlier background jobs), or,
+    when ``spare`` is None, started after ``since_ticks``."""
+    stats: Dict[int, ProcStat] = {}
+    for pid in all_pids():
+        st = read_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    children: Dict[int, List[int]] = {}
+    for pid, st in stats.items():
+        children.setdefault(st.ppid, []).append(pid)
+    found: Set[int] = set()
+    stack = [(c, False) for c in children.get(root, ())]
+    while stack:
+        pid, inherited = stack.pop()
+        st = stats[pid]
+        if spare is not None:
+            new = inherited or (st.ppid == root and pid not in spare) or st.ppid != root
+            if st.ppid == root and pid in spare:
+                continue  # an earlier job: it and its subtree live on
+        else:
+            new = inherited or st.start_ticks > since_ticks
+        if new and st.state not in ("Z", "X"):
+            found.add(pid)
+        stack.extend((c, new) for c in children.get(pid, ()))
+    return found

@@ -152,11 +152,16 @@ class ManagedSandbox:
     def closed(self) -> bool:
         return self._entry.closed
 
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None) -> ExecResult:
+    def execute(
+        self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
+    ) -> ExecResult:
         call_id = _command_started(self._entry, command, timeout)
         started = time.time()
         try:
-            result = self._inner.execute(command, timeout, stdin_data=stdin_data)
+            if isolated:  # the verifier runner (reward code): none of the agent shell's state
+                result = self._inner.execute(command, timeout, stdin_data=stdin_data, isolated=True)
+            else:
+                result = self._inner.execute(command, timeout, stdin_data=stdin_data)
         except SandboxClosedError:
             # Accepted above, then closed (kill/reap) before bash started: same as killed.
             result = ExecResult("[Command killed: sandbox closed]", KILLED_EXIT_CODE)
@@ -177,6 +182,11 @@ class ManagedSandbox:
 
     def process_tree(self) -> List[ProcessInfo]:
         return self._inner.process_tree()
+
+    def shell_state(self) -> Dict[str, object]:
+        """The persistent shell: pid, uptime, restarts, busy (see BashSessionSandbox)."""
+        state = getattr(self._inner, "shell_state", None)
+        return state() if callable(state) else {}
 
     def limits_summary(self) -> Dict[str, str]:
         """The resource limits this sandbox runs under (pids, memory, CPU time, file size)."""
@@ -252,6 +262,10 @@ def get_sandbox(task_id: Optional[str] = None) -> ManagedSandbox:
             settings = current_settings()
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
+            if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
+                sandbox.on_restart = lambda what, why, _key=key: events.active and events.emit(
+                    events.SandboxShellRestarted(task_id=_key, what=what, reason=why)
+                )
             with _lock:
                 _entries[key] = entry
             if events.active:

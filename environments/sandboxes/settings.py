@@ -56,6 +56,10 @@ class SandboxSettings(BaseModel):
     @classmethod
     def _known_backend(cls, value: str) -> str:
         name = value.strip().lower()
+        if name in UNAVAILABLE_BACKENDS:  # refused when the config is read, not at the first tool call
+            from environments.sandboxes.unavailable import unavailable_backend
+
+            raise ValueError(str(unavailable_backend(name)))
         if name not in KNOWN_BACKENDS:
             raise ValueError(f"unknown terminal backend {value!r}; expected one of {', '.join(KNOWN_BACKENDS)}")
         return name

@@ -1,12 +1,12 @@
 """The ``terminal`` tool: run a shell command in the rollout's sandbox.
 
-Foreground commands block until they finish or time out. Commands that never
-finish on their own (servers, ``nohup``, trailing ``&``) are refused in the
-foreground with guidance; ``background=true`` starts them detached inside the
-sandbox (they carry the sandbox's marker, so its cleanup kills them) and
-returns at once with the pid and a log file to read later. On bwrap, where
-each command has its own PID namespace, background=true is refused with
-guidance instead.
+Foreground commands block until they finish or time out. Every sandbox is one
+persistent machine (see sandboxes/shell.py), so a job backgrounded with ``&`` whose
+output goes elsewhere (``server >log 2>&1 &``) returns at once and lives until the
+sandbox ends. Commands that would not finish on their own (servers, ``nohup``,
+``tail -f``) or a ``&`` job that keeps writing to the command's output are refused
+in the foreground with guidance; ``background=true`` starts them detached inside the
+sandbox (its cleanup kills them) and returns at once with the pid and a log file.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ MAX_OUTPUT_CHARS = 50_000
 HEAD_SHARE = 0.4  # of MAX_OUTPUT_CHARS kept from the start; the rest from the end
 DEFAULT_MAX_FOREGROUND_TIMEOUT = 600.0
 BACKGROUND_LOG_DIR = ".hermes-bg"
-# bwrap runs each command in a fresh PID namespace: detached jobs die with it.
-NO_BACKGROUND_BACKENDS = frozenset({"bwrap"})
+# Backends where a detached job cannot outlive its command (none: every backend is a machine).
+NO_BACKGROUND_BACKENDS: frozenset = frozenset()
+_BG_AMP_RE = re.compile(r"(?<![&>|<])&(?![&>])")
+_OUT_REDIRECT_RE = re.compile(r"(&>|(?<![0-9&<>])>|\b1>)")
+_ERR_REDIRECT_RE = re.compile(r"(&>|\b2>)")
 
 _ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI sequences (colours, cursor moves)
@@ -97,6 +100,13 @@ def long_lived_reason(command: str) -> Optional[str]:
         if pattern.search(bare):
             return what
     return None
+
+
+def detaches_output(command: str) -> bool:
+    """True for a backgrounding ``&`` whose stdout and stderr are redirected, so the job
+    does not keep writing into this command's output (``srv >log 2>&1 &``, ``&>/dev/null &``)."""
+    bare = _without_quotes(command)
+    return bool(_BG_AMP_RE.search(bare) and _OUT_REDIRECT_RE.search(bare) and _ERR_REDIRECT_RE.search(bare))
 
 
 def exit_code_meaning(command: str, exit_code: int) -> Optional[str]:
@@ -199,8 +209,11 @@ def terminal_tool(
     background: bool = False,
     workdir: Optional[str] = None,
     task_id: Optional[str] = None,
+    isolated: bool = False,
 ) -> Dict[str, Any]:
-    """Run ``command`` in the sandbox of ``task_id``; see the module docstring."""
+    """Run ``command`` in the sandbox of ``task_id``; see the module docstring. ``isolated``
+    (the reward code's ToolContext): run it in the sandbox's verifier runner, immune to the
+    functions, PATH and exports the model left in its shell."""
     if not isinstance(command, str):
         return _fail(f"'command' must be a string, got {type(command).__name__} {command!r:.80}")
     if not command.strip():
@@ -222,11 +235,12 @@ def terminal_tool(
         return _start_background(sandbox, command, workdir)
 
     reason = long_lived_reason(command)
-    if reason is not None:
+    if reason is not None and not detaches_output(command):
         return _fail(
-            f"refused to run {reason} in the foreground: the command would not finish and would block until the "
-            "timeout. Run it with background=true (returns at once with a pid and a log file), or make it finish "
-            "on its own (e.g. `timeout 10 <cmd>`)."
+            f"refused to run {reason} in the foreground: the command would not finish (or a background job would "
+            "keep writing into its output). Start it detached with its output redirected, e.g. "
+            "`<cmd> >/tmp/cmd.log 2>&1 &`, or run it with background=true (returns at once with a pid and a log "
+            "file), or make it finish on its own (e.g. `timeout 10 <cmd>`)."
         )
 
     cap = max_foreground_timeout()
@@ -245,7 +259,7 @@ def terminal_tool(
     sandbox = sandbox_access.get_sandbox(task_id)
     to_run = f"( cd {shlex.quote(workdir)} && {command}\n)" if workdir else command
     try:
-        result = sandbox.execute(to_run, effective)
+        result = sandbox.execute(to_run, effective, isolated=True) if isolated else sandbox.execute(to_run, effective)
     except Exception as exc:  # noqa: BLE001 - the model needs the failure, not a traceback
         return _fail(f"the sandbox failed to run the command: {type(exc).__name__}: {exc}")
 
@@ -281,13 +295,14 @@ TERMINAL_PARAMETERS: Dict[str, Any] = {
 }
 
 
-def _handler(args: Dict[str, Any], task_id: Optional[str], **_: Any) -> Dict[str, Any]:
+def _handler(args: Dict[str, Any], task_id: Optional[str], **kw: Any) -> Dict[str, Any]:
     return terminal_tool(
         args.get("command"),
         timeout=args.get("timeout"),
         background=bool(args.get("background", False)),
         workdir=args.get("workdir"),
         task_id=task_id,
+        isolated=bool(kw.get("isolated", False)),  # host-side callers only: never in the model's args
     )
 
 

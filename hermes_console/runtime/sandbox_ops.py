@@ -65,6 +65,10 @@ def details(task_id: str) -> Dict[str, Any]:
             out["cwd"] = box.cwd()
             out["process_tree"] = [asdict(p) for p in box.process_tree()]
             out["limits"] = box.limits_summary() if hasattr(box, "limits_summary") else {}
+            out["shell"] = box.shell_state() if hasattr(box, "shell_state") else {}
+            from environments.task_overrides import get_task_env_overrides
+
+            out["overrides"] = get_task_env_overrides(task_id)
         except Exception as exc:  # noqa: BLE001 - it may close under us
             out["error"] = f"{type(exc).__name__}: {exc}"
     return out

@@ -229,7 +229,9 @@ def test_run_diagnostic_is_not_agent_activity() -> None:
     before = sb.get_sandbox_info("diag")
     time.sleep(0.05)
     result = sb.run_diagnostic("diag", "pwd; echo $X; cd /; export X=2")
-    assert result.output == f"{box.workspace}/sub\n1\n"
+    # the verifier runner: the agent's cwd, the sandbox's initial environment (not the agent's
+    # shell state, which the model controls; was: the agent's exports)
+    assert result.output == f"{box.workspace}/sub\n\n"
     after = sb.get_sandbox_info("diag")
     assert after.last_activity == before.last_activity
     assert len(after.recent_commands) == len(before.recent_commands)
@@ -320,10 +322,14 @@ def test_bad_task_ids_and_unknown_backend() -> None:
 
 
 @pytest.mark.parametrize("backend", ["modal", "daytona", "ssh", "singularity", "vercel_sandbox"])
-def test_unavailable_backends_explain(backend: str) -> None:
-    sb.configure(backend=backend)
-    with pytest.raises(sb.SandboxUnavailable, match=f"'{backend}' is not available in hermes-console.*use local, bwrap or docker"):
-        sb.get_sandbox("u")
+def test_unavailable_backends_explain(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # refused when the config is read (configure / TERMINAL_ENV), naming the supported ones
+    with pytest.raises(ValueError, match=f"'{backend}' is not available in hermes-console.*use local, bwrap or docker"):
+        sb.configure(backend=backend)
+    monkeypatch.setenv("TERMINAL_ENV", backend)
+    with pytest.raises(ValueError, match="TERMINAL_ENV"):
+        sb.current_settings()
+    monkeypatch.delenv("TERMINAL_ENV")
     assert sb.list_sandboxes() == []
 
 

@@ -98,9 +98,9 @@ def test_upload_download_large_file_uses_the_chunked_path(ctx, tmp_path, monkeyp
     sandbox = get_sandbox(ctx.task_id)
     real_execute = sandbox.execute
 
-    def spy(command, timeout, *, stdin_data=None):
+    def spy(command, timeout, *, stdin_data=None, isolated=False):
         seen.append(len(stdin_data or ""))
-        return real_execute(command, timeout, stdin_data=stdin_data)
+        return real_execute(command, timeout, stdin_data=stdin_data, isolated=isolated)
 
     monkeypatch.setattr(sandbox, "execute", spy)
     assert ctx.upload_file(str(src), "big.bin")["exit_code"] == 0

@@ -174,16 +174,28 @@ def test_redaction_stays_fast_and_correct_on_long_unbroken_output():
 
 
 def test_background_is_refused_where_it_cannot_survive(task, monkeypatch):
-    from environments.tools import sandbox_access
+    from environments.tools import sandbox_access, terminal as term
 
     real = sandbox_access.get_sandbox
 
-    class Bwrapish:
-        backend = "bwrap"
+    class Ephemeral:
+        backend = "ephemeral"
 
         def __init__(self, inner):
             self.workspace = inner.workspace
 
-    monkeypatch.setattr(sandbox_access, "get_sandbox", lambda tid: Bwrapish(real(tid)))
+    monkeypatch.setattr(term, "NO_BACKGROUND_BACKENDS", frozenset({"ephemeral"}))
+    monkeypatch.setattr(sandbox_access, "get_sandbox", lambda tid: Ephemeral(real(tid)))
     out = run(task, "sleep 30", background=True)
-    assert out["exit_code"] == -1 and "not supported on the bwrap sandbox" in out["error"]
+    assert out["exit_code"] == -1 and "not supported on the ephemeral sandbox" in out["error"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["sleep 100 >/dev/null 2>&1 &", "nohup python3 -m http.server 8000 > srv.log 2>&1 &", "setsid sleep 5 &>/dev/null &"],
+)
+def test_background_job_with_redirected_output_is_allowed(task, command):
+    started = time.monotonic()
+    out = run(task, command, timeout=20)
+    assert out["exit_code"] == 0 and out["error"] is None, out
+    assert time.monotonic() - started < 10  # returned at once: the job lives on in the machine

@@ -105,7 +105,7 @@ task = "leak-" + uuid.uuid4().hex[:6]
 try:
     raw = handle_function_call("terminal", {{"command": {attack!r}}}, task_id=task)
     box = get_sandbox(task)
-    handle_function_call("terminal", {{"command": "tr '\\\\0' '\\\\n' < /proc/$PPID/environ > copy.txt"}}, task_id=task)
+    handle_function_call("terminal", {{"command": "tr '\\\\0' '\\\\n' < /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/environ > copy.txt"}}, task_id=task)
     read = handle_function_call("read_file", {{"path": "copy.txt"}}, task_id=task)
     found = handle_function_call("search_files", {{"pattern": "CRED|_PW|DSN"}}, task_id=task)
     records = json.dumps([r.__dict__ for r in box.info().recent_commands])
@@ -117,11 +117,13 @@ print(json.dumps({{"terminal": raw, "read": read, "found": found, "records": rec
 
 @pytest.mark.parametrize("backend", ["local", "bwrap"])
 def test_terminal_tool_never_returns_console_secrets(backend: str, tmp_path: Path) -> None:
-    """local has no isolation: /proc/$PPID/environ is the console's (a child console here,
+    """local has no isolation: the environ of the shell's grandparent (the shell's parent is the
+    sandbox's init, whose parent is the console) is the console's (a child console here,
     so the secrets are in its real environ). The tool results (what goes to the model,
     groups.jsonl and the event log) must still not carry them, plain or base64. bwrap: the
     console's /proc is not even visible (own pid namespace)."""
-    attack = "tr '\\0' '\\n' < /proc/$PPID/environ | grep -E 'CRED|_PW|DSN'; base64 -w0 /proc/$PPID/environ"
+    console = "/proc/$(cut -d' ' -f4 /proc/$PPID/stat)/environ"  # persistent shell: parent = init
+    attack = f"tr '\\0' '\\n' < {console} | grep -E 'CRED|_PW|DSN'; base64 -w0 {console}"
     if backend == "bwrap":
         attack += "; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null"
     code = CONSOLE.format(repo=REPO, root=str(tmp_path), attack=attack, backend=backend)

@@ -1,0 +1,396 @@
+"""Sandboxes as persistent machines (issue 12), on real local and bwrap sandboxes.
+
+Oracles: /proc (processes by the sandbox's marker in their environ, by fingerprint),
+a loopback HTTP request answered from inside the sandbox, the reward a TerminalBench-
+style verifier writes, the host filesystem (workspace, cgroup dirs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+from environments import sandboxes as sb
+from environments.sandboxes.bwrap import BwrapSandbox
+from environments.sandboxes.local import LocalSandbox
+from environments.sandboxes.settings import SandboxSettings
+from environments.task_overrides import clear_task_env_overrides, register_task_env_overrides
+from environments.tool_context import ToolContext
+from environments.tools.terminal import terminal_tool
+from proc_oracle import live_pids_with, wait_until_gone
+
+U = f"{os.getpid():07d}"
+pytestmark = pytest.mark.timeout(60)
+BACKENDS = ["local", "bwrap"]
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
+
+
+def _make(backend: str, root: Path, task: str = "machine") -> sb.BashSessionSandbox:
+    settings = SandboxSettings(sandbox_root=root, kill_grace=0.3)
+    return LocalSandbox(task, settings) if backend == "local" else BwrapSandbox(task, settings)
+
+
+@pytest.fixture(params=BACKENDS)
+def box(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sb.BashSessionSandbox]:
+    if request.param == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    sandbox = _make(request.param, tmp_path)
+    yield sandbox
+    sandbox.cleanup()
+
+
+def _marked(sandbox_id: str) -> List[int]:
+    """Live processes whose environment carries this sandbox's marker (read from /proc)."""
+    needle = f"HERMES_SANDBOX_ID={sandbox_id}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state not in ("Z", "X"):
+            found.append(int(name))
+    return found
+
+
+def _wait(cond, within: float = 30.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+# --------------------------------------------------------------------------- state persists
+
+
+def test_state_persists_across_commands(box: sb.BashSessionSandbox) -> None:
+    scratch = "/opt/hermes-test" if box.backend == "bwrap" else "opt"  # local cannot write the host's /opt
+    r = box.execute(
+        f"mkdir -p {scratch} && echo opt-data > {scratch}/f && echo tmp-data > /tmp/hermes-{U}-{box.sandbox_id} "
+        "&& export MACHINE_VAR=kept && SHELL_ONLY=also && mkdir -p sub && cd sub",
+        10,
+    )
+    assert r.exit_code == 0, r.output
+    out = box.execute(
+        f'cat ../{scratch}/f 2>/dev/null || cat {scratch}/f; cat /tmp/hermes-{U}-{box.sandbox_id}; '
+        'echo "$MACHINE_VAR $SHELL_ONLY"; pwd',
+        10,
+    )
+    assert out.output == f"opt-data\ntmp-data\nkept also\n{box.workspace}/sub\n"
+    assert box.cwd() == f"{box.workspace}/sub"
+    if box.backend == "local":
+        os.unlink(f"/tmp/hermes-{U}-{box.sandbox_id}")
+
+
+def test_background_server_answers_on_loopback(box: sb.BashSessionSandbox) -> None:
+    port = 20000 + os.getpid() % 20000
+    started = box.execute(f"python3 -m http.server {port} --bind 127.0.0.1 >srv.log 2>&1 &", 10)
+    assert started.exit_code == 0 and started.duration_s < 10
+    probe = (
+        "python3 -c \"import time,urllib.request\n"
+        "for _ in range(300):\n"
+        "    try:\n"
+        f"        print(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=2).status); break\n"
+        "    except OSError: time.sleep(0.1)\""
+    )
+    assert box.execute(probe, 45).output.strip() == "200"
+    assert any("http.server" in p.command for p in box.process_tree())
+    assert box.has_background_processes()
+
+
+def test_terminal_tool_runs_a_detached_server(tmp_path: Path) -> None:
+    sb.reset_configuration()
+    sb.configure(backend="bwrap" if shutil.which("bwrap") else "local", sandbox_root=tmp_path)
+    task = f"tool-{uuid.uuid4().hex[:6]}"
+    try:
+        out = terminal_tool(f"sleep 301.{U}7 >/dev/null 2>&1 &", timeout=10, task_id=task)
+        assert out["exit_code"] == 0 and out["error"] is None, out
+        # it outlived its command (waited for: the shell returns before the job has exec'd sleep)
+        assert _wait(lambda: len(live_pids_with(f"sleep 301.{U}7")) == 1)
+        assert terminal_tool("echo next", timeout=10, task_id=task)["output"] == "next\n"
+        bg = terminal_tool(f"sleep 301.{U}8", background=True, task_id=task)  # refused on bwrap before
+        assert bg["exit_code"] == 0 and bg["pid"] > 0, bg
+        assert _wait(lambda: len(live_pids_with(f"sleep 301.{U}8")) == 1)
+    finally:
+        sb.cleanup_vm(task)
+        sb.reset_configuration()
+    assert wait_until_gone(f"sleep 301.{U}", 10) == []
+
+
+# --------------------------------------------------------------------------- timeouts
+
+
+def test_timeout_kills_only_the_command(box: sb.BashSessionSandbox) -> None:
+    box.execute(f"export KEEP=1; cd /tmp; sleep 302.{U}1 >/dev/null 2>&1 &", 10)
+    result = box.execute(f"trap '' TERM; sleep 302.{U}2; echo survived", 1)
+    assert result.timed_out and result.exit_code == 124
+    assert "survived" not in result.output
+    assert wait_until_gone(f"sleep 302.{U}2", 10) == []
+    assert _wait(lambda: len(live_pids_with(f"sleep 302.{U}1")) == 1)  # the earlier background job lives on
+    after = box.execute('echo "$KEEP"; pwd', 10)
+    assert after.output == "1\n/tmp\n"  # same shell: exports and cwd kept
+    assert box.shell_restarts == 0
+
+
+def test_timeout_of_a_loop_in_the_shell_itself_recovers(box: sb.BashSessionSandbox) -> None:
+    box.execute("cd /tmp", 10)
+    result = box.execute("while :; do :; done", 1)
+    assert result.timed_out
+    assert box.execute("pwd; echo ok", 10).output == "/tmp\nok\n"
+
+
+# --------------------------------------------------------------------------- shell death
+
+
+def test_shell_death_is_recovered_and_reported(box: sb.BashSessionSandbox) -> None:
+    seen: List[tuple] = []
+    box.on_restart = lambda what, why: seen.append((what, why))
+    box.execute(f"mkdir -p d; cd d; sleep 303.{U}1 >/dev/null 2>&1 &", 10)
+    first = box.shell_state()["shell_pid"]
+    dead = box.execute("kill -9 $$", 10)
+    assert "fresh shell took over" in dead.output
+    assert box.execute("pwd; echo alive", 10).output == f"{box.workspace}/d\nalive\n"
+    assert box.shell_restarts == 1 and seen == [("shell", "exit 137")]
+    assert box.shell_state()["shell_pid"] not in (None, first)
+    assert _wait(lambda: len(live_pids_with(f"sleep 303.{U}1")) == 1)  # the machine (and its jobs) survived
+
+
+# --------------------------------------------------------------------------- cleanup
+
+
+def test_cleanup_under_load_leaves_no_process_no_dir(box: sb.BashSessionSandbox) -> None:
+    box.execute(f"for i in 1 2 3 4 5; do sleep 304.{U}$i >/dev/null 2>&1 & done; setsid sleep 304.{U}9 >/dev/null 2>&1 &", 10)
+    assert _wait(lambda: len(live_pids_with(f"sleep 304.{U}")) == 6)
+    groups = box._cgroup.paths() if box._cgroup is not None else []
+    assert _marked(box.sandbox_id)  # the oracle sees the machine
+    box.cleanup()
+    assert wait_until_gone(f"sleep 304.{U}", 10) == []
+    assert _wait(lambda: _marked(box.sandbox_id) == [], 10)
+    assert box.host_workspace is not None and not box.host_workspace.exists()
+    assert not any(os.path.exists(g) for g in groups)
+
+
+# --------------------------------------------------------------------------- verifier flow
+
+
+@pytest.fixture(params=BACKENDS)
+def registry_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    sb.reset_configuration()
+    sb.configure(backend=request.param, sandbox_root=tmp_path / "root", kill_grace=0.3)
+    yield request.param
+    sb.shutdown()
+    sb.reset_configuration()
+
+
+TEST_SH = """#!/bin/bash
+mkdir -p {logs}
+if [ "$(cat {answer} 2>/dev/null)" = "42" ]; then echo 1 > {logs}/reward.txt; else echo 0 > {logs}/reward.txt; fi
+"""
+
+
+def _paths(backend: str) -> dict:
+    if backend == "bwrap":  # the TerminalBench layout: absolute paths anywhere in the machine
+        return {"tests": "/tests", "logs": "/logs/verifier", "answer": "/app/answer.txt"}
+    return {"tests": "tests", "logs": "logs/verifier", "answer": "app/answer.txt"}  # local: under the workspace
+
+
+def _score(ctx: ToolContext, backend: str, tmp_path: Path) -> float:
+    """What a TerminalBench-style compute_reward does: upload the tests dir, write
+    test.sh, run it, download the verifier logs, read the reward."""
+    p = _paths(backend)
+    local_tests = tmp_path / f"tests-{uuid.uuid4().hex[:6]}"
+    local_tests.mkdir()
+    (local_tests / "data.txt").write_text("fixture\n")
+    assert all(r["exit_code"] == 0 for r in ctx.upload_dir(str(local_tests), p["tests"]))
+    # the file tools see only the workspace; the verifier writes test.sh like upstream does, by upload
+    script = tmp_path / f"test-{uuid.uuid4().hex[:6]}.sh"
+    script.write_text(TEST_SH.format(logs=p["logs"], answer=p["answer"]))
+    assert ctx.upload_file(str(script), f"{p['tests']}/test.sh")["exit_code"] == 0
+    run = ctx.terminal(f"bash {p['tests']}/test.sh", timeout=60)
+    assert run["exit_code"] == 0, run
+    out = tmp_path / f"reward-{uuid.uuid4().hex[:6]}.txt"
+    got = ctx.download_file(f"{p['logs']}/reward.txt", str(out))
+    assert got.get("success"), got
+    return float(out.read_text().strip())
+
+
+def test_verifier_flow_scores_solved_1_and_unsolved_0(registry_backend: str, tmp_path: Path) -> None:
+    answer = _paths(registry_backend)["answer"]
+    solved, unsolved = ToolContext(f"solved-{U}"), ToolContext(f"unsolved-{U}")
+    try:
+        solved.terminal(f"mkdir -p $(dirname {answer}) && echo 42 > {answer}")
+        unsolved.terminal(f"mkdir -p $(dirname {answer}) && echo 41 > {answer}")
+        assert _score(solved, registry_backend, tmp_path) == 1.0
+        assert _score(unsolved, registry_backend, tmp_path) == 0.0
+    finally:
+        solved.cleanup()
+        unsolved.cleanup()
+
+
+def test_a_model_tampering_with_bash_does_not_score_an_unsolved_task(registry_backend: str, tmp_path: Path) -> None:
+    """The model's shell state (a `bash` function, PATH, exports) and, on bwrap, attempts to
+    replace /usr/bin/bash or /bin must not change what the reward code runs."""
+    task = f"tamper-{U}"
+    logs = _paths(registry_backend)["logs"]
+    evil = f"mkdir -p {logs}; echo 1 > {logs}/reward.txt"
+    attack = (
+        f"mkdir -p evil && printf '#!/bin/sh\\n{evil}\\n' > evil/bash && chmod +x evil/bash; "
+        f'export PATH="$PWD/evil:$PATH"; bash() {{ {evil}; }}; export -f bash; alias bash="{evil};:"; true'
+    )
+    if registry_backend == "bwrap":
+        # ONLY inside bwrap: on local these would hit the host's own /bin and /usr/bin
+        attack += (
+            "; cp evil/bash /usr/bin/bash 2>/dev/null; rm -rf /bin 2>/dev/null; "
+            "mkdir -p /bin 2>/dev/null && cp evil/bash /bin/bash 2>/dev/null; true"
+        )
+    out = terminal_tool(attack, timeout=30, task_id=task)
+    assert out["exit_code"] == 0, out
+    assert terminal_tool("bash -c true; cat " + f"{logs}/reward.txt", timeout=30, task_id=task)["output"].strip() == "1"
+    ctx = ToolContext(task)
+    try:
+        assert _score(ctx, registry_backend, tmp_path) == 0.0
+    finally:
+        ctx.cleanup()
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def test_overrides_apply_per_task_and_are_cleared(registry_backend: str) -> None:
+    register_task_env_overrides(f"ovr-{U}", {"cwd": "/app", "modal_image": "ignored:latest"})
+    try:
+        box = sb.get_sandbox(f"ovr-{U}")
+        other = sb.get_sandbox(f"plain-{U}")
+        want = "/app" if registry_backend == "bwrap" else f"{box.workspace}/app"
+        assert box.execute("pwd", 10).output == f"{want}\n" and box.cwd() == want
+        assert other.execute("pwd", 10).output == f"{other.workspace}\n"  # another task: untouched
+        sb.cleanup_vm(f"ovr-{U}")
+    finally:
+        clear_task_env_overrides(f"ovr-{U}")
+    again = sb.get_sandbox(f"ovr-{U}")
+    assert again.execute("pwd", 10).output == f"{again.workspace}\n"  # cleared: the default again
+
+
+@needs_bwrap
+def test_rootfs_override_is_the_read_only_lower_layer(tmp_path: Path) -> None:
+    rootfs = tmp_path / "image"
+    (rootfs / "app").mkdir(parents=True)
+    (rootfs / "app" / "from-image.txt").write_text("image file\n")
+    (rootfs / "usr").symlink_to("/usr")  # the image's system: the host's, for the test
+    for name in ("bin", "lib", "lib64"):
+        if os.path.isdir(f"/{name}"):
+            (rootfs / name).symlink_to(os.path.realpath(f"/{name}"))
+    sb.reset_configuration()
+    sb.configure(backend="bwrap", sandbox_root=tmp_path / "root")
+    register_task_env_overrides(f"img-{U}", {"rootfs": str(rootfs), "cwd": "/app"})
+    try:
+        box = sb.get_sandbox(f"img-{U}")
+        out = box.execute("cat from-image.txt; { echo x > from-image.txt; } 2>/dev/null || echo read-only; "
+                          "mkdir -p /elsewhere && echo w > /elsewhere/f && cat /elsewhere/f", 10)
+        assert out.output == "image file\nread-only\nw\n"
+        assert (rootfs / "app" / "from-image.txt").read_text() == "image file\n"
+    finally:
+        clear_task_env_overrides(f"img-{U}")
+        sb.shutdown()
+        sb.reset_configuration()
+
+
+def test_bad_rootfs_is_a_clear_error(tmp_path: Path) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    with pytest.raises(sb.SandboxUnavailable, match="rootfs override .* is not a directory with a usr/"):
+        BwrapSandbox("bad", SandboxSettings(sandbox_root=tmp_path), rootfs=str(tmp_path / "missing"))
+
+
+# --------------------------------------------------------------------------- failure shape
+
+
+def test_failed_terminal_call_has_the_upstream_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    from environments.tools import sandbox_access
+
+    class Broken:
+        backend = "local"
+        workspace = "/w"
+
+        def execute(self, *a, **k):
+            raise sb.SandboxUnavailable("bwrap backend: bwrap failed to start")
+
+    monkeypatch.setattr(sandbox_access, "get_sandbox", lambda tid: Broken())
+    out = terminal_tool("echo hi", timeout=5, task_id="x")
+    assert out["output"] == "" and out["exit_code"] == -1 and "bwrap failed to start" in out["error"]
+
+
+# --------------------------------------------------------------------------- console view
+
+
+def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registry_backend: str) -> None:
+    from environments import events
+    from hermes_console.runtime import sandbox_ops
+
+    got: List[events.Event] = []
+    events.add_observer(got.append)
+    task = f"view-{U}"
+    register_task_env_overrides(task, {"cwd": "/srv/task"})
+    try:
+        box = sb.get_sandbox(task)
+        box.execute("kill -9 $$", 10)
+        restarts = [e for e in got if isinstance(e, events.SandboxShellRestarted)]
+        assert [(e.task_id, e.what, e.reason) for e in restarts] == [(task, "shell", "exit 137")]
+        view = sandbox_ops.details(task)
+        assert view["shell"]["shell_restarts"] == 1 and view["shell"]["shell_pid"]
+        assert view["overrides"] == {"cwd": "/srv/task"}
+    finally:
+        events.remove_observer(got.append)
+        clear_task_env_overrides(task)
+
+
+def test_a_killed_verifier_runner_is_replaced(box: sb.BashSessionSandbox) -> None:
+    """Same uid: the model can kill the verifier runner. Reward code then gets a clear failure
+    once, and the next call a fresh machine, never a silent success."""
+    runner = box._verifier.shell_pid
+    assert runner is not None
+    box.execute(f"kill -9 {runner if box.backend == 'local' else box._verifier.reported_pid}", 10)
+    first = box.execute("echo verified", 10, isolated=True)
+    assert first.exit_code != 0 or first.output == "verified\n"
+    assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
+
+
+@needs_bwrap
+def test_bwrap_machine_has_no_capabilities_to_remount_the_system(tmp_path: Path) -> None:
+    """As root, bwrap keeps all capabilities unless told; with them the model could unmount
+    /bin or remount the host's /usr read-write and replace what the verifier runs."""
+    box = BwrapSandbox("caps", SandboxSettings(sandbox_root=tmp_path))
+    try:
+        caps = box.execute("grep CapEff /proc/self/status", 10).output.split()[-1]
+        assert int(caps, 16) == 0
+        # (no remount+write probe here: on a broken build it would write to the host's /usr)
+        tried = box.execute("umount /bin 2>/dev/null && echo UNMOUNTED || echo refused; ls /bin/bash", 10)
+        assert tried.output == "refused\n/bin/bash\n"
+    finally:
+        box.cleanup()
+
+
+def test_shell_killed_between_commands_does_not_swallow_the_next(box: sb.BashSessionSandbox) -> None:
+    from environments.sandboxes import procfs
+
+    box.execute("cd /tmp", 10)
+    shell = box._agent.shell_pid
+    os.kill(shell, 9)  # e.g. the OOM killer, while no command runs
+    assert _wait(lambda: not procfs.alive(shell), 10)
+    time.sleep(0.2)  # let INIT report it
+    assert box.execute("echo after; pwd", 10).output == "after\n/tmp\n"
+    assert box.shell_restarts == 1
