@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def test_headless_without_a_terminal_logs_progress_lines(sim, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env["HERMES_PROGRESS_EVERY"] = "0.5"
+    env["HERMES_PROGRESS_EVERY"] = "0.2"
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_console", "run", "environments.terminal_tasks", "--headless",
          "--runs-dir", str(tmp_path), "--openai.base_url", f"{sim.base_url}/v1",
