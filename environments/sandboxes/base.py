@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol, Set, runtime_checkable
 
-from environments.sandboxes import procfs
+from environments.sandboxes import procfs, quota
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
 from environments.sandboxes.hostio import write_new
@@ -156,6 +156,10 @@ class BashSessionSandbox(ABC):
                 self.sandbox_id, pids_max=limits.pids_limit, memory_bytes=limits.memory_mb * 1024 * 1024,
                 cpus=limits.cpu,
             )
+        # The whole workspace's size, not just each file's (RLIMIT_FSIZE): a sized tmpfs, where root can mount.
+        self._workspace_quota = bool(
+            limits is not None and host_workspace is not None and quota.mount_tmpfs(host_workspace, limits.workspace_size_mb)
+        )
         try:
             self._owner_record = write_owner(
                 self._state_host.parent, self.sandbox_id, self._dirs_to_remove(),
@@ -238,6 +242,8 @@ class BashSessionSandbox(ABC):
             "memory": f"{lim.memory_mb} MB ({mem_how})",
             "cpu_time": f"{lim.cpu_time_s} s per process (rlimit)",
             "file_size": f"{lim.file_size_mb} MB per file (rlimit)",
+            "workspace": (f"{lim.workspace_size_mb} MB in all (tmpfs)" if self._workspace_quota
+                          else "unbounded in sum (a sized tmpfs needs root)"),
             "enforced_by": how,
         }
 
@@ -332,6 +338,8 @@ class BashSessionSandbox(ABC):
         finally:
             if self._cgroup is not None:
                 self._cgroup.remove()
+            if self._workspace_quota and self.host_workspace is not None:
+                quota.unmount(self.host_workspace)
             for path in self._dirs_to_remove():
                 _rmtree(path)
             if self._owner_record is not None:

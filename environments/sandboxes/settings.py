@@ -43,6 +43,7 @@ class SandboxSettings(BaseModel):
     cpu_time_s: int = Field(3600, gt=0, description="CPU seconds per process (RLIMIT_CPU)")
     file_size_mb: int = Field(4096, gt=0, description="largest file a sandbox process may write (RLIMIT_FSIZE)")
     tmp_size_mb: int = Field(512, gt=0, description="size of the sandbox's private /tmp (bwrap, docker tmpfs)")
+    workspace_size_mb: int = Field(2048, gt=0, description="size of the whole workspace (a sized tmpfs; needs root)")
     env_passthrough: Tuple[str, ...] = Field(
         (), description="extra host environment variable names the local backend passes through (allow-list)"
     )
@@ -132,6 +133,7 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_CPU_TIME": ("cpu_time_s", _positive_int, "a positive integer number of CPU seconds"),
     "TERMINAL_FILE_SIZE_MB": ("file_size_mb", _positive_int, "a positive integer number of MB"),
     "TERMINAL_TMP_SIZE_MB": ("tmp_size_mb", _positive_int, "a positive integer number of MB"),
+    "TERMINAL_WORKSPACE_SIZE_MB": ("workspace_size_mb", _positive_int, "a positive integer number of MB"),
     "TERMINAL_ENV_PASSTHROUGH": (
         "env_passthrough",
         lambda s: tuple(n for n in s.replace(",", " ").split() if n),

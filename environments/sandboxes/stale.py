@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import List, Optional
 
-from environments.sandboxes import procfs
+from environments.sandboxes import procfs, quota
 from environments.sandboxes.cgroups import SandboxCgroup, sweep_orphan_groups
 from environments.sandboxes.hostio import UnsafeFileError, read_regular, write_new
 
@@ -119,6 +119,7 @@ def sweep_stale(root: Path) -> int:
         for d in dirs:
             path = _removable(d, root)
             if path is not None:
+                quota.unmount(path)  # a crashed console's workspace tmpfs
                 shutil.rmtree(path, ignore_errors=True)
         record.unlink(missing_ok=True)
         cleaned += 1

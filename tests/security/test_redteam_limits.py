@@ -213,6 +213,9 @@ def test_groups_of_a_crashed_console_are_swept(tmp_path: Path) -> None:
         sweep_stale(tmp_path / "another-root")  # a different console, a different sandbox root
         assert wait_until_gone(f"sleep {fp}", within=10) == []
         assert not group.exists()
+        sweep_stale(tmp_path / "a")  # its own root: the workspace (and its tmpfs) go too
+        assert not [ln for ln in Path("/proc/self/mounts").read_text().splitlines() if str(tmp_path / "a") in ln]
+        assert [p.name for p in (tmp_path / "a").iterdir() if not p.name.startswith(".")] == []
     finally:
         child.kill()
         child.wait(10)
@@ -251,3 +254,23 @@ def test_cpu_share_is_capped_by_the_cgroup(backend, tmp_path: Path) -> None:
         box.cleanup()
     assert quota == 10_000
     assert int(stat["nr_throttled"]) > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_whole_workspace_is_bounded_not_just_each_file(backend, tmp_path: Path) -> None:
+    """Many files, each under the per-file limit, cannot fill the host's disk: the workspace
+    is a sized tmpfs (root mounts it; elsewhere the drill-down says it is unbounded)."""
+    if os.geteuid() != 0:
+        pytest.skip("a sized workspace tmpfs needs root (mount); not root here")
+    box = backend("wsquota", SandboxSettings(sandbox_root=tmp_path, workspace_size_mb=4, file_size_mb=3))
+    workspace = box.host_workspace
+    try:
+        assert "4 MB in all (tmpfs)" in box.limits_summary()["workspace"]
+        out = box.execute("for i in 1 2 3 4; do head -c 2000000 /dev/zero > f$i || echo FULL-$i; done; echo ok", 20)
+        assert "FULL-" in out.output and "No space left on device" in out.output
+        used = sum(p.stat().st_size for p in workspace.iterdir())
+        assert used <= 4 * 1024 * 1024  # never more than the workspace size, whatever the file count
+    finally:
+        box.cleanup()
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(workspace) not in mounts and not workspace.exists()  # no mount, no dir left
