@@ -125,3 +125,24 @@ async def test_drill_down_key_rebinding_applies_to_screen_binding(main_events) -
         await pilot.press("v")
         await settle(pilot)
         assert isinstance(app.screen, SandboxScreen)
+
+
+async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_events) -> None:
+    from tests.ui.fakes import DEFAULT_RESULTS
+
+    details = dict(DEFAULT_RESULTS["sandbox_details"])
+    details["shell"] = {"shell_pid": 4242, "shell_uptime_s": 75.0, "shell_restarts": 1, "machine_restarts": 0,
+                        "busy": True}
+    details["overrides"] = {"cwd": "/app", "docker_image": "tb2/task:1\x1b]52;c;x\x07"}
+    runtime = FakeRuntime(main_events, results={"sandbox_details": details})
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(SandboxesTable)
+        table.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        header = str(app.screen.query_one("#sandbox-header").render())
+        assert "shell pid 4242" in header and "restarts 1 shell / 0 machine" in header and "busy" in header
+        assert "overrides cwd=/app" in header and "docker_image=tb2/task:1" in header
+        assert "\x1b" not in header  # model/env text stays text

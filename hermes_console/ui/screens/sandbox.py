@@ -101,6 +101,15 @@ class SandboxScreen(DrillDownScreen):
         if limits:
             shown_limits = "   ".join(f"{k} {v}" for k, v in limits.items() if k != "enforced_by")
             text.append(f"\nlimits {shown_limits}", style="dim")
+        shell = _get(self.details, "shell") if self.details else None
+        if shell and shell.get("shell_pid"):  # the persistent machine's shell
+            text.append(f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
+                        f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
+                        f"  {'busy' if shell.get('busy') else 'idle'}", style="dim")
+        overrides = _get(self.details, "overrides") if self.details else None
+        if overrides:  # the task's register_task_env_overrides(...)
+            shown = "  ".join(f"{k}={visible(str(v))}" for k, v in sorted(overrides.items()))
+            text.append(f"\noverrides {shown}", style="dim")
         return text
 
     # ------------------------------------------------------------------ details (process tree, commands)
