@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -230,21 +229,9 @@ class SandboxCgroup:
 
     def kill_all(self, deadline_s: float = 5.0) -> int:
         """SIGKILL every member until none is left (forks race us; pids.max bounds them)."""
-        killed: Set[int] = set()
-        end = time.monotonic() + deadline_s
-        while True:
-            members = self.pids()
-            if not members:
-                return len(killed)
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            if time.monotonic() > end:
-                return len(killed)
-            time.sleep(0.01)
+        from environments.sandboxes.procfs import kill_until_gone
+
+        return kill_until_gone(self.pids, deadline_s)
 
     def remove(self, deadline_s: float = 5.0) -> bool:
         """rmdir every group (fails while a zombie is still being reaped: retry a while)."""

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Collection, Dict, Iterable, List, Optional, Set
+from typing import Callable, Collection, Dict, Iterable, List, Optional, Set
 
 from environments.redact import redact, truncate
 from environments.sandboxes.records import ProcessInfo
@@ -158,13 +158,19 @@ def kill_all(
     marker: Optional[bytes], groups: Collection[int] = (), roots: Collection[int] = (), deadline_s: float = 3.0
 ) -> int:
     """SIGKILL every process of the sandbox, repeating while forks race us. Returns count."""
+    return kill_until_gone(lambda: sandbox_processes(marker, groups, roots), deadline_s)
+
+
+def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> int:
+    """SIGKILL whatever ``members()`` lists until it lists nothing (forks race us) or the
+    deadline passes. Returns how many distinct pids were killed."""
     killed: Set[int] = set()
     end = time.monotonic() + deadline_s
     while True:
-        procs = sandbox_processes(marker, groups, roots)
-        if not procs:
+        pids = list(members())
+        if not pids:
             break
-        for pid in procs:
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
