@@ -108,3 +108,14 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     assert list_task_env_overrides() == {}
     assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
     assert wait_no_children(20) == []
+
+
+def test_force_build_is_refused_with_the_reason():
+    import asyncio
+
+    from environments.benchmarks.terminalbench_2.terminalbench2_env import TerminalBench2EvalEnv
+
+    config, servers = TerminalBench2EvalEnv.config_init()
+    env = TerminalBench2EvalEnv(config.model_copy(update={"force_build": True}), servers, testing=True)
+    with pytest.raises(ValueError, match="force_build=True is not supported"):
+        asyncio.run(env.setup())

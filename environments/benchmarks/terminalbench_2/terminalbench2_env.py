@@ -124,6 +124,9 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
         return path
 
     async def setup(self) -> None:
+        if self.config.force_build:
+            raise ValueError("force_build=True is not supported by hermes-console (task images are not built from "
+                             "their Dockerfiles here); use the prebuilt docker_image of each task (force_build=False)")
         # A sandbox must outlive the longest task (the reaper would take it mid-task).
         lifetime = int(self.config.task_timeout) + 120
         self.config.terminal_lifetime = lifetime
