@@ -94,13 +94,15 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     assert {k: v["reward"] for k, v in rows.items()} == {
         "answer-42": 1.0, "shout": 1.0, "wrong-answer": 0.0, "slow-task": 0.0}
     assert rows["slow-task"]["timed_out"] and rows["slow-task"]["error"] == "timeout (15s)"
-    assert list(rows)[-1] == "slow-task"
+    assert list(rows)[-1] == "slow-task"  # first in the dataset, last to finish
     assert all(not rows[k].get("timed_out") and rows[k]["turns_used"] > 0 for k in ("answer-42", "shout", "wrong-answer"))
 
     [metrics_file] = list(tmp_path.glob("*/evals/*/metrics.json"))
     metrics = json.loads(metrics_file.read_text())["results"]["all"]
     assert metrics["eval/pass_rate"] == 0.5 and metrics["eval/total_tasks"] == 4
     assert metrics["eval/timed_out_tasks"] == 1
+    [samples] = list(tmp_path.glob("*/evals/*/samples.jsonl"))  # evaluate_log's own copy
+    assert len(samples.read_text().splitlines()) == 4
     assert (metrics["eval/pass_rate_basics"], metrics["eval/pass_rate_files"], metrics["eval/pass_rate_system"]) == (
         1.0, 0.0, 0.0)
 

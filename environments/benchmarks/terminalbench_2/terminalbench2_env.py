@@ -78,6 +78,7 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
                  testing: bool = False) -> None:
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
         self.all_eval_items: List[Dict[str, Any]] = []
+        self.eval_items: List[Dict[str, Any]] = []
         self._cursor = 0
         self.last_eval_metrics: Dict[str, float] = {}
         self.results_file: Optional[Path] = None
@@ -135,11 +136,11 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
         source = self.config.dataset_name or str(FIXTURE_PATH)
         items = await asyncio.to_thread(load_items, source, self.config.dataset_split)
         self.all_eval_items = self._select(items)
+        self.eval_items = self.all_eval_items  # the console's eval progress reads its length
         if not self.all_eval_items:
             raise ValueError(f"{source}: no tasks left after task_filter={self.config.task_filter!r} / "
                              f"skip_tasks={self.config.skip_tasks!r}")
-        self.results_file = self._open_results()
-        logger.info("%s: %d task(s); results stream to %s", self.name, len(self.all_eval_items), self.results_file)
+        logger.info("%s: %d task(s) from %s", self.name, len(self.all_eval_items), source)
 
     # Training is not what this env is for (upstream stubs these too).
     async def get_next_item(self) -> Dict[str, Any]:
@@ -273,6 +274,9 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
     async def evaluate(self, *args: Any, **kwargs: Any) -> Dict[str, float]:
         if not self.all_eval_items:
             await self.setup()
+        # one results file per evaluation (an env can be evaluated more than once in the console)
+        self.results_file = self._open_results()
+        logger.info("%s: results stream to %s", self.name, self.results_file)
         start = time.time()
         limit = self.config.eval_concurrency or self.config.max_concurrent_tasks
         semaphore = asyncio.Semaphore(max(1, int(limit)))
