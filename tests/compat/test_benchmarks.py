@@ -121,3 +121,53 @@ def test_force_build_is_refused_with_the_reason():
     env = TerminalBench2EvalEnv(config.model_copy(update={"force_build": True}), servers, testing=True)
     with pytest.raises(ValueError, match="force_build=True is not supported"):
         asyncio.run(env.setup())
+
+
+def test_local_backend_is_refused_because_task_paths_are_absolute():
+    import asyncio
+
+    from environments.benchmarks.terminalbench_2.terminalbench2_env import TerminalBench2EvalEnv
+
+    config, servers = TerminalBench2EvalEnv.config_init()
+    env = TerminalBench2EvalEnv(config.model_copy(update={"terminal_backend": "local"}), servers, testing=True)
+    with pytest.raises(ValueError, match="terminal_backend 'local' cannot run TerminalBench tasks"):
+        asyncio.run(env.setup())
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
+def test_cancelling_an_evaluation_cleans_up_every_task(sim, tmp_path):
+    """Ctrl+C / stop mid-run: the running tasks (a `sleep 45` among them) end, their sandboxes close."""
+    import asyncio
+    import time
+
+    from environments import sandboxes
+    from environments.atropos_compat import DEFAULT_TIMEOUT_S
+    from environments.benchmarks.terminalbench_2.terminalbench2_env import TerminalBench2EvalEnv
+    from environments.hermes_base_env import APIServerConfig
+    from environments.task_overrides import list_task_env_overrides
+
+    results = tmp_path / "results.jsonl"
+    config, _ = TerminalBench2EvalEnv.config_init()
+    config = config.model_copy(update={"terminal_backend": "bwrap", "results_path": str(results)})
+    servers = [APIServerConfig(base_url=f"{sim.base_url}/v1", model_name="hermes-sim", api_key="x",
+                               server_type="openai", health_check=False, timeout=DEFAULT_TIMEOUT_S)]
+    env = TerminalBench2EvalEnv(config, servers)
+
+    def lines() -> int:
+        return len(results.read_text().splitlines()) if results.exists() else 0
+
+    async def run() -> None:
+        await env.setup()
+        task = asyncio.ensure_future(env.evaluate())
+        deadline = time.monotonic() + 60
+        while lines() < 3 and time.monotonic() < deadline and not task.done():
+            await asyncio.sleep(0.1)
+        assert lines() == 3 and not task.done()  # the three quick tasks are in; `sleep 45` still runs
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert list_task_env_overrides() == {}
+    assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
+    assert wait_no_children(20) == []

@@ -128,6 +128,10 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
         if self.config.force_build:
             raise ValueError("force_build=True is not supported by hermes-console (task images are not built from "
                              "their Dockerfiles here); use the prebuilt docker_image of each task (force_build=False)")
+        if self.config.terminal_backend == "local":
+            # Tasks and test.sh use absolute paths (/app, /tests, /logs): on local they would hit the host.
+            raise ValueError("terminal_backend 'local' cannot run TerminalBench tasks (their absolute paths /app, "
+                             "/tests and /logs/verifier would be the host's); use terminal_backend bwrap or docker")
         # A sandbox must outlive the longest task (the reaper would take it mid-task).
         lifetime = int(self.config.task_timeout) + 120
         self.config.terminal_lifetime = lifetime
