@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-FIXTURE_PATH = Path(__file__).with_name("fixture") / "tasks.jsonl"
+FIXTURE_PATH = Path(__file__).with_name("fixture_tasks.jsonl")
 REQUIRED_FIELDS = ("task_name", "instruction", "test_sh")
 
 
