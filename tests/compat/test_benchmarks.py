@@ -79,7 +79,7 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     results = tmp_path / "results.jsonl"
     spec = RunSpec(env="environments.benchmarks.terminalbench_2", mode="evaluate", runs_dir=str(tmp_path), flags=[
         "--openai.base_url", f"{sim.base_url}/v1", "--env.terminal_backend", "bwrap",
-        "--env.task_timeout", "15", "--env.results_path", str(results),
+        "--env.task_timeout", "20", "--env.results_path", str(results),
     ])
     p = host_runs(spec)
     p.until(lambda s: s.status in ("finished", "failed", "stopped"), 120, "the evaluation to finish")
@@ -93,9 +93,14 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     assert len(results.read_text().splitlines()) == 4
     assert {k: v["reward"] for k, v in rows.items()} == {
         "answer-42": 1.0, "shout": 1.0, "wrong-answer": 0.0, "slow-task": 0.0}
-    assert rows["slow-task"]["timed_out"] and rows["slow-task"]["error"] == "timeout (15s)"
+    assert rows["slow-task"]["timed_out"] and rows["slow-task"]["error"] == "timeout (20s)"
     assert list(rows)[-1] == "slow-task"  # first in the dataset, last to finish
     assert all(not rows[k].get("timed_out") and rows[k]["turns_used"] > 0 for k in ("answer-42", "shout", "wrong-answer"))
+
+    # the console saw each task as a rollout (eval progress, drill-down)
+    finished = {e.rollout_id: e for e in p.of("rollout_finished")}
+    assert sorted(e.reward for e in finished.values()) == [0.0, 0.0, 1.0, 1.0]
+    assert {e.rollout_id for e in p.of("rollout_started")} == set(finished)
 
     [metrics_file] = list(tmp_path.glob("*/evals/*/metrics.json"))
     metrics = json.loads(metrics_file.read_text())["results"]["all"]

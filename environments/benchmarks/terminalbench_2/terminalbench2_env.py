@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from pydantic import Field
 
+from environments import events
 from environments.atropos_compat import DEFAULT_BASE_URL, DEFAULT_MODEL_NAME, DEFAULT_TIMEOUT_S
 from environments.benchmarks.terminalbench_2.tasks import (
     FIXTURE_PATH,
@@ -206,8 +207,8 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
     async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: ToolContext) -> float:
         return await asyncio.to_thread(self._run_tests, item, ctx)
 
-    async def rollout_and_score_eval(self, item: Dict[str, Any]) -> Dict[str, Any]:
-        task_id = f"tb2-{uuid.uuid4().hex[:12]}"
+    async def rollout_and_score_eval(self, item: Dict[str, Any], task_id: Optional[str] = None) -> Dict[str, Any]:
+        task_id = task_id or f"tb2-{uuid.uuid4().hex[:12]}"
         register_task_env_overrides(task_id, self._overrides(item))
         ctx = ToolContext(task_id)
         loop = asyncio.get_running_loop()
@@ -247,13 +248,24 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
     async def _one(self, item: Dict[str, Any], semaphore: asyncio.Semaphore) -> Dict[str, Any]:
         async with semaphore:
             started = time.monotonic()
+            task_id, group_id = f"tb2-{uuid.uuid4().hex[:12]}", f"eval-{item['task_name']}"
+            if events.active:  # the console shows eval tasks like rollouts (progress, drill-down)
+                events.emit(events.RolloutStarted(rollout_id=task_id, group_id=group_id,
+                                                  item_summary=str(item["task_name"])))
             try:
-                record = await asyncio.wait_for(self.rollout_and_score_eval(item), timeout=self.config.task_timeout)
+                record = await asyncio.wait_for(self.rollout_and_score_eval(item, task_id),
+                                                timeout=self.config.task_timeout)
             except asyncio.TimeoutError:
                 record = {"task_name": item["task_name"], "category": item.get("category") or "uncategorized",
                           "passed": False, "reward": 0.0, "timed_out": True,
                           "error": f"timeout ({self.config.task_timeout}s)"}
             record["duration_s"] = round(time.monotonic() - started, 3)
+            if events.active:
+                events.emit(events.RolloutFinished(
+                    rollout_id=task_id, group_id=group_id, reward=float(record["reward"]),
+                    turns_used=int(record.get("turns_used") or 0),
+                    finished_naturally=bool(record.get("finished_naturally")),
+                    duration_s=record["duration_s"], error=record.get("error")))
         await asyncio.to_thread(self._save_result, record)
         return record
 
