@@ -176,3 +176,12 @@ def test_cancelling_an_evaluation_cleans_up_every_task(sim, tmp_path):
     assert list_task_env_overrides() == {}
     assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
     assert wait_no_children(20) == []
+
+
+def test_console_loader_resolves_each_benchmark_package_to_its_env():
+    from environments.benchmarks.tblite.tblite_env import TBLiteEvalEnv
+    from environments.benchmarks.terminalbench_2.terminalbench2_env import TerminalBench2EvalEnv
+    from hermes_console.runtime.loader import load_env_class
+
+    assert load_env_class("environments.benchmarks.terminalbench_2") is TerminalBench2EvalEnv
+    assert load_env_class("environments.benchmarks.tblite") is TBLiteEvalEnv
