@@ -1,0 +1,1 @@
+"""TBLite evaluation env (a TerminalBench-2 variant): ``tblite_env.TBLiteEvalEnv``."""
