@@ -1,0 +1,26 @@
+"""A real single-node Slurm cluster for the session (skipped, with the reason, when it cannot run)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tests.slurm.slurm_cluster import ClusterUnavailable, SlurmCluster
+
+# The hosts' drain deadline is KillWait - 5 s (deploy/slurm/hermes-hosts.sbatch): room for a
+# group in flight on a loaded machine, short enough that teardown never waits long.
+KILL_WAIT_S = 20
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    cluster = SlurmCluster(kill_wait_s=KILL_WAIT_S)
+    try:
+        cluster.start()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no single-node Slurm cluster here: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,212 @@
+"""deploy/slurm/hermes-hosts.sbatch on a real single-node Slurm cluster: a 2-task array of headless
+serve hosts against a real run-api, the simulator and a stand-in trainer that pulls every group.
+
+Oracles are outside the hosts: Slurm's own job states, the trainer's received groups (hashed)
+against each host's groups.jsonl / unsent.jsonl, run-api's env weights (``/status-env``, which
+only count connected envs), and the hosts' event logs read as plain JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Set
+
+import pytest
+
+from hermes_console.sim.config import LatencyConfig, SimConfig
+from hermes_console.sim.server import SimServer
+from tests.faults.cli_stop_helpers import assert_every_item_accounted, cli_env, whole_lines
+from tests.scaleout.scaleout_helpers import VENV_BIN, RunAPI
+
+pytestmark = pytest.mark.timeout(420)
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "deploy" / "slurm" / "hermes-hosts.sbatch"
+GROUP_SIZE = 2
+WAIT_S = 180.0  # generous: two hosts import, load and roll out on a loaded 2-core machine
+SHARD_SOURCE = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"
+EPOCH = 22  # terminal_tasks items; each epoch is reshuffled, so items are disjoint within one epoch
+
+
+def _http(url: str, body: Optional[Dict[str, Any]] = None, method: str = "GET") -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _hash(group: Dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
+
+
+class PullingTrainer:
+    """A stand-in trainer: registers (batch = one group, so every queued group can be pulled),
+    then takes batches from run-api until told to stop and the queue is empty."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.groups: List[Dict[str, Any]] = []
+        self.error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        _http(f"{url}/register", method="POST", body={
+            "wandb_group": "g", "wandb_project": "p", "batch_size": GROUP_SIZE, "max_token_len": 100_000,
+            "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": 100_000})
+        self._thread = threading.Thread(target=self._run, name="pulling-trainer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = _http(f"{self.url}/batch").get("batch")
+                if batch:
+                    self.groups.extend(batch)
+                else:
+                    time.sleep(0.1)
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.error = exc
+
+    def finish(self) -> List[str]:
+        """Pull until run-api's own queue count is 0; the hashes of every group received."""
+        _until(lambda: self.error is not None or _http(f"{self.url}/status")["queue_size"] == 0, 60,
+               "the trainer to empty run-api's queue")
+        self._stop.set()
+        self._thread.join(15)
+        assert self.error is None, f"the trainer failed: {self.error!r}"
+        assert _http(f"{self.url}/status")["queue_size"] == 0
+        return [_hash(g) for g in self.groups]
+
+
+def _until(pred: Callable[[], bool], timeout: float, what: str, on_timeout: Callable[[], str] = lambda: "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{on_timeout()}")
+
+
+class Task:
+    """What one array task left on disk: job output, event log, run dir."""
+
+    def __init__(self, job_dir: Path, out_dir: Path, index: int) -> None:
+        self.index = index
+        self.dir = job_dir / f"task-{index}"
+        self.out = out_dir / f"task-{index}.out"
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") if self.out.exists() else "(no job output yet)"
+
+    def events(self) -> List[Dict[str, Any]]:
+        """Every whole line of the (plain, flushed as it goes) event log; a torn last line is skipped."""
+        path = self.dir / "events.jsonl"
+        if not path.exists():
+            return []
+        text = path.read_text(errors="replace")
+        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+
+    def trainer(self) -> Dict[str, Any]:
+        statuses = [e for e in self.events() if e["kind"] == "trainer_status"]
+        return statuses[-1] if statuses else {}
+
+    def in_flight(self) -> int:
+        events = self.events()
+        ended = {"item_completed", "item_dropped", "item_failed", "item_cancelled"}
+        return sum(e["kind"] == "item_received" for e in events) - sum(e["kind"] in ended for e in events)
+
+    def run_file(self, name: str) -> Path:
+        [path] = list((self.dir / "runs").glob(f"*/{name}")) or [self.dir / "runs" / "missing" / name]
+        return path
+
+
+def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
+    env = cli_env()
+    env.update({
+        "HERMES_BIN": str(VENV_BIN / "hermes-console"),  # the job must find this checkout's venv
+        "HERMES_RUN_API_URL": api.url, "HERMES_OPENAI_URL": f"{sim.base_url}/v1",
+        "HERMES_JOB_DIR": str(tmp_path / "job"), "HERMES_RECORD": "events.jsonl", "HERMES_PROGRESS_EVERY": "2",
+    })
+    host_flags = ["--env.total_steps", "100000", "--env.group_size", str(GROUP_SIZE), "--env.max_agent_turns", "4",
+                  "--openai.timeout", "30", "--max-in-flight", "2"]
+    return cluster.sbatch(SCRIPT, ["--array=0-1", f"--output={tmp_path}/task-%a.out", f"--chdir={tmp_path}"],
+                          host_flags, env=env, cwd=tmp_path)
+
+
+def _weight(api: RunAPI, env_id: int) -> float:
+    return float(_http(f"{api.url}/status-env", body={"env_id": env_id})["env_weight"])
+
+
+def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm_cluster, tmp_path):
+    cluster = slurm_cluster
+    sim = SimServer(SimConfig(seed=7, port=0, latency=LatencyConfig(mode="fixed", mean_ms=150.0)))
+    sim.start()
+    api = RunAPI(tmp_path).start()
+    job = ""
+    try:
+        trainer = PullingTrainer(api.url)
+        job = _submit(cluster, tmp_path, sim, api)
+        tasks = [Task(tmp_path / "job", tmp_path, i) for i in (0, 1)]
+
+        def show() -> str:
+            return "\n".join(f"--- task {t.index} output:\n{t.output()[-2500:]}" for t in tasks)
+
+        # Both hosts registered and confirmed groups; task 1 has work in flight: cancel it now.
+        _until(lambda: all(t.trainer().get("groups_sent", 0) >= 1 for t in tasks) and tasks[1].in_flight() >= 1,
+               WAIT_S, "both hosts sending, task 1 with a group in flight", show)
+        env_ids = {t.index: t.trainer()["env_id"] for t in tasks}
+        assert sorted(env_ids.values()) == [0, 1], env_ids
+        assert _weight(api, env_ids[0]) == pytest.approx(0.5)  # run-api counts two connected envs
+        cluster.run("scancel", f"{job}_1")
+        _until(lambda: 1 not in cluster.tasks(job), cluster.kill_wait_s + WAIT_S, "task 1 to end", show)
+        assert cluster.job_field(f"{job}_1", "JobState") == "CANCELLED"
+        assert cluster.tasks(job).get(0) == "RUNNING", show()  # the other host goes on...
+        # ...and now holds the whole weight: the cancelled host sent /disconnect-env on its way out
+        _until(lambda: _weight(api, env_ids[0]) == pytest.approx(1.0), 30, "run-api to drop the cancelled env", show)
+        assert tasks[0].trainer()["state"] != "error"
+
+        cluster.run("scancel", job)  # the rest of the job: the same drain
+        _until(lambda: not cluster.tasks(job), cluster.kill_wait_s + WAIT_S, "task 0 to end", show)
+        received = trainer.finish()
+    finally:
+        if job:
+            cluster.run("scancel", job, check=False)
+        api.stop()
+        sim.stop()
+
+    # Every group the trainer received, exactly once; each from exactly one host.
+    assert len(received) == len(set(received)), "the trainer received a group twice"
+    kept: Dict[int, Set[str]] = {}
+    for t in tasks:
+        out = t.output()
+        assert "host exited with code 143" in out, out[-3000:]  # SIGTERM'd, drained, exited by itself
+        assert f"{t.index}/2 ({SHARD_SOURCE})" in out, out[-3000:]  # the shard, in the summary
+        events = t.events()
+        started = [e for e in events if e["kind"] == "run_configured"]
+        assert started and started[-1]["shard"] == f"{t.index}/2 ({SHARD_SOURCE})"
+        statuses = [e["status"] for e in events if e["kind"] == "runtime_status"]
+        assert "stopping" in statuses and statuses[-1] == "stopped", statuses[-5:]
+        assert_every_item_accounted(events)  # each item received has exactly one outcome
+
+        jsonl = [_hash(json.loads(line)) for line in whole_lines(t.run_file("groups.jsonl"))]
+        assert len(jsonl) == len(set(jsonl))
+        unsent_path = t.run_file("unsent.jsonl")
+        spool = {_hash(r["group"]): r["outcome"] for r in map(json.loads, whole_lines(unsent_path))}
+        kept[t.index] = set(jsonl)
+        # never silently lost: a kept group reached the trainer, or is in the spool with its outcome
+        lost = [h for h in jsonl if h not in received and h not in spool]
+        assert not lost, f"task {t.index}: {len(lost)} kept group(s) neither received nor recorded undelivered"
+        # never delivered when recorded as not delivered (only 'unknown' may have arrived)
+        wrongly = [h for h, outcome in spool.items() if h in received and outcome != "unknown"]
+        assert not wrongly, f"task {t.index}: groups recorded {set(spool.values())} reached the trainer"
+        confirmed = t.trainer()["groups_sent"]
+        assert len(set(jsonl) & set(received)) >= confirmed >= 1
+
+    assert not kept[0] & kept[1], "both hosts produced the same group"
+    assert set(received) <= kept[0] | kept[1], "the trainer received a group no host wrote"
+    items = [[e["item_summary"] for e in t.events() if e["kind"] == "item_received"] for t in tasks]
+    half = EPOCH // 2
+    assert not set(items[0][:half]) & set(items[1][:half]), items  # disjoint shares of the item sequence
