@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench screenshots sandbox-tools lock clean
+.PHONY: demo test bench screenshots sandbox-tools slurm-tools lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,10 +22,18 @@ sandbox-tools:
 	      || echo "note: could not install bubblewrap; bwrap sandbox tests will be skipped"; \
 	  else echo "note: bubblewrap missing and not root; bwrap sandbox tests will be skipped"; fi; }
 
+# Slurm + munge back the single-node cluster of tests/slurm (the deploy/slurm recipe, for real).
+slurm-tools: sandbox-tools  # after it: two apt-get runs at once (make -j) would fight over the dpkg lock
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >/dev/null 2>&1 \
+	      || echo "note: could not install slurm-wlm/munge; Slurm tests will be skipped"; \
+	  else echo "note: slurm-wlm/munge missing and not root; Slurm tests will be skipped"; fi; }
+
 demo: $(STAMP)
 	$(BIN)/hermes-console demo
 
-test: $(STAMP) sandbox-tools
+test: $(STAMP) sandbox-tools slurm-tools
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
