@@ -168,7 +168,8 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
         _until(lambda: _weight(api, env_ids[0]) == pytest.approx(1.0), 30, "run-api to drop the cancelled env", show)
         assert tasks[0].trainer()["state"] != "error"
 
-        cluster.run("scancel", job)  # the rest of the job: the same drain
+        # The gentle stop: only the batch shell is signalled, and it passes one SIGTERM to the host.
+        cluster.run("scancel", "--batch", "--signal=USR1", f"{job}_0")
         _until(lambda: not cluster.tasks(job), cluster.kill_wait_s + WAIT_S, "task 0 to end", show)
         received = trainer.finish()
     finally:
@@ -183,6 +184,7 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
     for t in tasks:
         out = t.output()
         assert "host exited with code 143" in out, out[-3000:]  # SIGTERM'd, drained, exited by itself
+        assert ("SIGUSR1: stopping the host" in out) == (t.index == 0), out[-3000:]
         assert f"{t.index}/2 ({SHARD_SOURCE})" in out, out[-3000:]  # the shard, in the summary
         events = t.events()
         started = [e for e in events if e["kind"] == "run_configured"]
