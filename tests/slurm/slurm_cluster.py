@@ -334,9 +334,11 @@ def main() -> int:
     except ClusterUnavailable as exc:
         print(f"cannot start the cluster: {exc}")
         return 1
-    print(f"single-node Slurm cluster up ({cluster.cpus} CPUs), logs in {cluster.root}\n"
-          f"  export SLURM_CONF={cluster.conf}\nCtrl-C stops it.", flush=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops the cluster too
+    print(f"single-node Slurm cluster up ({cluster.cpus} CPUs, KillWait {cluster.kill_wait_s}s), files in {cluster.root}"
+          f"\n  export SLURM_CONF={cluster.conf}\nCtrl-C (or kill {os.getpid()}) stops it; the directory is kept for its logs.",
+          flush=True)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # also when started in the background (SIGINT ignored)
+        signal.signal(signum, signal.default_int_handler)
     try:
         signal.pause()
     except KeyboardInterrupt:

@@ -30,7 +30,13 @@ SCRIPT = REPO / "deploy" / "slurm" / "hermes-hosts.sbatch"
 GROUP_SIZE = 2
 WAIT_S = 180.0  # generous: two hosts import, load and roll out on a loaded 2-core machine
 SHARD_SOURCE = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"
-EPOCH = 22  # terminal_tasks items; each epoch is reshuffled, so items are disjoint within one epoch
+TASKS = REPO / "environments" / "terminal_tasks" / "tasks.jsonl"
+
+
+def _train_task_ids() -> List[str]:
+    """The env's items (one epoch of its sequence; each epoch is reshuffled), read from its data file."""
+    rows = [json.loads(line) for line in TASKS.read_text().splitlines() if line.strip()]
+    return [r["task_id"] for r in rows if r["split"] == "train"]
 
 
 def _http(url: str, body: Optional[Dict[str, Any]] = None, method: str = "GET") -> Any:
@@ -209,6 +215,10 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
 
     assert not kept[0] & kept[1], "both hosts produced the same group"
     assert set(received) <= kept[0] | kept[1], "the trainer received a group no host wrote"
+    # Disjoint shares of the item sequence: within an epoch, each host takes every other item.
     items = [[e["item_summary"] for e in t.events() if e["kind"] == "item_received"] for t in tasks]
-    half = EPOCH // 2
-    assert not set(items[0][:half]) & set(items[1][:half]), items  # disjoint shares of the item sequence
+    epoch = _train_task_ids()
+    half = len(epoch) // 2
+    assert all(i in epoch for share in items for i in share), items
+    assert not set(items[0][:half]) & set(items[1][:half]), items
+    assert all(len(set(share[:half])) == len(share[:half]) for share in items), items
