@@ -135,6 +135,7 @@ def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
         "HERMES_BIN": str(VENV_BIN / "hermes-console"),  # the job must find this checkout's venv
         "HERMES_RUN_API_URL": api.url, "HERMES_OPENAI_URL": f"{sim.base_url}/v1",
         "HERMES_JOB_DIR": str(tmp_path / "job"), "HERMES_RECORD": "events.jsonl", "HERMES_PROGRESS_EVERY": "2",
+        "COLUMNS": "120",  # the summary table's width, whatever the terminal running the tests
     })
     host_flags = ["--env.total_steps", "100000", "--env.group_size", str(GROUP_SIZE), "--env.max_agent_turns", "4",
                   "--openai.timeout", "30", "--max-in-flight", "2"]
