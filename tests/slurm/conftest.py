@@ -8,9 +8,9 @@ import pytest
 
 from tests.slurm.slurm_cluster import ClusterUnavailable, SlurmCluster
 
-# The hosts' drain deadline is KillWait - 5 s (deploy/slurm/hermes-hosts.sbatch): room for a
-# group in flight on a loaded machine, short enough that teardown never waits long.
-KILL_WAIT_S = 20
+# The hosts' drain deadline is then 23 s, and 7 s are left for the exit
+# (deploy/slurm/hermes-hosts.sbatch). Teardown waits this long only for a job that hangs.
+KILL_WAIT_S = 30
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,7 @@ def test_one_task_runs_a_serve_host_with_its_own_dirs_and_a_drain_inside_killwai
     assert argv[:5] == ["run", "environments.terminal_tasks", "--headless", "--mode", "serve"], argv
     assert _flag(argv, "--runs-dir") == str(job_dir / "task-1" / "runs")
     assert _flag(argv, "--record") == str(job_dir / "task-1" / "events.jsonl.gz")
-    assert _flag(argv, "--drain-deadline") == "7"  # KillWait 12 s - 5 s: done before Slurm's SIGKILL
+    assert _flag(argv, "--drain-deadline") == "7"  # KillWait 12 s - max(5 s, 12/4 s): done before Slurm's SIGKILL
     assert _flag(argv, "--env.rollout_server_url") == "http://10.0.0.1:8000"
     assert _flag(argv, "--openai.base_url") == "http://10.0.0.2:9000/v1"
     assert argv[-2:] == ["--env.group_size", "8"] and "--shard" not in argv  # the shard comes from Slurm's vars
