@@ -9,6 +9,7 @@ import os
 import socket
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -22,11 +23,17 @@ pytestmark = pytest.mark.timeout(120)
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "hermes-hosts.sbatch"
 
 FAKE_HOST = r"""#!/bin/bash
+if [ "$1" = sim ]; then echo "hermes-sim listening on http://127.0.0.1:5555"; exec sleep 60; fi
 printf '%s\n' "$@" > "$FAKE_ARGV"
 while [ $# -gt 0 ]; do [ "$1" = --runs-dir ] && runs=$2; shift; done
 mkdir -p "$runs/run-1" && echo '{"address": "0.0.0.0:4242"}' > "$runs/run-1/listen.json"
 sleep 1.5
 exit 3
+"""
+
+# run-api stand-in: any HTTP answer on /status will do for the script's readiness check
+FAKE_RUN_API = """#!/bin/sh
+exec python3 -m http.server --bind "$2" "$4"
 """
 
 FAKE_SCONTROL = """#!/bin/sh
@@ -37,7 +44,7 @@ echo "KillWait                = 12 sec"
 def _run_task(tmp_path: Path, **extra: str) -> Tuple[subprocess.CompletedProcess, List[str], Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("hermes-console", FAKE_HOST), ("scontrol", FAKE_SCONTROL)):
+    for name, text in (("hermes-console", FAKE_HOST), ("scontrol", FAKE_SCONTROL), ("run-api", FAKE_RUN_API)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env: Dict[str, str] = {
@@ -83,6 +90,29 @@ def test_listen_flags_token_and_the_attach_command(tmp_path):
     assert (job_dir / "task-1.addr").read_text().strip() == addr
     assert f"attach {addr} --token-file {token}" in out, out
     assert f"attach $(cat {job_dir}/task-*.addr) --token-file {token}" in out, out
+
+
+def test_task_0_starts_run_api_and_a_simulator_and_stops_them(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done, argv, job_dir = _run_task(tmp_path, SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_TASK_COUNT="1",
+                                    HERMES_RUN_API_URL="", HERMES_OPENAI_URL="", HERMES_SIM="1",
+                                    HERMES_RUN_API_BIND="127.0.0.1", HERMES_RUN_API_PORT=str(port))
+    out = done.stdout + done.stderr
+    url = f"http://127.0.0.1:{port}"
+    assert done.returncode == 3, out
+    assert _flag(argv, "--env.rollout_server_url") == url and (job_dir / "run-api.url").read_text().strip() == url
+    assert _flag(argv, "--openai.base_url") == "http://127.0.0.1:5555/v1"
+    assert f"started run-api at {url}" in out
+    end = time.monotonic() + 30  # the job's run-api is stopped when the task ends
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"run-api still answers on {url} after the task ended")
 
 
 @pytest.mark.parametrize("drop,expected", [
