@@ -23,7 +23,7 @@ from hermes_console.sim.server import SimServer
 from tests.faults.cli_stop_helpers import assert_every_item_accounted, cli_env, whole_lines
 from tests.scaleout.scaleout_helpers import VENV_BIN, RunAPI
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = pytest.mark.timeout(600)  # includes the session fixture: apt install (<=180 s) + start
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "slurm" / "hermes-hosts.sbatch"
