@@ -277,6 +277,8 @@ class Listener:
         self.runtime.queue.add_tap(self._inbox.append)
 
     def start(self, timeout: float = 15.0) -> str:
+        self._started.clear()
+        self._error = None
         self._thread = threading.Thread(target=self._thread_main, name="hermes-listener", daemon=True)
         self._thread.start()
         if not self._started.wait(timeout):
