@@ -26,6 +26,7 @@ from textual.widgets import Footer, Static
 from hermes_console.remote.client import FleetRuntime, HostLink, parse_targets
 from hermes_console.runtime.listener import read_token_file, trainer_counts
 from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui import app as ui_app
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.format import head
@@ -130,6 +131,11 @@ class HostErrorsTable(KeyedTable):
 
 
 class FleetScreen(Screen[None]):
+    DEFAULT_CSS = """
+    FleetScreen #fleet-title { height: 1; padding: 0 1; }
+    FleetScreen KeyedTable { border: round $primary; height: auto; max-height: 14; }
+    FleetScreen Horizontal { height: auto; }
+    """
     BINDINGS = [
         Binding("p", "pause_host", "Pause host", id="fleet-pause-host"),
         Binding("a", "pause_all", "Pause all", id="fleet-pause-all"),
@@ -210,6 +216,12 @@ class FleetScreen(Screen[None]):
         if h is not None:
             self.console.show_host(h.index)
 
+    def on_data_table_row_selected(self, event: Any) -> None:
+        """``enter`` on a host row (the table takes the key itself and says so with this message)."""
+        if isinstance(event.data_table, HostsTable):
+            event.stop()
+            self.action_filter_host()
+
     def action_all_hosts(self) -> None:
         self.console.show_host(None)
 
@@ -235,6 +247,7 @@ class FleetConsoleApp(ConsoleApp):
     """ConsoleApp over a :class:`FleetRuntime`; ``self.state`` is the merged state or one host's."""
 
     BINDINGS = [*ConsoleApp.BINDINGS, Binding("h", "show_hosts", "Hosts", id="fleet-hosts")]
+    CSS_PATH = str(Path(ui_app.__file__).with_name("console.tcss"))  # the console's own look
 
     def __init__(self, fleet: FleetRuntime, *, config: Optional[ConsoleConfig] = None, now: Any = None) -> None:
         super().__init__(fleet, config=config, now=now)
