@@ -183,3 +183,19 @@ def test_wrong_token_is_refused_by_attach(tmp_path: Path) -> None:
     finally:
         fleet.stop().result(10)
         listener.stop()
+
+
+def test_cli_flags_are_checked_before_anything_starts(tmp_path: Path, capsys) -> None:
+    from hermes_console.cli import main
+
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    run = ["run", "environments.terminal_tasks", "--headless", "--runs-dir", str(tmp_path)]
+    assert main([*run, "--listen-token-file", str(token)]) == 2
+    assert "--listen-token-file needs --listen" in capsys.readouterr().err
+    assert main([*run, "--listen", "0.0.0.0:0"]) == 2
+    assert "reachable from other machines" in capsys.readouterr().err
+    assert main([*run, "--listen", "localhost:http"]) == 2
+    assert "is not a number" in capsys.readouterr().err
+    assert main(["attach", "127.0.0.1:1", "--token-file", str(tmp_path / "missing")]) == 2
+    assert "--token-file" in capsys.readouterr().err and not list(tmp_path.glob("*/listen.json"))
