@@ -198,10 +198,7 @@ class FleetRuntime:
                         raise _Retry()
                     if resp.status != 200:
                         raise OSError(f"HTTP {resp.status} from /events")
-                    async for raw in resp.content:
-                        line = raw.strip()
-                        if not line:
-                            continue
+                    async for line in _lines(resp.content):
                         msg = json.loads(line)
                         if "event" in msg:
                             since = int(msg["seq"])
@@ -428,6 +425,17 @@ class FleetRuntime:
     def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
         return self.command("sandbox_details", {"task_id": task_id}, host=self._sandbox_host(task_id),
                             combine=lambda r: next(iter(r.values())))
+
+
+async def _lines(stream: Any) -> Any:
+    """Whole lines of a chunked body, however long (aiohttp's own line reader has a size limit)."""
+    buf = b""
+    async for chunk in stream.iter_any():
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
 
 
 class _Retry(Exception):

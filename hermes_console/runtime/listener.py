@@ -58,7 +58,7 @@ PUMP_S = 0.1  # how often new events are moved from the tap to clients
 PING_S = 2.0
 MAX_CORE_EVENTS = 400_000
 MAX_DETAIL_EVENTS = 20_000
-MAX_CLIENT_BACKLOG = 200_000  # a client this far behind is cut (it reconnects with ?since=)
+MAX_CLIENT_BACKLOG = 3_000  # batches (one per pump, ~5 min): a client this far behind is cut; it reconnects with ?since=
 LATEST_KINDS = {"run_configured": 4, "runtime_status": 64, "trainer_status": 1_000, "wandb_status": 4,
                 "server_stats": 1, "loop_lag": 1, "phase_switch": 16}
 DETAIL_KINDS = {"turn_started", "turn_finished", "tool_call_started", "tool_call_finished",
@@ -383,7 +383,10 @@ class Listener:
             except IndexError:
                 break
             self.seq += 1
-            self.state.apply(event)
+            try:
+                self.state.apply(event)
+            except Exception:  # noqa: BLE001 - /metrics may lag; the stream itself must go on
+                logger.exception("listener: folding %s failed", event.kind)
             self.history.add(self.seq, event)
             batch.append((self.seq, event))
         if not batch:

@@ -199,3 +199,36 @@ def test_cli_flags_are_checked_before_anything_starts(tmp_path: Path, capsys) ->
     assert "is not a number" in capsys.readouterr().err
     assert main(["attach", "127.0.0.1:1", "--token-file", str(tmp_path / "missing")]) == 2
     assert "--token-file" in capsys.readouterr().err and not list(tmp_path.glob("*/listen.json"))
+
+
+def test_a_restarted_host_ends_its_predecessors_groups(tmp_path: Path) -> None:
+    """A new process behind the same address (a new session): the old one's unfinished groups
+    are ended (cancelled, "restarted"), the new one's run is followed from its first event."""
+    sock = tmp_path / "host.sock"
+    old = StandIn()
+    listener = Listener(old, parse_address(f"unix:{sock}"), token=TOKEN)
+    listener.attach()
+    _groups(old.queue, 0, 2)
+    old.queue.push(rev.ItemReceived(group_id="stuck"))
+    listener.start()
+    fleet = FleetRuntime(parse_targets([f"unix:{sock}"]), token=TOKEN)
+    merged = ConsoleState()
+    fleet.start()
+    new_listener = None
+    try:
+        assert wait_until(lambda: (_fleet_state(fleet, merged), merged.accounting.received == 3)[1], 20)
+        listener.stop()
+        new = StandIn()
+        new_listener = Listener(new, parse_address(f"unix:{sock}"), token=TOKEN)
+        new_listener.attach()
+        _groups(new.queue, 100, 1)
+        new_listener.start()
+        assert wait_until(lambda: (_fleet_state(fleet, merged), merged.accounting.received == 4)[1], 30)
+        a = merged.accounting
+        assert (a.completed, a.cancelled, a.in_flight) == (3, 1, 0)
+        assert merged.groups["stuck"].reason == "h0 restarted"
+        assert fleet.hosts[0].state.accounting.received == 1  # the host's own view starts afresh
+    finally:
+        fleet.stop().result(10)
+        if new_listener is not None:
+            new_listener.stop()
