@@ -331,20 +331,17 @@ class FleetRuntime:
 
     # ------------------------------------------------------------------ commands
 
-    def _targets(self, host: Optional[int] = None) -> List[HostLink]:
-        if host is not None:
-            return [self.hosts[host]]
-        if self.selected is not None:
-            return [self.hosts[self.selected]]
-        return list(self.hosts)
-
     def command(self, name: str, args: Optional[Dict[str, Any]] = None, host: Optional[int] = None,
-                combine: Optional[Callable[[Dict[str, Any]], Any]] = None) -> "Future[Any]":
-        """POST /control/NAME to the target hosts (``host``, else the filter, else all
-        connected ones). Resolves with ``combine({label: result})`` or fails naming each host."""
-        targets = self._targets(host)
-        if host is None and self.selected is None:
-            targets = [h for h in targets if h.connected] or targets
+                combine: Optional[Callable[[Dict[str, Any]], Any]] = None,
+                all_hosts: bool = False) -> "Future[Any]":
+        """POST /control/NAME to ``host``, else the filtered host, else (or with ``all_hosts``)
+        every connected one. Resolves with ``combine({label: result})`` or fails naming each host."""
+        if host is not None:
+            targets = [self.hosts[host]]
+        elif self.selected is not None and not all_hosts:
+            targets = [self.hosts[self.selected]]
+        else:
+            targets = [h for h in self.hosts if h.connected] or list(self.hosts)
         return self._submit(self._command_all(name, args or {}, targets, combine))
 
     async def _command_all(self, name: str, args: Dict[str, Any], targets: List[HostLink],

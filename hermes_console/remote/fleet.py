@@ -207,9 +207,9 @@ class FleetScreen(Screen[None]):
         fleet = self.console.fleet
         live = [h for h in fleet.hosts if h.connected]
         if live and all(h.paused for h in live):
-            self.console.send("resume all", lambda: fleet.command("resume"), success="every host resumed")
+            self.console.send("resume all", lambda: fleet.command("resume", all_hosts=True), success="every host resumed")
         else:
-            self.console.send("pause all", lambda: fleet.command("pause"), success="every host paused")
+            self.console.send("pause all", lambda: fleet.command("pause", all_hosts=True), success="every host paused")
 
     def action_filter_host(self) -> None:
         h = self.selected_host()

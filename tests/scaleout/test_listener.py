@@ -232,3 +232,33 @@ def test_a_restarted_host_ends_its_predecessors_groups(tmp_path: Path) -> None:
         fleet.stop().result(10)
         if new_listener is not None:
             new_listener.stop()
+
+
+def test_commands_go_to_the_filtered_host_or_to_all(tmp_path: Path) -> None:
+    rts, listeners, addrs = [], [], []
+    for i in range(2):
+        rt = StandIn()
+        listener = Listener(rt, parse_address("127.0.0.1:0"), token=TOKEN)
+        listener.attach()
+        addrs.append(listener.start())
+        rts.append(rt)
+        listeners.append(listener)
+    fleet = FleetRuntime(parse_targets(addrs), token=TOKEN)
+    merged = ConsoleState()
+    fleet.start()
+    try:
+        assert wait_until(lambda: (_fleet_state(fleet, merged), all(h.connected for h in fleet.hosts))[1], 20)
+        fleet.selected = 1  # the console shows h1 only: `p` pauses h1 only
+        fleet.pause().result(10)
+        assert [rt.calls for rt in rts] == [[], ["pause"]]
+        fleet.command("resume", all_hosts=True).result(10)
+        assert [rt.calls for rt in rts] == [["resume"], ["pause", "resume"]]
+        fleet.pause(host=0).result(10)
+        assert rts[0].calls == ["resume", "pause"]
+        assert fleet.cancel_in_flight().result(10) == 3  # to the filtered host: its answer
+        fleet.selected = None
+        assert fleet.cancel_in_flight().result(10) == 6  # to all: summed
+    finally:
+        fleet.stop().result(10)
+        for listener in listeners:
+            listener.stop()
