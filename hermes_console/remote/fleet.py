@@ -55,7 +55,7 @@ class HostsTable(KeyedTable):
             errors = sum(v for k, v in s.errors_by_kind.items() if not k.startswith("dropped:"))
             rows[h.label] = (Text(h.label, style="bold"), head(str(h.address), 22),
                              Text(h.link, style=LINK_STYLE.get(h.link, "")),
-                             Text(s.status, style=STATUS_STYLE.get(s.status, "")),
+                             Text(s.status if h.connects else "–", style=STATUS_STYLE.get(s.status, "")),
                              str(acc.received), str(acc.completed), str(acc.failed), str(acc.in_flight),
                              f"{s.rollouts_per_s(now):.2f}", _fmt(s.reward_summary()["mean"]), str(errors))
         self.sync(rows)
@@ -64,7 +64,7 @@ class HostsTable(KeyedTable):
 class TrainerHostsTable(KeyedTable):
     COLUMNS = (("host", "host", 8), ("state", "trainer", 12), ("step", "step", 9), ("sent", "sent", 6),
                ("confirmed", "confirmed", 9), ("unknown", "unknown", 7), ("failed", "failed", 6),
-               ("weight", "weight", 6), ("queue", "own queue", 9))
+               ("weight", "weight", 6), ("queue", "own queue", 9), ("share", "queue share", 11))
 
     def update_from(self, hosts: List[HostLink]) -> None:
         rows = {}
@@ -72,14 +72,15 @@ class TrainerHostsTable(KeyedTable):
             t = h.state.trainer
             if t is None:
                 rows[h.label] = (Text(h.label, style="bold"), Text("none", style="dim"), "–", "0", "0", "0", "0",
-                                 "–", "–")
+                                 "–", "–", "–")
                 continue
             c = trainer_counts(h.state)
             rows[h.label] = (Text(h.label, style="bold"), t.state, f"{t.current_step}/{t.total_steps or '?'}",
                              str(c["sent"]), str(c["confirmed"]),
                              Text(str(c["unknown"]), style="bold yellow" if c["unknown"] else ""),
                              Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
-                             f"{t.env_weight:.2f}", str(t.self_queue_size))
+                             f"{t.env_weight:.2f}", str(t.self_queue_size),
+                             f"{t.self_queue_size / t.total_queue_size:.0%}" if t.total_queue_size else "–")
         self.sync(rows)
 
 
