@@ -256,11 +256,16 @@ class FleetConsoleApp(ConsoleApp):
         self.merged = self.state
         self.title = f"hermes-console attach ({len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''})"
 
-    def _fold(self, events: Iterable[Any]) -> None:
-        for event in events:  # per-host states were folded by FleetRuntime.drain
+    def _fold(self, events: Iterable[Any]) -> int:
+        """Into the merged state, whichever state is shown (per-host states were folded by
+        FleetRuntime.drain). Returns the events applied, as the base class's fold does."""
+        n = 0
+        for event in events:
             self.merged.apply(event)
+            n += 1
             if event.kind == "phase_switch":
                 self._track_switch(event)
+        return n
 
     def show_host(self, index: Optional[int]) -> None:
         """The host filter: the main console shows one host (or all); commands follow it."""
