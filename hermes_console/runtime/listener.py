@@ -108,6 +108,21 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _unix_socket_answers(path: str) -> bool:
+    """Is a live process accepting on this socket path (not just a stale file)?"""
+    if not os.path.exists(path):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
 def parse_address(text: str, what: str = "--listen") -> ListenAddress:
     """``unix:PATH`` | ``HOST:PORT`` | ``PORT`` | ``[IPv6]:PORT``."""
     raw = (text or "").strip()
@@ -336,6 +351,8 @@ class Listener:
             try:
                 if self.address.is_unix:
                     path = self.address.unix_path or ""
+                    if _unix_socket_answers(path):
+                        raise OSError(f"another process is listening on {path}")
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)  # a stale socket of an earlier run
                     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -138,6 +138,8 @@ def test_late_attach_disconnect_and_resume_over_a_unix_socket(tmp_path: Path) ->
     _groups(rt.queue, 0, 5)  # before anyone listens
     listener.start()
     assert stat.S_IMODE(os.stat(sock).st_mode) & 0o077 == 0  # only this user can connect
+    with pytest.raises(UsageError, match="another process is listening"):
+        Listener(StandIn(), parse_address(f"unix:{sock}")).start()  # a live socket is never taken over
     fleet = FleetRuntime(parse_targets([f"unix:{sock}"]), token=TOKEN)
     merged = ConsoleState()
     fleet.start()
