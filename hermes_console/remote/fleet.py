@@ -31,7 +31,7 @@ from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.format import head
 from hermes_console.ui.screens.confirm import ConfirmModal
-from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
+from hermes_console.ui.widgets.keyed_table import KeyedTable
 
 LINK_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "bold red", "refused": "bold red"}
 STATUS_STYLE = {"running": "green", "paused": "yellow", "draining": "yellow", "error": "bold red",

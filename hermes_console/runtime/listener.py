@@ -191,7 +191,7 @@ class History:
 # --------------------------------------------------------------------------- metrics
 
 
-def _metric_name_ok(value: str) -> str:
+def _label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -222,7 +222,7 @@ def render_metrics(state: ConsoleState, name: str, now: float) -> str:
         out.append(f"# HELP {mname} {help_text}")
         out.append(f"# TYPE {mname} {mtype}")
         for labels, value in samples:
-            label_text = ",".join(f'{k}="{_metric_name_ok(str(v))}"' for k, v in labels.items())
+            label_text = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in labels.items())
             out.append(f"{mname}{{{label_text}}} {_num(value)}" if label_text else f"{mname} {_num(value)}")
 
     host = {"host": name}
