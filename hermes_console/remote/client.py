@@ -60,19 +60,37 @@ class HostLink:
 
 
 def parse_targets(texts: List[str]) -> List[Tuple[str, ListenAddress]]:
-    """``[NAME=]ADDR`` each; unnamed hosts are h0, h1, ... in the order given."""
+    """``[NAME=]ADDR`` each (ADDR may be a host's listen.json); unnamed hosts are h0, h1, ..."""
     out: List[Tuple[str, ListenAddress]] = []
     for i, text in enumerate(texts):
         label, sep, addr = text.partition("=")
         if not sep or not label or any(c in label for c in ":/[") or not addr:
             label, addr = f"h{i}", text  # no name given (a path or address may hold "=")
-        out.append((label, parse_address(addr, what="attach")))
+        out.append((label, parse_address(_from_listen_json(addr), what="attach")))
     labels = [label for label, _ in out]
     if len(set(labels)) != len(labels):
         from hermes_console.runtime.errors import UsageError
 
         raise UsageError(f"attach: host names must be unique, got {labels}")
     return out
+
+
+def _from_listen_json(addr: str) -> str:
+    """``runs/<run>/listen.json`` stands for the address written in it (a wildcard bind
+    address becomes the host's name: that is where another machine reaches it)."""
+    if not addr.endswith(".json"):
+        return addr
+    from hermes_console.runtime.errors import UsageError
+
+    try:
+        info = json.loads(open(addr, encoding="utf-8").read())
+        bound = str(info["address"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"attach {addr!r}: not a readable listen.json with an \"address\" ({exc})") from None
+    host, _, port = bound.rpartition(":")
+    if host in ("0.0.0.0", "[::]") and info.get("hostname"):
+        return f"{info['hostname']}:{port}"
+    return bound
 
 
 class FleetRuntime:

@@ -80,6 +80,9 @@ def test_addresses_and_tokens_are_checked(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="reachable from other machines"):
         Listener(StandIn(), parse_address("0.0.0.0:0"))  # no token: refused before binding
     assert [label for label, _ in parse_targets(["127.0.0.1:1", "b=unix:/x=y.sock"])] == ["h0", "b"]
+    (tmp_path / "listen.json").write_text(json.dumps({"address": "0.0.0.0:7070", "hostname": "node12"}))
+    [(_, from_file)] = parse_targets([str(tmp_path / "listen.json")])
+    assert from_file == ListenAddress(host="node12", port=7070)
 
 
 def test_tcp_access_rules_and_metrics(tmp_path: Path) -> None:
