@@ -260,6 +260,8 @@ class FleetRuntime:
                     dirty = True
                 elif event.kind == "log_record":
                     out.append(replace(event, logger=f"{host.label} {event.logger}"))
+                elif event.kind == "run_configured":  # the fleet's run: no one host's shard or jsonl
+                    out.append(replace(event, shard="", jsonl_path=None))
                 else:
                     out.append(event)
             elif what == "link":
