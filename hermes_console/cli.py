@@ -4,6 +4,7 @@
     hermes-console run path/to/env.py[:Class] [--mode process|serve|evaluate] [--config cfg.yaml]
                    [--env.group_size 8 --openai.base_url URL ...] [--headless] [--record FILE]
     hermes-console replay events.jsonl[.gz] [--speed 10] [--headless]
+    hermes-console attach ADDR [ADDR ...] [--token-file FILE]   (hosts started with run --listen ADDR)
     hermes-console sim [--port 9001 ...]
     hermes-console check-data groups.jsonl [--tokenizer DIR] [--tools toolsets] [--group-size N]
 """
@@ -102,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX/HERMES_SHARD_COUNT or RANK/WORLD_SIZE)")
     run.add_argument("--runs-dir", default="runs", help="where run directories are created (default runs/)")
     run.add_argument("--no-server-check", action="store_true", help="skip the reachability check of loopback servers")
+    run.add_argument("--listen", metavar="ADDR", default=None,
+                     help="serve events, controls and /metrics on unix:PATH or [HOST:]PORT (port 0 = any; "
+                          "host defaults to 127.0.0.1); for `hermes-console attach`")
+    run.add_argument("--listen-token-file", metavar="FILE", default=None,
+                     help="token for --listen: required for controls and for reads from other machines")
     _common(run)
 
     replay = sub.add_parser("replay", help="replay a recorded event log (read-only)")
@@ -109,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=_number(float, 0, strict=True), default=None, help="1.0 = real time; default: everything at once")
     replay.add_argument("--headless", action="store_true")
     _keys_flag(replay)
+
+    attach = sub.add_parser("attach", help="one console over headless hosts started with --listen")
+    attach.add_argument("addresses", nargs="+", metavar="ADDR",
+                        help="unix:PATH or HOST:PORT of a host's --listen (NAME=ADDR to name it)")
+    attach.add_argument("--token-file", metavar="FILE", default=None, help="the hosts' --listen-token-file")
+    _keys_flag(attach)
 
     sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
     sub.add_parser("check-data", help="verify a groups JSONL against the data contract (see `check-data --help`)",
@@ -194,7 +206,17 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
         check_server=not args.no_server_check,
     )
     host = RuntimeHost(spec, exit_when_finished=args.headless)
-    return _front_end(host, args.headless, args.drain_deadline, args.keys)
+    if not args.listen:
+        if args.listen_token_file:
+            raise UsageError("--listen-token-file needs --listen ADDR (where to serve events and controls)")
+        return _front_end(host, args.headless, args.drain_deadline, args.keys)
+    from hermes_console.runtime.listener import start_listener
+
+    listener = start_listener(host, args.listen, args.listen_token_file, lambda text: print(text, file=sys.stderr))
+    try:
+        return _front_end(host, args.headless, args.drain_deadline, args.keys)
+    finally:
+        listener.stop()
 
 
 def _demo(args: argparse.Namespace, extra: List[str]) -> int:
@@ -274,6 +296,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _demo(args, extra)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "attach":
+            if extra:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            from hermes_console.remote.fleet import attach_main
+
+            return attach_main(args.addresses, args.token_file, args.keys)
     except UsageError as exc:
         print(f"hermes-console: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,1 @@
+"""Attach: one console over headless hosts started with --listen."""

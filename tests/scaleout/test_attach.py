@@ -1,0 +1,200 @@
+"""Issue 14, the fleet console: two headless hosts as processes (own event bus each), with
+``--listen`` (one on loopback TCP, one on a unix socket), one attached console (Textual
+Pilot) that sees both, pauses one while the other keeps running, shows a host stopped
+from it as disconnected and keeps running. ``/metrics`` parses as Prometheus text and
+its numbers match the host's own summary and its groups.jsonl."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from hermes_console.remote.client import FleetRuntime, parse_targets
+from hermes_console.remote.fleet import FleetConsoleApp, FleetScreen, HostsTable
+from hermes_console.ui.config import ConsoleConfig
+
+from scaleout_helpers import VENV_BIN, child_env
+
+pytestmark = pytest.mark.timeout(180)
+TOKEN = "fleet-test-token-1"
+
+
+def _start_host(tmp_path: Path, name: str, listen: str, sim_url: str) -> Tuple[subprocess.Popen, Path]:
+    argv = [str(VENV_BIN / "hermes-console"), "run", "environments.terminal_tasks", "--headless",
+            "--runs-dir", str(tmp_path / name), "--listen", listen, "--listen-token-file", str(tmp_path / "token"),
+            "--max-in-flight", "2", "--env.group_size", "2", "--env.total_steps", "100000",
+            "--openai.base_url", f"{sim_url}/v1"]
+    log = tmp_path / f"host-{name}.log"
+    env = {**child_env(), "COLUMNS": "250", "HERMES_PROGRESS_EVERY": "0"}
+    with open(log, "w") as fp:
+        proc = subprocess.Popen(argv, stdout=fp, stderr=subprocess.STDOUT, env=env)
+    return proc, log
+
+
+def _listen_json(run_root: Path, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> Dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = list(run_root.glob("*/listen.json"))
+        if found:
+            return json.loads(found[0].read_text())
+        assert proc.poll() is None, f"host exited {proc.returncode}: {log.read_text()}"
+        time.sleep(0.2)
+    raise AssertionError(f"no listen.json under {run_root} after {timeout}s: {log.read_text()}")
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\})? '
+                    r'(NaN|[+-]Inf|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)$')
+
+
+def parse_prometheus(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+    """Text exposition format 0.0.4, strictly: every sample's family TYPEd before it, valid names,
+    labels and values, no duplicate series."""
+    types: Dict[str, str] = {}
+    out: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float] = {}
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            assert kind in ("counter", "gauge", "untyped") and name not in types, line
+            types[name] = kind
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a Prometheus sample line: {line!r}"
+        name, labels_text, value = m.groups()
+        assert name in types, f"{name} has no # TYPE line before it"
+        labels = tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', labels_text or "")))
+        key = (name, labels)
+        assert key not in out, f"duplicate series {key}"
+        out[key] = float(value)
+    return out
+
+
+def _metric(m: Dict, name: str, **labels: str) -> float:
+    hits = [v for (n, ls), v in m.items() if n == name and all((k, val) in ls for k, val in labels.items())]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+def _summary_accounting(log_text: str) -> Dict[str, int]:
+    m = re.search(r"received (\d+) = completed (\d+) \+ dropped (\d+) \+ failed (\d+) \+ cancelled (\d+) "
+                  r"\+ in flight (\d+)", log_text)
+    assert m, log_text[-3000:]
+    return dict(zip(("received", "completed", "dropped", "failed", "cancelled", "in_flight"), map(int, m.groups())))
+
+
+async def _until(pilot, pred, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        await pilot.pause(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
+    sim = sims(latency_ms=40.0)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    sock = tmp_path / "b.sock"
+    procs: List[Tuple[subprocess.Popen, Path]] = [
+        _start_host(tmp_path, "a", "127.0.0.1:0", sim.base_url),
+        _start_host(tmp_path, "b", f"unix:{sock}", sim.base_url),
+    ]
+    try:
+        infos = [_listen_json(tmp_path / name, p, log) for name, (p, log) in zip("ab", procs)]
+        addr_a = infos[0]["address"]
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", addr_a) and infos[1]["address"] == f"unix:{sock}"
+        assert f"listening on {addr_a}" in procs[0][1].read_text()
+
+        # a wrong token is refused, with the reason; nothing was paused
+        req = urllib.request.Request(f"http://{addr_a}/control/pause", method="POST", data=b"{}",
+                                     headers={"Authorization": "Bearer wrong-token-123"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=10)
+        assert refused.value.code == 401 and "wrong token" in json.loads(refused.value.read())["error"]
+
+        fleet = FleetRuntime(parse_targets([addr_a, f"unix:{sock}"]), token=TOKEN)
+        app = FleetConsoleApp(fleet, config=ConsoleConfig())
+        metrics_paused: Dict = {}
+        stats: Dict[str, int] = {}
+
+        async def drive() -> None:
+            async with app.run_test(size=(200, 60)) as pilot:
+                h0, h1 = fleet.hosts
+                await _until(pilot, lambda: h0.state.accounting.completed >= 2 and h1.state.accounting.completed >= 2,
+                             90, "both hosts completing groups in the console")
+                # the merged view is the sum of the hosts
+                merged = app.merged.accounting
+                assert merged.completed == h0.state.accounting.completed + h1.state.accounting.completed
+                assert merged.received == h0.state.accounting.received + h1.state.accounting.received
+                await pilot.press("h")
+                assert isinstance(app.screen, FleetScreen)
+                await pilot.pause(0.3)
+                assert app.screen.query_one(HostsTable).keys() == ["h0", "h1"]
+                assert app.screen.selected_host() is h0
+                await pilot.press("p")  # pause h0 only
+                await _until(pilot, lambda: h0.state.status == "paused" and h0.state.accounting.in_flight == 0,
+                             60, "h0 paused and drained")
+                done0, recv0 = h0.state.accounting.completed, h0.state.accounting.received
+                done1 = h1.state.accounting.completed
+                await _until(pilot, lambda: h1.state.accounting.completed >= done1 + 3, 60, "h1 going on")
+                assert (h0.state.accounting.completed, h0.state.accounting.received) == (done0, recv0)
+                assert h1.state.status == "running" and app.merged.status == "running"
+                assert "h0 paused" in app.merged.status_detail
+                metrics_paused.update(parse_prometheus(urllib.request.urlopen(
+                    f"http://{addr_a}/metrics", timeout=10).read().decode()))
+                stats.update(done0=done0, recv0=recv0)
+
+                # host filter: the main console shows h1 alone
+                await pilot.press("down", "enter")
+                assert fleet.selected == 1 and app.state is h1.state
+
+                # stop h0 from the console: it drains and exits; the console shows it disconnected
+                await pilot.press("up", "s")
+                await pilot.pause(0.3)
+                await pilot.press("y")
+                await _until(pilot, lambda: h0.link == "disconnected", 60, "h0 shown as disconnected")
+                assert app.is_running and h1.connected
+                done1 = h1.state.accounting.completed
+                await _until(pilot, lambda: h1.state.accounting.completed > done1, 60, "h1 still going")
+                await pilot.press("q")
+
+        import asyncio
+
+        asyncio.run(drive())
+        fleet.join(10)
+        assert procs[0][0].wait(60) == 0, procs[0][1].read_text()[-3000:]
+    finally:
+        for p, _ in procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(10)
+    # h1 was still running when the console left: the console detached, it did not stop it
+    assert procs[1][0].returncode == 128 + 15, procs[1][1].read_text()[-3000:]
+
+    # /metrics (read while h0 was paused and drained) == h0's own summary == its groups.jsonl
+    summary = _summary_accounting(procs[0][1].read_text())
+    m = metrics_paused
+    assert _metric(m, "hermes_paused") == 1 and _metric(m, "hermes_groups_in_flight") == 0
+    for outcome in ("received", "completed", "dropped", "failed", "cancelled"):
+        assert _metric(m, "hermes_groups_total", outcome=outcome) == summary[outcome], outcome
+    assert summary["completed"] == stats["done0"] and summary["received"] == stats["recv0"]
+    [jsonl] = list((tmp_path / "a").glob("*/groups.jsonl"))
+    assert len(jsonl.read_text().splitlines()) == summary["completed"]
+    assert summary["failed"] == summary["cancelled"] == 0  # a clean simulator, drained before the stop
+    # group_size 2: every kept or dropped group finished both its rollouts
+    assert _metric(m, "hermes_rollouts_finished_total") == 2 * (summary["completed"] + summary["dropped"])
+    assert math.isfinite(_metric(m, "hermes_reward_mean"))
