@@ -136,6 +136,8 @@ def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
         "HERMES_RUN_API_URL": api.url, "HERMES_OPENAI_URL": f"{sim.base_url}/v1",
         "HERMES_JOB_DIR": str(tmp_path / "job"), "HERMES_RECORD": "events.jsonl", "HERMES_PROGRESS_EVERY": "2",
         "COLUMNS": "120",  # the summary table's width, whatever the terminal running the tests
+        # every host serves its events and controls for `hermes-console attach` (loopback only here)
+        "HERMES_LISTEN": "1", "HERMES_LISTEN_ADDR": "127.0.0.1:0",
     })
     host_flags = ["--env.total_steps", "100000", "--env.group_size", str(GROUP_SIZE), "--env.max_agent_turns", "4",
                   "--openai.timeout", "30", "--max-in-flight", "2"]
@@ -145,6 +147,37 @@ def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
 
 def _weight(api: RunAPI, env_id: int) -> float:
     return float(_http(f"{api.url}/status-env", body={"env_id": env_id})["env_weight"])
+
+
+def _attached_console_sees_every_host(tasks: List[Task], token_file: Path) -> None:
+    """One console attached to every task's --listen address (as the job output says to)
+    shows both hosts and their groups as the hosts' own event logs count them."""
+    import asyncio
+
+    from hermes_console.remote.client import FleetRuntime, parse_targets
+    from hermes_console.remote.fleet import FleetConsoleApp
+    from hermes_console.ui.config import ConsoleConfig
+
+    addresses = [json.loads(t.run_file("listen.json").read_text())["address"] for t in tasks]
+    for t, address in zip(tasks, addresses):
+        assert f"listening on {address}" in t.output() or address in t.output(), t.output()[-2000:]
+    fleet = FleetRuntime(parse_targets(addresses), token=token_file.read_text().strip())
+    app = FleetConsoleApp(fleet, config=ConsoleConfig())
+
+    async def drive() -> None:
+        async with app.run_test(size=(200, 60)) as pilot:
+            end = time.monotonic() + WAIT_S
+            while time.monotonic() < end and not all(h.state.accounting.completed >= 1 for h in fleet.hosts):
+                await pilot.pause(0.25)
+            assert len(fleet.hosts) == 2 and all(h.connected for h in fleet.hosts)
+            for h, t in zip(fleet.hosts, tasks):
+                assert h.state.accounting.completed >= 1, (h.label, t.output()[-2000:])
+            merged = app.merged.accounting
+            assert merged.completed == sum(h.state.accounting.completed for h in fleet.hosts)
+            await pilot.press("q")
+
+    asyncio.run(drive())
+    fleet.join(10)
 
 
 def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm_cluster, tmp_path):
@@ -165,6 +198,7 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
         _until(lambda: all(t.trainer().get("groups_sent", 0) >= 1 for t in tasks) and tasks[1].in_flight() >= 1,
                WAIT_S, "both hosts sending, task 1 with a group in flight", show)
         env_ids = {t.index: t.trainer()["env_id"] for t in tasks}
+        _attached_console_sees_every_host(tasks, tmp_path / "job" / "listen.token")
         assert sorted(env_ids.values()) == [0, 1], env_ids
         assert _weight(api, env_ids[0]) == pytest.approx(0.5)  # run-api counts two connected envs
         cluster.run("scancel", f"{job}_1")
