@@ -70,6 +70,7 @@ KILLED_EXIT_CODE = 130
 START_TIMEOUT_S = 20.0  # a loaded 2-core CI box can take seconds to start bwrap + bash
 _log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
+LIVE_TAIL_LIMIT = 8192  # bytes of a running command's output the drill-down shows
 CWD_LIMIT = 4096  # bytes of the sandbox-written cwd file we are willing to read
 SIGXCPU_EXIT, SIGXFSZ_EXIT = 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ
 
@@ -146,6 +147,9 @@ class BashSessionSandbox(ABC):
         self.machine_restarts = 0
         self.on_restart: Optional[Callable[[str, str], None]] = None  # (what, why): the registry's event hook
         self._cwd_cache = workspace
+        self._live: Optional[BoundedOutput] = None  # the agent command in flight's output, for live_output
+        self._live_command = ""
+        self._live_since = 0.0
         self._limits = limits
         self._cgroup: Optional[SandboxCgroup] = None
         self._owner_record: Optional[Path] = None
@@ -299,6 +303,19 @@ class BashSessionSandbox(ABC):
             "shell_restarts": self.shell_restarts,
             "machine_restarts": self.machine_restarts,
             "busy": bool(self._busy),
+        }
+
+    def live_output(self, limit: int = LIVE_TAIL_LIMIT) -> Optional[Dict[str, object]]:
+        """The agent command in flight and the last ``limit`` bytes of its output so far
+        (stdout+stderr, as the shell sees them); None when the shell is idle."""
+        buf, command, since = self._live, self._live_command, self._live_since
+        if buf is None:
+            return None
+        return {
+            "command": command,
+            "running_s": round(max(0.0, time.monotonic() - since), 1),
+            "bytes": buf.total,
+            "tail": buf.peek_tail(max(0, min(int(limit), self._output_limit))),
         }
 
     def has_background_processes(self) -> bool:
@@ -529,7 +546,13 @@ class BashSessionSandbox(ABC):
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
         buf = BoundedOutput(self._output_limit)
-        outcome = self._pump(ch, payload, seq, buf, timeout, t0)
+        if not verifier:
+            self._live_command, self._live_since, self._live = command, started, buf
+        try:
+            outcome = self._pump(ch, payload, seq, buf, timeout, t0)
+        finally:
+            if not verifier:
+                self._live = None
         duration = time.monotonic() - started
         if not verifier and outcome.cwd is not None:
             self._cwd_cache = outcome.cwd

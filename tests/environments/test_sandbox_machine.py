@@ -394,3 +394,40 @@ def test_shell_killed_between_commands_does_not_swallow_the_next(box: sb.BashSes
     time.sleep(0.2)  # let INIT report it
     assert box.execute("echo after; pwd", 10).output == "after\n/tmp\n"
     assert box.shell_restarts == 1
+
+
+# --------------------------------------------------------------------------- live output
+
+
+SLOW = (
+    "echo first-line; while [ ! -e go ]; do sleep 0.05; done; "
+    "head -c 300000 /dev/zero | tr '\\0' x; echo; echo last-line; while [ ! -e stop ]; do sleep 0.05; done"
+)
+
+
+def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSessionSandbox) -> None:
+    """The drill-down's live tail: what the running command printed so far, read while it
+    runs (the test gates its progress with files, so nothing depends on timing)."""
+    import threading
+
+    from environments.sandboxes.base import LIVE_TAIL_LIMIT
+
+    assert box.live_output() is None
+    result: List[sb.ExecResult] = []
+    runner = threading.Thread(target=lambda: result.append(box.execute(SLOW, 60)))
+    runner.start()
+    try:
+        assert _wait(lambda: "first-line" in ((box.live_output() or {}).get("tail") or ""))
+        live = box.live_output()
+        assert live is not None and live["command"] == SLOW and runner.is_alive()
+        (box.host_workspace / "go").touch()
+        assert _wait(lambda: "last-line" in ((box.live_output() or {}).get("tail") or ""))
+        live = box.live_output()
+        assert live is not None and runner.is_alive()
+        assert live["bytes"] >= 300000 + len("first-line\nlast-line\n")
+        assert len(live["tail"].encode()) <= LIVE_TAIL_LIMIT and live["tail"].endswith("x\nlast-line\n")
+    finally:
+        (box.host_workspace / "stop").touch()
+        runner.join(60)
+    assert result and result[0].exit_code == 0 and result[0].output.endswith("last-line\n")
+    assert box.live_output() is None
