@@ -70,6 +70,8 @@ KILLED_EXIT_CODE = 130
 START_TIMEOUT_S = 20.0  # a loaded 2-core CI box can take seconds to start bwrap + bash
 _log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
+BROKEN_SHELL_CODES = (196, 197, 198)  # shell.py DRIVER: exits that hand over to a fresh shell
+SHELL_STATE_FILE = "shell-state.sh"  # a dying agent shell's exports + cwd, for the next (sandbox-side only)
 LIVE_TAIL_LIMIT = 8192  # bytes of a running command's output the drill-down shows
 CWD_LIMIT = 4096  # bytes of the sandbox-written cwd file we are willing to read
 SIGXCPU_EXIT, SIGXFSZ_EXIT = 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ
@@ -409,7 +411,7 @@ class BashSessionSandbox(ABC):
 
     def _argv_init(self, fds: List[str]) -> List[str]:
         argv = self._argv(INIT)
-        return argv + [DRIVER, VERIFIER, *fds]
+        return argv + [DRIVER, VERIFIER, f"{self._state_view}/{SHELL_STATE_FILE}", *fds]
 
     def _popen(self, argv: List[str], pass_fds: tuple) -> subprocess.Popen:
         try:
@@ -539,7 +541,8 @@ class BashSessionSandbox(ABC):
         body = command.replace("\0", "").encode("utf-8", errors="surrogateescape")
         data = (stdin_data or "").replace("\0", "").encode("utf-8", errors="surrogateescape")
         cwd = cwd_hint.encode("utf-8", errors="surrogateescape")
-        payload = f"{seq} {len(body)} {len(data)} {len(cwd)}\n".encode() + cwd + body + data
+        header = f"\nF{ch.nonce} {seq} {len(body)} {len(data)} {len(cwd)}\n"  # tagged: a fresh shell resyncs on it
+        payload = header.encode() + cwd + body + data
         ch.discard_output()  # late output of a background job: not this command's
         before = self._cgroup.counters() if self._cgroup is not None else {}
         t0 = procfs.now_ticks()
@@ -562,8 +565,11 @@ class BashSessionSandbox(ABC):
             self.shell_restarts += 1
             self._restore_cwd = True
             self._log_restart("shell", f"exit {outcome.code}")
-            if (outcome.code or 0) >= 128 and not outcome.timed_out:  # killed, not a plain `exit N`
-                out += "\n[The shell was killed; a fresh shell took over (cwd kept, exported variables reset)]"
+            # a plain `exit N` / `set -e` reads like `bash -c` (output, status N): its exports and
+            # cwd carry over; a killed or broken shell is worth a line to the model
+            code = outcome.code or 0
+            if not outcome.timed_out and (code > 128 or code in BROKEN_SHELL_CODES):
+                out += self._shell_ended_note(outcome.code)
         if outcome.timed_out:
             return ExecResult(
                 out + f"\n[Command timed out after {timeout:g}s]", TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration
@@ -572,6 +578,19 @@ class BashSessionSandbox(ABC):
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
         code = outcome.code if outcome.code is not None else -1
         return ExecResult(out + self._limit_notes(before, code), code, duration_s=duration)
+
+    @staticmethod
+    def _shell_ended_note(code: Optional[int]) -> str:
+        """The model ended its own shell (``exit``, ``set -e``, ``exec``, ``kill $$``): the
+        command's status is ``code``; say what the fresh shell kept."""
+        if code in BROKEN_SHELL_CODES:
+            how = "the command left it unable to run commands: fd limit lowered or its own variables made readonly"
+        else:
+            how = f"killed by signal {code - 128}" if code is not None and code > 128 else f"exit {code}"
+        return (
+            f"\n[The shell ended ({how}); a fresh shell took over: files, background processes and cwd kept; "
+            "exported variables kept unless the shell was killed; functions, aliases and unexported variables reset]"
+        )
 
     def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":
         """Send the frame, collect output, wait for this command's trailer; police the deadline."""

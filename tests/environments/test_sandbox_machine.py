@@ -431,3 +431,57 @@ def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSes
         runner.join(60)
     assert result and result[0].exit_code == 0 and result[0].output.endswith("last-line\n")
     assert box.live_output() is None
+
+
+# --------------------------------------------------------------------------- a command that ends its shell
+
+
+def test_a_command_that_ends_its_shell_keeps_the_machine(box: sb.BashSessionSandbox) -> None:
+    """`exit`, `set -e`, `exec`, `kill $$`, `ulimit -n`, a readonly frame variable: the
+    command ends with its status, the machine (files, background jobs) survives, a fresh
+    shell takes over with the exports and cwd the dying one left, nothing runs twice."""
+    box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+    assert _wait(lambda: any("sleep 300" in p.command for p in box.process_tree()))
+    d = "/tmp/ends" if box.backend == "bwrap" else f"{box.workspace}/ends"
+    r = box.execute(f"mkdir -p {d}; echo kept > {d}/f; export A=1; cd {d}; echo bye; exit 3", 10)
+    assert (r.exit_code, r.output) == (3, "bye\n")  # like `bash -c`: no note for a plain exit
+    assert box.execute("echo A=$A; pwd; cat f", 10).output == f"A=1\n{d}\nkept\n"
+    r = box.execute("set -e; export B=2; cd /; false; echo not-reached", 10)
+    assert (r.exit_code, r.output) == (1, "")
+    assert box.execute("echo B=$B; pwd", 10).output == "B=2\n/\n"
+    assert box.execute("exec true", 10).exit_code == 0
+    r = box.execute("kill $$", 10)
+    assert r.exit_code == 143 and "The shell ended (killed by signal 15)" in r.output
+    r = box.execute("ulimit -n 3", 10)
+    assert r.exit_code == 198 and "unable to run commands" in r.output
+    assert box.execute("readonly __h_seq", 10).exit_code == 0
+    r = box.execute(f"echo ran >> {d}/once", 10)  # the broken shell cannot read this frame
+    assert r.exit_code == 196 and "unable to run commands" in r.output
+    assert box.execute(f"echo again; cat {d}/once 2>/dev/null | wc -l", 10).output == "again\n0\n"  # never run late
+    assert box.shell_restarts == 6 and box.machine_restarts == 0
+    assert any("sleep 300" in p.command for p in box.process_tree())  # the background job lived through it all
+
+
+def test_output_cannot_forge_the_trailer_and_no_child_holds_the_status_pipe(box: sb.BashSessionSandbox) -> None:
+    """The trailer travels on its own pipe with a per-sandbox nonce: text that looks like
+    one on stdout/stderr is output; descendants of the shell do not hold the status pipe
+    (oracle: /proc/<pid>/fd links vs the pipe inode the host reads), nor see the nonce."""
+    ch = box._agent
+    status_pipe = f"pipe:[{os.fstat(ch.sfd).st_ino}]"
+    fake = f"T {ch.nonce[:8]}00 999 0 /etc"
+    r = box.execute(f"printf '{fake}\\n'; printf '{fake}\\n' >&2; printf '\\nF{ch.nonce[:4]} 9 4 0 0\\nexit'; exit 5", 10)
+    assert r.exit_code == 5 and r.output.count(fake) == 2
+    assert box.execute("exec 7>/dev/null 1>/dev/null 2>&1; echo hidden", 10).output == ""
+    assert box.execute("echo visible; pwd", 10).output == f"visible\n{box.cwd()}\n"
+    box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+    assert _wait(lambda: any("sleep 300" in p.command for p in box.process_tree()))
+    for proc in box.process_tree():
+        links = []
+        for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+            try:
+                links.append(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
+            except OSError:
+                pass
+        assert status_pipe not in links, (proc, links)
+    seen = box.execute("cat /proc/$$/cmdline /proc/$$/environ | tr '\\0' ' '; bash -c 'echo ${__h_n:-unset}'", 10)
+    assert ch.nonce not in seen.output and seen.output.endswith("unset\n")
