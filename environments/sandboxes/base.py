@@ -147,6 +147,10 @@ class BashSessionSandbox(ABC):
         self._start_timeout = START_TIMEOUT_S
         self.shell_restarts = 0
         self.machine_restarts = 0
+        self.agent_processes_stopped = 0  # killed before verification (see stop_agent_processes)
+        self._stop_agent_before_verify = limits.verifier_stops_agent if limits is not None else True
+        self._agent_seen = 0  # agent commands so far; a sweep happens once per burst of them
+        self._agent_swept = 0
         self.on_restart: Optional[Callable[[str, str], None]] = None  # (what, why): the registry's event hook
         self._cwd_cache = workspace
         self._live: Optional[BoundedOutput] = None  # the agent command in flight's output, for live_output
@@ -269,8 +273,25 @@ class BashSessionSandbox(ABC):
         self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
     ) -> ExecResult:
         """Run ``command`` in the agent's persistent shell (``isolated``: in a fresh fork of
-        the verifier runner instead, with none of the agent shell's state; see shell.py)."""
+        the verifier runner instead, with none of the agent shell's state; see shell.py).
+        The first isolated command after agent activity first stops what the agent left
+        running (see :meth:`stop_agent_processes`), unless settings say otherwise."""
+        if isolated and self._stop_agent_before_verify and self._agent_seen != self._agent_swept:
+            self._agent_swept = self._agent_seen
+            self.stop_agent_processes()
         return self._run(command, timeout, stdin_data, verifier=isolated)
+
+    def stop_agent_processes(self) -> int:
+        """Kill every process the agent started that still runs (background jobs, daemons,
+        whatever double-forked): reward code runs with the same uid in the same machine, so a
+        process left behind could rewrite ``/tests`` or ``reward.txt`` while it runs. The
+        agent's idle shell stays (it only acts on commands); files and cwd are untouched."""
+        killed = procfs.kill_until_gone(lambda: [p.pid for p in self.process_tree()], 5.0)
+        if killed:
+            self.agent_processes_stopped += killed
+            _log.info("sandbox %s: stopped %d process(es) the agent left running before verification",
+                      self.sandbox_id, killed)
+        return killed
 
     def run_diagnostic(self, command: str, timeout: float = 10.0) -> ExecResult:
         """Run in the agent's cwd without touching the agent's shell (the verifier runner)."""
@@ -305,6 +326,7 @@ class BashSessionSandbox(ABC):
             "shell_restarts": self.shell_restarts,
             "machine_restarts": self.machine_restarts,
             "busy": bool(self._busy),
+            "agent_processes_stopped": self.agent_processes_stopped,
         }
 
     def live_output(self, limit: int = LIVE_TAIL_LIMIT) -> Optional[Dict[str, object]]:
@@ -521,6 +543,7 @@ class BashSessionSandbox(ABC):
                 cwd_hint = self._cwd_cache
             if not verifier:
                 self._busy += 1
+                self._agent_seen += 1
             try:
                 return self._call(ch, command, timeout, stdin_data, cwd_hint, verifier)
             finally:

@@ -52,6 +52,12 @@ class SandboxSettings(BaseModel):
     kill_grace: float = Field(0.5, ge=0, description="SIGTERM -> SIGKILL grace on timeout (s)")
     output_limit_bytes: int = Field(1_000_000, ge=1024, description="captured output cap (head + tail)")
     recent_commands: int = Field(50, ge=1, description="command records kept per sandbox")
+    verifier_stops_agent: bool = Field(
+        True,
+        description="before reward code (ToolContext) first runs a command in a sandbox, kill the processes the "
+        "agent left running there (same uid: a lingering process could rewrite the verifier's files); "
+        "False for tasks whose tests talk to a service the agent started",
+    )
 
     @field_validator("backend")
     @classmethod

@@ -485,3 +485,42 @@ def test_output_cannot_forge_the_trailer_and_no_child_holds_the_status_pipe(box:
         assert status_pipe not in links, (proc, links)
     seen = box.execute("cat /proc/$$/cmdline /proc/$$/environ | tr '\\0' ' '; bash -c 'echo ${__h_n:-unset}'", 10)
     assert ch.nonce not in seen.output and seen.output.endswith("unset\n")
+
+
+# --------------------------------------------------------------------------- the verifier vs the model's leftovers
+
+
+def test_a_process_the_model_left_cannot_rewrite_the_verifiers_reward(registry_backend: str, tmp_path: Path) -> None:
+    """Reward code runs with the model's uid in the model's machine. An unsolved task whose
+    model left a loop that keeps writing 1 into the verifier's reward.txt must still score 0:
+    what the agent left running is stopped before the first reward command (oracle: /proc)."""
+    logs = _paths(registry_backend)["logs"]
+    answer = _paths(registry_backend)["answer"]
+    task = f"cheat-{U}"
+    ctx = ToolContext(task)
+    try:
+        ctx.terminal(f"mkdir -p $(dirname {answer}) && echo 41 > {answer}")
+        forge = f"while :; do mkdir -p {logs} 2>/dev/null; echo 1 > {logs}/reward.txt; sleep 0.005; done"
+        ctx_box = sb.get_sandbox(task)
+        ctx_box.execute(f"nohup setsid bash -c '{forge}' >/dev/null 2>&1 &", 10)
+        sandbox_id = ctx_box._inner.sandbox_id
+        assert _wait(lambda: any("while :" in p.command for p in ctx_box.process_tree()))
+        assert _score(ctx, registry_backend, tmp_path) == 0.0
+        assert not [p for p in ctx_box.process_tree() if "while :" in p.command]
+        assert ctx_box.shell_state()["agent_processes_stopped"] >= 1
+        # the machine is otherwise intact: the agent's shell, files and cwd
+        assert ctx_box.execute(f"cat {answer}", 10).output == "41\n"
+        assert len(_marked(sandbox_id)) >= 2  # init + shell (+ verifier runner) still there
+    finally:
+        ctx.cleanup()
+
+
+def test_verifier_keeps_the_agents_service_when_told(tmp_path: Path) -> None:
+    settings = SandboxSettings(sandbox_root=tmp_path, kill_grace=0.3, verifier_stops_agent=False)
+    box = LocalSandbox("service", settings)
+    try:
+        box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+        assert box.execute("echo verify", 10, isolated=True).output == "verify\n"
+        assert any("sleep 300" in p.command for p in box.process_tree())
+    finally:
+        box.cleanup()
