@@ -132,6 +132,7 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_TIMEOUT": ("timeout", _positive_float, "a positive number of seconds"),
     "TERMINAL_LIFETIME_SECONDS": ("lifetime", _positive_float, "a positive number of seconds"),
     "TERMINAL_NETWORK": ("network", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
+    "TERMINAL_VERIFIER_STOPS_AGENT": ("verifier_stops_agent", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
     "TERMINAL_DOCKER_IMAGE": ("docker_image", lambda s: s, "a docker image reference"),
     "TERMINAL_CONTAINER_CPU": ("cpu", _positive_float, "a positive number of CPUs"),
     "TERMINAL_CONTAINER_MEMORY": ("memory_mb", _positive_int, "a positive integer number of MB"),
