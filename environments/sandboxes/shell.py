@@ -4,10 +4,19 @@ Layout (all fixed host text; the command only ever arrives as data on a channel)
 
 * ``INIT`` runs as the sandbox's first process. It reads a per-sandbox random nonce from
   its stdin (never from argv or env, so ``/proc/<pid>/cmdline`` does not show it), starts
-  the verifier runner on fds 3/4/5 when present, then runs the agent shell in a loop:
-  when the agent shell dies (``exit``, ``kill -9 $$``, ``set -e``), INIT writes a ``D``
-  record and starts a fresh one on the same pipes. The machine (its files, /tmp, its
-  background processes, its pid namespace on bwrap) outlives any one shell.
+  the verifier runner on the fds its arguments 4-6 name (when present), then runs the agent shell in a loop
+  (handing it the nonce on fd 6, a here-string: not in its argv either).
+* A command that ends the agent shell (``exit 3``, a ``set -e`` failure, ``exec``,
+  ``kill $$``) ends with that status, as under ``bash -c``, and the sandbox survives: the
+  dying shell's EXIT trap saves its exports and cwd to the state file, INIT writes a ``D``
+  record and starts a fresh shell on the same pipes, which takes the saved state over
+  (then wipes it) and drops whatever is left of the frame the old one was reading (the
+  host sends nothing until the new shell's ``R``), so no command runs late or twice. A
+  shell the command left unable to run commands (``ulimit -n 3`` closed its spare fd; a
+  frame variable made ``readonly``) hands over the same way (exit 196-198). Only
+  SIGKILL or ``exec`` lose the exports (no EXIT trap): the host then restores the last
+  reported cwd. The machine (its files, /tmp, its background processes, its pid
+  namespace on bwrap) outlives any one shell.
 * ``DRIVER`` is the agent's shell: commands are framed on its stdin
   (``\\nF<nonce> <seq> <cmd bytes> <stdin bytes> <cwd bytes>\\n`` then the bytes; a shell
   that takes over after one died mid-frame skips to the next line carrying the tag), evaluated in the
@@ -25,9 +34,11 @@ accepts only a record carrying this sandbox's nonce and the sequence number of t
 command in flight; anything printed on stdout/stderr is output, never protocol. A
 command running *inside* the agent shell (builtins, same process) can always reach
 that shell's own state, so it can end its own call early or lie about its own exit
-code -- which it controls anyway; the host treats the trailer's cwd as untrusted text
-(bounded, validated) and the verifier runner is a separate process the agent shell
-cannot redefine.
+code and cwd -- which it controls anyway (``cd /x; exit 3``); the host treats the
+trailer's cwd as untrusted text (bounded, validated) and the verifier runner is a
+separate process with its own nonce that the agent shell cannot redefine. A command
+that redefines the shell's own helpers (``printf() { :; }``) only wedges its own
+shell: the next command times out and the shell is replaced.
 """
 
 from __future__ import annotations
