@@ -129,6 +129,9 @@ class SandboxScreen(DrillDownScreen):
             text.append(f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
                         f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
                         f"  {'busy' if shell.get('busy') else 'idle'}", style="dim")
+            if shell.get("agent_processes_stopped"):  # killed before the verifier's first command
+                text.append(f"  {shell['agent_processes_stopped']} agent process(es) stopped before verification",
+                            style="dim")
         overrides = _get(self.details, "overrides") if self.details else None
         if overrides:  # the task's register_task_env_overrides(...)
             shown = "  ".join(f"{k}={visible(str(v))}" for k, v in sorted(overrides.items()))
