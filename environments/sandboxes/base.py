@@ -286,7 +286,7 @@ class BashSessionSandbox(ABC):
         whatever double-forked): reward code runs with the same uid in the same machine, so a
         process left behind could rewrite ``/tests`` or ``reward.txt`` while it runs. The
         agent's idle shell stays (it only acts on commands); files and cwd are untouched."""
-        killed = procfs.kill_until_gone(lambda: [p.pid for p in self.process_tree()], 5.0)
+        killed = procfs.kill_until_gone(self._agent_leftovers, 5.0)
         if killed:
             self.agent_processes_stopped += killed
             _log.info("sandbox %s: stopped %d process(es) the agent left running before verification",
@@ -341,6 +341,19 @@ class BashSessionSandbox(ABC):
             "bytes": buf.total,
             "tail": buf.peek_tail(max(0, min(int(limit), self._output_limit))),
         }
+
+    def _agent_leftovers(self) -> List[int]:
+        """Live non-machine processes of this sandbox: from its cgroup when there is one (a
+        few small reads; a full /proc scan per rollout costs ms with hundreds of sandboxes)."""
+        if self._cgroup is None:
+            return [p.pid for p in self.process_tree()]
+        infra = self._infra_pids()
+        out = []
+        for pid in self._cgroup.pids() - infra:
+            st = procfs.read_stat(pid)
+            if st is not None and st.state not in ("Z", "X"):
+                out.append(pid)
+        return out
 
     def has_background_processes(self) -> bool:
         """Processes left running by earlier commands (the reaper counts them as activity);
