@@ -53,15 +53,60 @@ def _cpu(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
+# A persistent sandbox machine lives until its rollout's cleanup, then is SIGKILLed as a
+# whole: its shell's and commands' CPU never reaches RUSAGE_CHILDREN (nobody waits for
+# them). So, just before each cleanup, sum the CPU of the machine's live processes from
+# /proc (own + reaped children) below the top process, which the console reaps itself.
+_LIVE_MS: List[float] = [0.0]
+
+
+def _machine_cpu_ms(box: Any) -> float:
+    from environments.sandboxes import procfs
+
+    top = {m.pid for m in (getattr(box, "_machine", None), getattr(box, "_vmachine", None)) if m is not None}
+    tck = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in procfs.sandbox_processes(None, (), top):
+        if pid in top:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+    return 1000.0 * total / tck
+
+
+def _count_machine_cpu() -> None:
+    from environments.sandboxes.base import BashSessionSandbox
+
+    original = BashSessionSandbox.cleanup
+    if getattr(original, "_bench_wrapped", False):
+        return
+
+    def cleanup(self: Any) -> None:
+        if not self.closed:
+            _LIVE_MS[0] += _machine_cpu_ms(self)
+        original(self)
+
+    cleanup._bench_wrapped = True  # type: ignore[attr-defined]
+    BashSessionSandbox.cleanup = cleanup  # type: ignore[method-assign]
+
+
 async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
-    p0, c0, m0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time()
+    p0, c0, m0, l0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(), _LIVE_MS[0]
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
     wall = time.perf_counter() - t0
     # CPU per rollout: this process (all threads), its loop thread, and the bash children it waited for.
     cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n)
     cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n)
-    cpu.setdefault("bash_children_ms", []).append(1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n)
+    # sandbox processes: those reaped by the console + the machines' own, read before cleanup
+    reaped = 1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n
+    live = (_LIVE_MS[0] - l0) / n
+    cpu.setdefault("bash_children_ms", []).append(reaped + live)
+    cpu.setdefault("sandbox_live_ms", []).append(live)
     return wall, [r[0] for r in results]
 
 
@@ -115,6 +160,7 @@ def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float |
     repeats = repeats or (1 if quick else 2)
     tmp = bench_tmpdir("p2")
     import environments.hermes_base_env  # noqa: F401 - applies environments.patches as any env does
+    _count_machine_cpu()
     from bench import lean_openai
 
     if full_transform:  # A/B: the env without the openai request fast path

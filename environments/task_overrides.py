@@ -10,8 +10,9 @@ Keys the original layer used (others are kept as given, for forward compatibilit
 * ``docker_image``, ``modal_image``, ``singularity_image``, ``daytona_image``: the image
   of the task's container;
 * ``cwd``: the working directory inside the sandbox (TB2 uses ``/app``);
-* ``rootfs``: a directory holding an unpacked image root, used by bwrap as the read-only
-  lower layer of the task's machine (see environments/sandboxes/factory.py).
+* ``rootfs``: a directory holding an unpacked image root, or an OCI image layout /
+  ``docker save`` tarball (unpacked once per content hash, environments/sandboxes/rootfs.py),
+  used by bwrap as the read-only lower layer of the task's machine (see factory.py).
 
 Overrides are read when the task's sandbox is created: clear them (and ``cleanup_vm``)
 between tasks that reuse a task id.

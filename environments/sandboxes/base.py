@@ -70,6 +70,9 @@ KILLED_EXIT_CODE = 130
 START_TIMEOUT_S = 20.0  # a loaded 2-core CI box can take seconds to start bwrap + bash
 _log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
+BROKEN_SHELL_CODES = (196, 197, 198)  # shell.py DRIVER: exits that hand over to a fresh shell
+SHELL_STATE_FILE = "shell-state.sh"  # a dying agent shell's exports + cwd, for the next (sandbox-side only)
+LIVE_TAIL_LIMIT = 8192  # bytes of a running command's output the drill-down shows
 CWD_LIMIT = 4096  # bytes of the sandbox-written cwd file we are willing to read
 SIGXCPU_EXIT, SIGXFSZ_EXIT = 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ
 
@@ -144,8 +147,15 @@ class BashSessionSandbox(ABC):
         self._start_timeout = START_TIMEOUT_S
         self.shell_restarts = 0
         self.machine_restarts = 0
+        self.agent_processes_stopped = 0  # killed before verification (see stop_agent_processes)
+        self._stop_agent_before_verify = limits.verifier_stops_agent if limits is not None else True
+        self._agent_seen = 0  # agent commands so far; a sweep happens once per burst of them
+        self._agent_swept = 0
         self.on_restart: Optional[Callable[[str, str], None]] = None  # (what, why): the registry's event hook
         self._cwd_cache = workspace
+        self._live: Optional[BoundedOutput] = None  # the agent command in flight's output, for live_output
+        self._live_command = ""
+        self._live_since = 0.0
         self._limits = limits
         self._cgroup: Optional[SandboxCgroup] = None
         self._owner_record: Optional[Path] = None
@@ -263,8 +273,25 @@ class BashSessionSandbox(ABC):
         self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
     ) -> ExecResult:
         """Run ``command`` in the agent's persistent shell (``isolated``: in a fresh fork of
-        the verifier runner instead, with none of the agent shell's state; see shell.py)."""
+        the verifier runner instead, with none of the agent shell's state; see shell.py).
+        The first isolated command after agent activity first stops what the agent left
+        running (see :meth:`stop_agent_processes`), unless settings say otherwise."""
+        if isolated and self._stop_agent_before_verify and self._agent_seen != self._agent_swept:
+            self._agent_swept = self._agent_seen
+            self.stop_agent_processes()
         return self._run(command, timeout, stdin_data, verifier=isolated)
+
+    def stop_agent_processes(self) -> int:
+        """Kill every process the agent started that still runs (background jobs, daemons,
+        whatever double-forked): reward code runs with the same uid in the same machine, so a
+        process left behind could rewrite ``/tests`` or ``reward.txt`` while it runs. The
+        agent's idle shell stays (it only acts on commands); files and cwd are untouched."""
+        killed = procfs.kill_until_gone(self._agent_leftovers, 5.0)
+        if killed:
+            self.agent_processes_stopped += killed
+            _log.info("sandbox %s: stopped %d process(es) the agent left running before verification",
+                      self.sandbox_id, killed)
+        return killed
 
     def run_diagnostic(self, command: str, timeout: float = 10.0) -> ExecResult:
         """Run in the agent's cwd without touching the agent's shell (the verifier runner)."""
@@ -299,7 +326,34 @@ class BashSessionSandbox(ABC):
             "shell_restarts": self.shell_restarts,
             "machine_restarts": self.machine_restarts,
             "busy": bool(self._busy),
+            "agent_processes_stopped": self.agent_processes_stopped,
         }
+
+    def live_output(self, limit: int = LIVE_TAIL_LIMIT) -> Optional[Dict[str, object]]:
+        """The agent command in flight and the last ``limit`` bytes of its output so far
+        (stdout+stderr, as the shell sees them); None when the shell is idle."""
+        buf, command, since = self._live, self._live_command, self._live_since
+        if buf is None:
+            return None
+        return {
+            "command": command,
+            "running_s": round(max(0.0, time.monotonic() - since), 1),
+            "bytes": buf.total,
+            "tail": buf.peek_tail(max(0, min(int(limit), self._output_limit))),
+        }
+
+    def _agent_leftovers(self) -> List[int]:
+        """Live non-machine processes of this sandbox: from its cgroup when there is one (a
+        few small reads; a full /proc scan per rollout costs ms with hundreds of sandboxes)."""
+        if self._cgroup is None:
+            return [p.pid for p in self.process_tree()]
+        infra = self._infra_pids()
+        out = []
+        for pid in self._cgroup.pids() - infra:
+            st = procfs.read_stat(pid)
+            if st is not None and st.state not in ("Z", "X"):
+                out.append(pid)
+        return out
 
     def has_background_processes(self) -> bool:
         """Processes left running by earlier commands (the reaper counts them as activity);
@@ -392,7 +446,7 @@ class BashSessionSandbox(ABC):
 
     def _argv_init(self, fds: List[str]) -> List[str]:
         argv = self._argv(INIT)
-        return argv + [DRIVER, VERIFIER, *fds]
+        return argv + [DRIVER, VERIFIER, f"{self._state_view}/{SHELL_STATE_FILE}", *fds]
 
     def _popen(self, argv: List[str], pass_fds: tuple) -> subprocess.Popen:
         try:
@@ -502,6 +556,7 @@ class BashSessionSandbox(ABC):
                 cwd_hint = self._cwd_cache
             if not verifier:
                 self._busy += 1
+                self._agent_seen += 1
             try:
                 return self._call(ch, command, timeout, stdin_data, cwd_hint, verifier)
             finally:
@@ -522,14 +577,21 @@ class BashSessionSandbox(ABC):
         body = command.replace("\0", "").encode("utf-8", errors="surrogateescape")
         data = (stdin_data or "").replace("\0", "").encode("utf-8", errors="surrogateescape")
         cwd = cwd_hint.encode("utf-8", errors="surrogateescape")
-        payload = f"{seq} {len(body)} {len(data)} {len(cwd)}\n".encode() + cwd + body + data
+        header = f"\nF{ch.nonce} {seq} {len(body)} {len(data)} {len(cwd)}\n"  # tagged: a fresh shell resyncs on it
+        payload = header.encode() + cwd + body + data
         ch.discard_output()  # late output of a background job: not this command's
         before = self._cgroup.counters() if self._cgroup is not None else {}
         t0 = procfs.now_ticks()
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
         buf = BoundedOutput(self._output_limit)
-        outcome = self._pump(ch, payload, seq, buf, timeout, t0)
+        if not verifier:
+            self._live_command, self._live_since, self._live = command, started, buf
+        try:
+            outcome = self._pump(ch, payload, seq, buf, timeout, t0)
+        finally:
+            if not verifier:
+                self._live = None
         duration = time.monotonic() - started
         if not verifier and outcome.cwd is not None:
             self._cwd_cache = outcome.cwd
@@ -539,8 +601,11 @@ class BashSessionSandbox(ABC):
             self.shell_restarts += 1
             self._restore_cwd = True
             self._log_restart("shell", f"exit {outcome.code}")
-            if (outcome.code or 0) >= 128 and not outcome.timed_out:  # killed, not a plain `exit N`
-                out += "\n[The shell was killed; a fresh shell took over (cwd kept, exported variables reset)]"
+            # a plain `exit N` / `set -e` reads like `bash -c` (output, status N): its exports and
+            # cwd carry over; a killed or broken shell is worth a line to the model
+            code = outcome.code or 0
+            if not outcome.timed_out and (code > 128 or code in BROKEN_SHELL_CODES):
+                out += self._shell_ended_note(outcome.code)
         if outcome.timed_out:
             return ExecResult(
                 out + f"\n[Command timed out after {timeout:g}s]", TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration
@@ -549,6 +614,19 @@ class BashSessionSandbox(ABC):
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
         code = outcome.code if outcome.code is not None else -1
         return ExecResult(out + self._limit_notes(before, code), code, duration_s=duration)
+
+    @staticmethod
+    def _shell_ended_note(code: Optional[int]) -> str:
+        """The model ended its own shell (``exit``, ``set -e``, ``exec``, ``kill $$``): the
+        command's status is ``code``; say what the fresh shell kept."""
+        if code in BROKEN_SHELL_CODES:
+            how = "the command left it unable to run commands: fd limit lowered or its own variables made readonly"
+        else:
+            how = f"killed by signal {code - 128}" if code is not None and code > 128 else f"exit {code}"
+        return (
+            f"\n[The shell ended ({how}); a fresh shell took over: files, background processes and cwd kept; "
+            "exported variables kept unless the shell was killed; functions, aliases and unexported variables reset]"
+        )
 
     def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":
         """Send the frame, collect output, wait for this command's trailer; police the deadline."""

@@ -35,33 +35,66 @@ _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
-def _system_binds(root: str = "/") -> List[str]:
+def _system_binds(root: str = "/", *, trust_links: bool = True) -> List[str]:
     """Read-only system dirs from ``root`` (the host, or a task's rootfs directory).
 
     The sandbox's own root is a writable tmpfs (writes anywhere else persist for the
     machine's life), so ``/bin`` and friends are read-only *mounts*, never symlinks: a
     symlink on the tmpfs root could be replaced by the model (``rm /bin; mkdir /bin``) and
     change what ``#!/bin/bash`` runs for the reward code; a mount point cannot be removed.
+
+    ``trust_links``: a rootfs directory is operator configuration and its top-level links
+    are followed on the host; a rootfs unpacked from an image tarball is not (an image
+    with ``usr -> /`` would bind the host's whole root), so its links resolve inside it.
     """
     root = os.path.realpath(root)
-    args = ["--ro-bind", os.path.join(root, "usr"), "/usr"]
-    for name in _SYSTEM_DIRS:
+
+    def find(name: str) -> Optional[str]:
         host = os.path.join(root, name)
-        if os.path.isdir(host):  # follows a merged-/usr symlink to the real dir
-            # (a rootfs is operator configuration, not sandbox-written: its links are followed)
-            args += ["--ro-bind", os.path.realpath(host), f"/{name}"]
+        if trust_links or root == "/":
+            return os.path.realpath(host) if os.path.isdir(host) else None  # follows merged-/usr links
+        return _resolve_in_root(root, name)
+
+    usr = find("usr")
+    if usr is None:
+        raise SandboxUnavailable(f"bwrap backend: rootfs {root!r} has no usr/ directory inside it")
+    args = ["--ro-bind", usr, "/usr"]
+    for name in _SYSTEM_DIRS:
+        host = find(name)
+        if host is not None:
+            args += ["--ro-bind", host, f"/{name}"]
     if root != "/":  # a task image: its other top-level dirs (e.g. /app, /opt) read-only too
         for name in sorted(os.listdir(root)):
             host = os.path.join(root, name)
             if name in _SYSTEM_DIRS or name in _ROOTFS_SKIP or os.path.islink(host) or not os.path.isdir(host):
                 continue
             args += ["--ro-bind", host, f"/{name}"]
-    etc = os.path.join(root, "etc")
-    args += ["--ro-bind", etc if os.path.isdir(etc) else "/etc", "/etc"]
+    etc = find("etc")
+    args += ["--ro-bind", etc or "/etc", "/etc"]
     for path in _MASKED_FILES:
-        if os.path.exists(os.path.join(root, path.lstrip("/"))):
+        if os.path.lexists(os.path.join(etc or "/etc", os.path.basename(path))):
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+def _resolve_in_root(root: str, name: str, hops: int = 8) -> Optional[str]:
+    """``root/name`` with symlinks resolved as if ``root`` were ``/`` (never leaving it);
+    None when it is no directory there, or the chain is too long."""
+    rel = name
+    for _ in range(hops):
+        path = os.path.normpath(os.path.join(root, rel))
+        if path != root and not path.startswith(root + os.sep):
+            return None
+        if os.path.islink(path):
+            target = os.readlink(path)
+            base = os.path.dirname(os.path.relpath(path, root))
+            rel = target.lstrip("/") if target.startswith("/") else os.path.join(base, target)
+            if os.path.normpath(os.path.join("/", rel)) != os.path.join("/", os.path.normpath(rel)):
+                return None  # climbs above the root with '..'
+            continue
+        # no link at the end: accept only when no component on the way is one either
+        return path if os.path.isdir(path) and os.path.realpath(path) == path else None
+    return None
 
 
 # rootfs dirs the sandbox gets fresh (or not at all)
@@ -163,15 +196,17 @@ class BwrapSandbox(BashSessionSandbox):
         bwrap: Optional[str] = None,
         rootfs: Optional[str] = None,
         cwd: Optional[str] = None,
+        rootfs_trusted: bool = True,
     ) -> None:
         settings = settings or SandboxSettings()
-        if rootfs is not None and not (os.path.isdir(rootfs) and os.path.isdir(os.path.join(rootfs, "usr"))):
+        if rootfs is not None and not (os.path.isdir(rootfs) and os.path.lexists(os.path.join(rootfs, "usr"))):
             raise SandboxUnavailable(
                 f"bwrap backend: rootfs override {rootfs!r} is not a directory with a usr/ inside; "
-                "expected an unpacked image root (e.g. from `docker export` or an OCI layer)"
+                "expected an unpacked image root (e.g. from `docker export`), an OCI image layout "
+                "tarball or a `docker save` tarball"
             )
         self._rootfs = rootfs
-        self._system = _system_binds(rootfs) if rootfs else _system_binds()
+        self._system = _system_binds(rootfs, trust_links=rootfs_trusted) if rootfs else _system_binds()
         self._bwrap = check_bwrap(settings.network, bwrap)
         self._network = settings.network
         root = Path(settings.root)

@@ -41,3 +41,14 @@ class BoundedOutput:
         return (
             bytes(self._head).decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
         )
+
+    def peek_tail(self, limit: int) -> str:
+        """The last ``limit`` bytes fed so far (decoded), for a live view of a running
+        command. Safe to call from another thread: it only copies (never trims)."""
+        if limit <= 0:
+            return ""
+        tail = bytes(self._tail[-limit:])
+        if len(tail) < limit and self.total <= len(self._head) + len(self._tail):
+            tail = (bytes(self._head) + tail)[-limit:]  # nothing dropped between head and tail
+        # a cut multi-byte character at the start decodes to U+FFFD: drop it
+        return tail.decode("utf-8", errors="replace").lstrip("\ufffd")

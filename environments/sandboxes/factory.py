@@ -2,14 +2,15 @@
 
 Overrides come from :mod:`environments.task_overrides` (upstream's
 ``register_task_env_overrides``): ``cwd`` (every backend; local maps it under its
-workspace), ``rootfs`` (bwrap: an unpacked image directory as the read-only lower
-layer), ``docker_image`` (docker). ``modal_image`` & co. name images for backends we do
+workspace), ``rootfs`` (bwrap: an unpacked image directory, or an OCI / ``docker save`` tarball
+unpacked once into a cache (rootfs.py), as the read-only lower layer), ``docker_image`` (docker). ``modal_image`` & co. name images for backends we do
 not run; they are ignored (a rootfs or docker image is what we can use).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Dict
 
 from environments.sandboxes.base import BashSessionSandbox
@@ -40,7 +41,13 @@ def create_sandbox(task_id: str, settings: SandboxSettings) -> BashSessionSandbo
     if name == "bwrap":
         from environments.sandboxes.bwrap import BwrapSandbox
 
-        return BwrapSandbox(task_id, settings, rootfs=_text(overrides, "rootfs"), cwd=cwd)
+        rootfs = _text(overrides, "rootfs")
+        if rootfs is not None and os.path.isfile(rootfs):  # an image tarball: unpacked once per content hash
+            from environments.sandboxes.rootfs import cache_dir_for, prepare_rootfs
+
+            unpacked = prepare_rootfs(rootfs, cache_dir_for(settings.root))
+            return BwrapSandbox(task_id, settings, rootfs=unpacked, cwd=cwd, rootfs_trusted=False)
+        return BwrapSandbox(task_id, settings, rootfs=rootfs, cwd=cwd)
     if name == "docker":
         from environments.sandboxes.docker import DockerSandbox
 

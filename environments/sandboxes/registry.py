@@ -188,6 +188,11 @@ class ManagedSandbox:
         state = getattr(self._inner, "shell_state", None)
         return state() if callable(state) else {}
 
+    def live_output(self) -> Optional[Dict[str, object]]:
+        """The running agent command's output so far (bounded tail), or None when idle."""
+        live = getattr(self._inner, "live_output", None)
+        return live() if callable(live) else None
+
     def limits_summary(self) -> Dict[str, str]:
         """The resource limits this sandbox runs under (pids, memory, CPU time, file size)."""
         summary = getattr(self._inner, "limits_summary", None)

@@ -52,6 +52,12 @@ class SandboxSettings(BaseModel):
     kill_grace: float = Field(0.5, ge=0, description="SIGTERM -> SIGKILL grace on timeout (s)")
     output_limit_bytes: int = Field(1_000_000, ge=1024, description="captured output cap (head + tail)")
     recent_commands: int = Field(50, ge=1, description="command records kept per sandbox")
+    verifier_stops_agent: bool = Field(
+        True,
+        description="before reward code (ToolContext) first runs a command in a sandbox, kill the processes the "
+        "agent left running there (same uid: a lingering process could rewrite the verifier's files); "
+        "False for tasks whose tests talk to a service the agent started",
+    )
 
     @field_validator("backend")
     @classmethod
@@ -126,6 +132,7 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_TIMEOUT": ("timeout", _positive_float, "a positive number of seconds"),
     "TERMINAL_LIFETIME_SECONDS": ("lifetime", _positive_float, "a positive number of seconds"),
     "TERMINAL_NETWORK": ("network", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
+    "TERMINAL_VERIFIER_STOPS_AGENT": ("verifier_stops_agent", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
     "TERMINAL_DOCKER_IMAGE": ("docker_image", lambda s: s, "a docker image reference"),
     "TERMINAL_CONTAINER_CPU": ("cpu", _positive_float, "a positive number of CPUs"),
     "TERMINAL_CONTAINER_MEMORY": ("memory_mb", _positive_int, "a positive integer number of MB"),

@@ -4,12 +4,22 @@ Layout (all fixed host text; the command only ever arrives as data on a channel)
 
 * ``INIT`` runs as the sandbox's first process. It reads a per-sandbox random nonce from
   its stdin (never from argv or env, so ``/proc/<pid>/cmdline`` does not show it), starts
-  the verifier runner on fds 3/4/5 when present, then runs the agent shell in a loop:
-  when the agent shell dies (``exit``, ``kill -9 $$``, ``set -e``), INIT writes a ``D``
-  record and starts a fresh one on the same pipes. The machine (its files, /tmp, its
-  background processes, its pid namespace on bwrap) outlives any one shell.
+  the verifier runner on the fds its arguments 4-6 name (when present), then runs the agent shell in a loop
+  (handing it the nonce on fd 6, a here-string: not in its argv either).
+* A command that ends the agent shell (``exit 3``, a ``set -e`` failure, ``exec``,
+  ``kill $$``) ends with that status, as under ``bash -c``, and the sandbox survives: the
+  dying shell's EXIT trap saves its exports and cwd to the state file, INIT writes a ``D``
+  record and starts a fresh shell on the same pipes, which takes the saved state over
+  (then wipes it) and drops whatever is left of the frame the old one was reading (the
+  host sends nothing until the new shell's ``R``), so no command runs late or twice. A
+  shell the command left unable to run commands (``ulimit -n 3`` closed its spare fd; a
+  frame variable made ``readonly``) hands over the same way (exit 196-198). Only
+  SIGKILL or ``exec`` lose the exports (no EXIT trap): the host then restores the last
+  reported cwd. The machine (its files, /tmp, its background processes, its pid
+  namespace on bwrap) outlives any one shell.
 * ``DRIVER`` is the agent's shell: commands are framed on its stdin
-  (``<seq> <cmd bytes> <stdin bytes> <cwd bytes>\\n`` then the bytes), evaluated in the
+  (``\\nF<nonce> <seq> <cmd bytes> <stdin bytes> <cwd bytes>\\n`` then the bytes; a shell
+  that takes over after one died mid-frame skips to the next line carrying the tag), evaluated in the
   shell itself (so ``cd``/``export``/functions persist without any re-exec or state
   file), stdout+stderr to the output pipe, then a trailer on the status pipe.
 * ``VERIFIER`` runs each command in a fork of a shell started before the first agent
@@ -24,9 +34,11 @@ accepts only a record carrying this sandbox's nonce and the sequence number of t
 command in flight; anything printed on stdout/stderr is output, never protocol. A
 command running *inside* the agent shell (builtins, same process) can always reach
 that shell's own state, so it can end its own call early or lie about its own exit
-code -- which it controls anyway; the host treats the trailer's cwd as untrusted text
-(bounded, validated) and the verifier runner is a separate process the agent shell
-cannot redefine.
+code and cwd -- which it controls anyway (``cd /x; exit 3``); the host treats the
+trailer's cwd as untrusted text (bounded, validated) and the verifier runner is a
+separate process with its own nonce that the agent shell cannot redefine. A command
+that redefines the shell's own helpers (``printf() { :; }``) only wedges its own
+shell: the next command times out and the shell is replaced.
 """
 
 from __future__ import annotations
@@ -45,34 +57,58 @@ _READ_FRAME = r"""
 # stops after the sleep. A model that removes these traps only loses this nicety: the host
 # then kills the shell and INIT starts a fresh one.
 DRIVER = (
-    r"""__h_n=$1; set --
+    r"""IFS= read -r __h_n <&6; exec 6<&-  # the nonce: from INIT on fd 6, never in argv/env (/proc shows those)
+__h_st=$1 __h_restored=
+# A fresh shell after one ended (exit, set -e, kill $$): take over the state it saved on its
+# way out (exported variables, cwd), then wipe the file so a stale one is never read twice.
+if [[ $2 != 0 && -n $__h_st && -s $__h_st ]]; then
+  . "$__h_st" >/dev/null 2>&1 </dev/null && __h_restored=1
+  : >"$__h_st" 2>/dev/null
+  __h_k=$__h_n; __h_n= __h_st=$1 2>/dev/null; __h_n=$__h_k; [[ $__h_n == "$__h_k" && -n $__h_n ]] || builtin exit 197  # a readonly __h_n came back: start clean
+fi
+# What is in the frame pipe now is the rest of the frame the dead shell was running (the host
+# waits for this shell's R record before it sends another): drop it, never run it late.
+if [[ $2 != 0 ]]; then
+  while IFS= read -r -d '' -N 65536 -t 0.05 __h_c || [[ -n $__h_c ]]; do __h_c=; done
+fi
+set --
 shopt -s extdebug; set -o functrace
 __h_abort= __h_ineval=
-__h_post() { __h_ineval= __h_abort=; printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
+__h_post() { __h_ineval= __h_abort=; builtin printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
+__h_save() { [ -n "$__h_st" ] && { builtin export -p; builtin printf 'builtin cd -- %q\n' "$PWD"; } >"$__h_st" 2>/dev/null; }
+trap '__h_save' EXIT
 trap '__h_abort=1' USR1
 trap '[ -z "$__h_abort" ] || [ -z "$__h_ineval" ] || [ "${FUNCNAME[0]}" = __h_post ] || [[ $BASH_COMMAND == "__h_post "* ]]' DEBUG
 printf 'R %s %s %s\n' "$__h_n" "$$" "$PPID" >&2
-while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do
+while IFS=' ' read -r __h_tag __h_seq __h_lc __h_li __h_lw; do
+  [[ $__h_tag == "F$__h_n" ]] || continue  # resync: rest of a frame a dead shell left half read
   __h_abort="""
     + _READ_FRAME
     + r"""
-  [ -n "$__h_w" ] && { cd -- "$__h_w" 2>/dev/null || cd -- "$HOME" 2>/dev/null; }
-  __h_ineval=1
+  [ -n "$__h_w" ] && [ -z "$__h_restored" ] && { cd -- "$__h_w" 2>/dev/null || cd -- "$HOME" 2>/dev/null; }
+  __h_restored= __h_ineval=1
   if [ "$__h_li" -gt 0 ] 2>/dev/null; then
     eval "$__h_c" < <(head -c "$__h_li") >&7 7>&- 2>&1
   else
     eval "$__h_c" </dev/null >&7 7>&- 2>&1
   fi
   __h_post "$?"
+  # the command lowered this shell's fd limit (`ulimit -n 3`) or closed its spare output fd:
+  # it can no longer run commands. A fresh shell (INIT's limits) takes over.
+  { : >&7; } 2>/dev/null || builtin exit 198
 done
-exit 199
+# EOF on the frame pipe (the host is done), or the command made a frame variable readonly
+# (`readonly __h_seq`): then a fresh shell takes over instead of ending the machine.
+( __h_tag= && __h_seq= && __h_lc= && __h_li= && __h_lw= && __h_c= && __h_w= && IFS=' ' ) 2>/dev/null || builtin exit 196
+builtin exit 199
 """
 )
 
 VERIFIER = (
     r"""IFS= read -r __h_n || exit 125
 printf 'R %s %s\n' "$__h_n" "$$" >&2
-while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do"""
+while IFS=' ' read -r __h_tag __h_seq __h_lc __h_li __h_lw; do
+  [[ $__h_tag == "F$__h_n" ]] || continue"""
     + _READ_FRAME
     + r"""
   (
@@ -90,17 +126,18 @@ exit 199
 """
 )
 
-# $1 = DRIVER text, $2 = VERIFIER text, $3 $4 $5 = the verifier's in/out/status fds (when
+# $1 = DRIVER text, $2 = VERIFIER text, $3 = the file a dying agent shell saves its state to
+# (exports, cwd) for the next one, $4 $5 $6 = the verifier's in/out/status fds (when
 # the verifier lives in this machine). fd 7 = a second handle on the output pipe, so a
 # command's `exec >/dev/null` cannot silence every later command (the eval restores it).
 INIT = r"""IFS= read -r __h_n || exit 125
-if [ -n "$5" ]; then
-  eval 'bash --noprofile --norc -c "$2" hermes-verify <&'"$3"' >&'"$4"' 2>&'"$5"' '"$3"'<&- '"$4"'>&- '"$5"'>&- &'
-  eval 'exec '"$3"'<&- '"$4"'>&- '"$5"'>&-'
+if [ -n "$6" ]; then
+  eval 'bash --noprofile --norc -c "$2" hermes-verify <&'"$4"' >&'"$5"' 2>&'"$6"' '"$4"'<&- '"$5"'>&- '"$6"'>&- &'
+  eval 'exec '"$4"'<&- '"$5"'>&- '"$6"'>&-'
 fi
 __h_k=0
 while [ "$__h_k" -lt 10000 ]; do  # bounded: a shell that cannot start must not spin forever
-  bash --noprofile --norc -c "$1" bash "$__h_n" 7>&1
+  bash --noprofile --norc -c "$1" bash "$3" "$__h_k" 7>&1 6<<<"$__h_n"
   __h_rc=$?
   [ "$__h_rc" = 199 ] && exit 0
   printf 'D %s %s\n' "$__h_n" "$__h_rc" >&2

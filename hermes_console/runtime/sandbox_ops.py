@@ -66,6 +66,13 @@ def details(task_id: str) -> Dict[str, Any]:
             out["process_tree"] = [asdict(p) for p in box.process_tree()]
             out["limits"] = box.limits_summary() if hasattr(box, "limits_summary") else {}
             out["shell"] = box.shell_state() if hasattr(box, "shell_state") else {}
+            live = box.live_output() if hasattr(box, "live_output") else None
+            if live is not None:  # the running command's output so far, secrets masked like diagnostics
+                from environments.redact import redact
+
+                live["tail"] = redact(str(live.get("tail", "")))
+                live["command"] = redact(str(live.get("command", "")))
+            out["live_output"] = live
             from environments.task_overrides import get_task_env_overrides
 
             out["overrides"] = get_task_env_overrides(task_id)

@@ -394,3 +394,133 @@ def test_shell_killed_between_commands_does_not_swallow_the_next(box: sb.BashSes
     time.sleep(0.2)  # let INIT report it
     assert box.execute("echo after; pwd", 10).output == "after\n/tmp\n"
     assert box.shell_restarts == 1
+
+
+# --------------------------------------------------------------------------- live output
+
+
+SLOW = (
+    "echo first-line; while [ ! -e go ]; do sleep 0.05; done; "
+    "head -c 300000 /dev/zero | tr '\\0' x; echo; echo last-line; while [ ! -e stop ]; do sleep 0.05; done"
+)
+
+
+def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSessionSandbox) -> None:
+    """The drill-down's live tail: what the running command printed so far, read while it
+    runs (the test gates its progress with files, so nothing depends on timing)."""
+    import threading
+
+    from environments.sandboxes.base import LIVE_TAIL_LIMIT
+
+    assert box.live_output() is None
+    result: List[sb.ExecResult] = []
+    runner = threading.Thread(target=lambda: result.append(box.execute(SLOW, 60)))
+    runner.start()
+    try:
+        assert _wait(lambda: "first-line" in ((box.live_output() or {}).get("tail") or ""))
+        live = box.live_output()
+        assert live is not None and live["command"] == SLOW and runner.is_alive()
+        (box.host_workspace / "go").touch()
+        assert _wait(lambda: "last-line" in ((box.live_output() or {}).get("tail") or ""))
+        live = box.live_output()
+        assert live is not None and runner.is_alive()
+        assert live["bytes"] >= 300000 + len("first-line\nlast-line\n")
+        assert len(live["tail"].encode()) <= LIVE_TAIL_LIMIT and live["tail"].endswith("x\nlast-line\n")
+    finally:
+        (box.host_workspace / "stop").touch()
+        runner.join(60)
+    assert result and result[0].exit_code == 0 and result[0].output.endswith("last-line\n")
+    assert box.live_output() is None
+
+
+# --------------------------------------------------------------------------- a command that ends its shell
+
+
+def test_a_command_that_ends_its_shell_keeps_the_machine(box: sb.BashSessionSandbox) -> None:
+    """`exit`, `set -e`, `exec`, `kill $$`, `ulimit -n`, a readonly frame variable: the
+    command ends with its status, the machine (files, background jobs) survives, a fresh
+    shell takes over with the exports and cwd the dying one left, nothing runs twice."""
+    box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+    assert _wait(lambda: any("sleep 300" in p.command for p in box.process_tree()))
+    d = "/tmp/ends" if box.backend == "bwrap" else f"{box.workspace}/ends"
+    r = box.execute(f"mkdir -p {d}; echo kept > {d}/f; export A=1; cd {d}; echo bye; exit 3", 10)
+    assert (r.exit_code, r.output) == (3, "bye\n")  # like `bash -c`: no note for a plain exit
+    assert box.execute("echo A=$A; pwd; cat f", 10).output == f"A=1\n{d}\nkept\n"
+    r = box.execute("set -e; export B=2; cd /; false; echo not-reached", 10)
+    assert (r.exit_code, r.output) == (1, "")
+    assert box.execute("echo B=$B; pwd", 10).output == "B=2\n/\n"
+    assert box.execute("exec true", 10).exit_code == 0
+    r = box.execute("kill $$", 10)
+    assert r.exit_code == 143 and "The shell ended (killed by signal 15)" in r.output
+    r = box.execute("ulimit -n 3", 10)
+    assert r.exit_code == 198 and "unable to run commands" in r.output
+    assert box.execute("readonly __h_seq", 10).exit_code == 0
+    r = box.execute(f"echo ran >> {d}/once", 10)  # the broken shell cannot read this frame
+    assert r.exit_code == 196 and "unable to run commands" in r.output
+    assert box.execute(f"echo again; cat {d}/once 2>/dev/null | wc -l", 10).output == "again\n0\n"  # never run late
+    assert box.shell_restarts == 6 and box.machine_restarts == 0
+    assert any("sleep 300" in p.command for p in box.process_tree())  # the background job lived through it all
+
+
+def test_output_cannot_forge_the_trailer_and_no_child_holds_the_status_pipe(box: sb.BashSessionSandbox) -> None:
+    """The trailer travels on its own pipe with a per-sandbox nonce: text that looks like
+    one on stdout/stderr is output; descendants of the shell do not hold the status pipe
+    (oracle: /proc/<pid>/fd links vs the pipe inode the host reads), nor see the nonce."""
+    ch = box._agent
+    status_pipe = f"pipe:[{os.fstat(ch.sfd).st_ino}]"
+    fake = f"T {ch.nonce[:8]}00 999 0 /etc"
+    r = box.execute(f"printf '{fake}\\n'; printf '{fake}\\n' >&2; printf '\\nF{ch.nonce[:4]} 9 4 0 0\\nexit'; exit 5", 10)
+    assert r.exit_code == 5 and r.output.count(fake) == 2
+    assert box.execute("exec 7>/dev/null 1>/dev/null 2>&1; echo hidden", 10).output == ""
+    assert box.execute("echo visible; pwd", 10).output == f"visible\n{box.cwd()}\n"
+    box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+    assert _wait(lambda: any("sleep 300" in p.command for p in box.process_tree()))
+    for proc in box.process_tree():
+        links = []
+        for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+            try:
+                links.append(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
+            except OSError:
+                pass
+        assert status_pipe not in links, (proc, links)
+    seen = box.execute("cat /proc/$$/cmdline /proc/$$/environ | tr '\\0' ' '; bash -c 'echo ${__h_n:-unset}'", 10)
+    assert ch.nonce not in seen.output and seen.output.endswith("unset\n")
+
+
+# --------------------------------------------------------------------------- the verifier vs the model's leftovers
+
+
+def test_a_process_the_model_left_cannot_rewrite_the_verifiers_reward(registry_backend: str, tmp_path: Path) -> None:
+    """Reward code runs with the model's uid in the model's machine. An unsolved task whose
+    model left a loop that keeps writing 1 into the verifier's reward.txt must still score 0:
+    what the agent left running is stopped before the first reward command (oracle: /proc)."""
+    logs = _paths(registry_backend)["logs"]
+    answer = _paths(registry_backend)["answer"]
+    task = f"cheat-{U}"
+    ctx = ToolContext(task)
+    try:
+        ctx.terminal(f"mkdir -p $(dirname {answer}) && echo 41 > {answer}")
+        forge = f"while :; do mkdir -p {logs} 2>/dev/null; echo 1 > {logs}/reward.txt; sleep 0.005; done"
+        ctx_box = sb.get_sandbox(task)
+        ctx_box.execute(f"nohup setsid bash -c '{forge}' >/dev/null 2>&1 &", 10)
+        sandbox_id = ctx_box._inner.sandbox_id
+        assert _wait(lambda: any("while :" in p.command for p in ctx_box.process_tree()))
+        assert _score(ctx, registry_backend, tmp_path) == 0.0
+        assert not [p for p in ctx_box.process_tree() if "while :" in p.command]
+        assert ctx_box.shell_state()["agent_processes_stopped"] >= 1
+        # the machine is otherwise intact: the agent's shell, files and cwd
+        assert ctx_box.execute(f"cat {answer}", 10).output == "41\n"
+        assert len(_marked(sandbox_id)) >= 2  # init + shell (+ verifier runner) still there
+    finally:
+        ctx.cleanup()
+
+
+def test_verifier_keeps_the_agents_service_when_told(tmp_path: Path) -> None:
+    settings = SandboxSettings(sandbox_root=tmp_path, kill_grace=0.3, verifier_stops_agent=False)
+    box = LocalSandbox("service", settings)
+    try:
+        box.execute("sleep 300 >/dev/null 2>&1 &", 10)
+        assert box.execute("echo verify", 10, isolated=True).output == "verify\n"
+        assert any("sleep 300" in p.command for p in box.process_tree())
+    finally:
+        box.cleanup()

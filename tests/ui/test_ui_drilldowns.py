@@ -132,7 +132,7 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
 
     details = dict(DEFAULT_RESULTS["sandbox_details"])
     details["shell"] = {"shell_pid": 4242, "shell_uptime_s": 75.0, "shell_restarts": 1, "machine_restarts": 0,
-                        "busy": True}
+                        "busy": True, "agent_processes_stopped": 2}
     details["overrides"] = {"cwd": "/app", "docker_image": "tb2/task:1\x1b]52;c;x\x07"}
     runtime = FakeRuntime(main_events, results={"sandbox_details": details})
     app = make_app(runtime)
@@ -144,5 +144,6 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
         await settle(pilot)
         header = str(app.screen.query_one("#sandbox-header").render())
         assert "shell pid 4242" in header and "restarts 1 shell / 0 machine" in header and "busy" in header
+        assert "2 agent process(es) stopped before verification" in header
         assert "overrides cwd=/app" in header and "docker_image=tb2/task:1" in header
         assert "\x1b" not in header  # model/env text stays text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from rich.text import Text
@@ -22,6 +23,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+LIVE_REFRESH_S = 1.0  # while a command runs, its output tail is re-fetched this often
+
+
 class SandboxScreen(DrillDownScreen):
     BINDINGS = bindings_for("sandbox")
 
@@ -30,6 +34,9 @@ class SandboxScreen(DrillDownScreen):
         self.task_id = task_id
         self.details: Optional[Dict[str, Any]] = None
         self._signature: Optional[Tuple[object, ...]] = None
+        self._details_pending = False  # one details request at a time (the live refresh polls)
+        self._details_asked = 0.0  # monotonic, for the poll interval
+        self._details_wall = 0.0  # wall clock of the last request (state times are wall clock)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="sandbox-header", classes="drill-header")
@@ -38,6 +45,7 @@ class SandboxScreen(DrillDownScreen):
                 yield DataTable(id="process-tree", cursor_type="row", zebra_stripes=True)
                 yield RichLog(id="recent-commands", wrap=True, markup=False, auto_scroll=False)
             with Vertical(id="sandbox-right"):
+                yield RichLog(id="live-output", wrap=True, markup=False, auto_scroll=True)
                 yield Input(placeholder="diagnostic command, e.g. ps aux  (enter to run; d to focus)",
                             id="diagnostic-input")
                 yield RichLog(id="diagnostic-output", wrap=True, markup=False)
@@ -51,9 +59,11 @@ class SandboxScreen(DrillDownScreen):
         tree.border_title = "Process tree"
         self.query_one("#recent-commands", RichLog).border_title = "Recent commands"
         self.query_one("#diagnostic-output", RichLog).border_title = "Diagnostic output"
+        self.query_one("#live-output", RichLog).border_title = "Running command (live output)"
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
         self.action_refresh_details()
+        self.set_interval(LIVE_REFRESH_S / 2, self._live_tick, name="sandbox-live-output")
 
     # ------------------------------------------------------------------ live header
 
@@ -63,6 +73,19 @@ class SandboxScreen(DrillDownScreen):
         if signature != self._signature:
             self._signature = signature
             self.query_one("#sandbox-header", Static).update(self._header(sandbox, now))
+
+    def _live_tick(self) -> None:
+        """Poll the details while a command runs (the last details had live output, or the
+        state shows a command that started after them), so its output grows on screen.
+        Its own timer: the app redraws only when the state changes."""
+        if self._details_pending or time.monotonic() - self._details_asked < LIVE_REFRESH_S:
+            return
+        sandbox = self.console.state.sandboxes.get(self.task_id)
+        live = bool(self.details and _get(self.details, "live_output"))
+        started_since = (sandbox is not None and sandbox.state == "running" and sandbox.running_since is not None
+                         and sandbox.running_since > self._details_wall)
+        if live or started_since:
+            self.action_refresh_details()
 
     @staticmethod
     def _signature_of(sb: Optional[SandboxView], now: float) -> Tuple[object, ...]:
@@ -106,6 +129,9 @@ class SandboxScreen(DrillDownScreen):
             text.append(f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
                         f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
                         f"  {'busy' if shell.get('busy') else 'idle'}", style="dim")
+            if shell.get("agent_processes_stopped"):  # killed before the verifier's first command
+                text.append(f"  {shell['agent_processes_stopped']} agent process(es) stopped before verification",
+                            style="dim")
         overrides = _get(self.details, "overrides") if self.details else None
         if overrides:  # the task's register_task_env_overrides(...)
             shown = "  ".join(f"{k}={visible(str(v))}" for k, v in sorted(overrides.items()))
@@ -115,13 +141,22 @@ class SandboxScreen(DrillDownScreen):
     # ------------------------------------------------------------------ details (process tree, commands)
 
     def action_refresh_details(self) -> None:
-        self.console.send("sandbox details", lambda: self.console.runtime.sandbox_details(self.task_id),
-                          on_result=self.show_details, quiet_replay=True)
+        self._details_asked, self._details_wall = time.monotonic(), time.time()
+        self._details_pending = self.console.send(
+            "sandbox details", lambda: self.console.runtime.sandbox_details(self.task_id),
+            on_result=self.show_details, on_error=self._details_failed, quiet_replay=True)
+
+    def _details_failed(self, exc: BaseException) -> None:
+        self._details_pending = False  # the app has shown the error
+        if self.details:
+            self.details["live_output"] = None  # e.g. the sandbox closed: stop polling it
 
     def show_details(self, details: Any) -> None:
+        self._details_pending = False
         self.details = details if isinstance(details, dict) else {
             k: _get(details, k) for k in ("cwd", "processes", "process_tree", "recent_commands", "lifetime_s")
         }
+        self._show_live(_get(self.details, "live_output"))
         tree = self.query_one("#process-tree", DataTable)
         tree.clear()
         processes: Iterable[Any] = _get(self.details, "processes") or _get(self.details, "process_tree") or []
@@ -135,6 +170,19 @@ class SandboxScreen(DrillDownScreen):
                 log.write(line)
         self._signature = None
         self.refresh_view(self.console.state, self.console.now())
+
+    def _show_live(self, live: Any) -> None:
+        log = self.query_one("#live-output", RichLog)
+        log.clear()
+        if not live:
+            log.write(Text("no command running", style="dim"))
+            return
+        log.write(Text("$ ", style="bold") + shown(head(str(_get(live, "command", "")), 200), style="bold"))
+        log.write(Text(f"running {duration(_get(live, 'running_s'))}, {_get(live, 'bytes', 0)} bytes so far",
+                       style="cyan"))
+        tail = str(_get(live, "tail", "") or "")
+        if tail:
+            log.write(shown(tail))
 
     @staticmethod
     def _command_lines(record: Any) -> List[Text]:
