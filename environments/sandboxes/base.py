@@ -108,6 +108,7 @@ class BashSessionSandbox(ABC):
     """Spawn-per-call bash with persistent cwd/exports, bounded capture, group kill."""
 
     backend: str = "abstract"
+    _channel_cls: type = None  # type: ignore[assignment]  # _Channel (set below); docker: a synced one
 
     def __init__(
         self,
@@ -371,7 +372,7 @@ class BashSessionSandbox(ABC):
             for fd in vpipes:
                 os.close(fd)
         self._machine = proc
-        agent = _Channel(proc, self._new_nonce())
+        agent = self._channel_cls(proc, self._new_nonce())
         agent.send_nonce()
         if not agent.wait_ready(self._start_timeout):
             raise SandboxUnavailable(
@@ -385,7 +386,7 @@ class BashSessionSandbox(ABC):
         else:
             vproc = self._popen(self._limit_prefix() + self._argv(VERIFIER), pass_fds=())
             self._vmachine = vproc
-            self._verifier = _Channel(vproc, self._new_nonce())
+            self._verifier = self._channel_cls(vproc, self._new_nonce())
         self._verifier.send_nonce()
         if self._verifier.wait_ready(self._start_timeout):
             self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
@@ -846,6 +847,8 @@ class _Channel:
                     except (OSError, ValueError):
                         pass
 
+
+BashSessionSandbox._channel_cls = _Channel
 
 _nofile_raised = False
 

@@ -12,11 +12,13 @@ bind-mounted at /workspace and /run/hermes-state. ``host_workspace`` stays None
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
@@ -24,7 +26,14 @@ from typing import Dict, List, Optional, Set, Tuple
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs
 from environments.sandboxes.stale import discard_owner
-from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
+from environments.sandboxes.base import (
+    MARKER_VAR,
+    BashSessionSandbox,
+    ProcessInfo,
+    SandboxUnavailable,
+    _Channel,
+    _slug,
+)
 from environments.sandboxes.settings import SandboxSettings
 
 VIEW_WORKSPACE = "/workspace"
@@ -64,6 +73,9 @@ def build_run_argv(
     env: Dict[str, str],
     owner: str = "",
     tmp_size_mb: int = 512,
+    read_only: bool = False,
+    cpu_time_s: Optional[int] = None,
+    file_size_mb: Optional[int] = None,
 ) -> List[str]:
     argv = [docker, "run", "-d", "--init", "--name", name]
     argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
@@ -73,7 +85,16 @@ def build_run_argv(
              "--memory-swap", f"{memory_mb}m"]
     if not network:
         argv += ["--network", "none"]
+    # per-process rlimits, as bwrap/local set them (soft < hard: SIGXCPU first, a recognisable exit)
+    if cpu_time_s is not None:
+        argv += ["--ulimit", f"cpu={int(cpu_time_s)}:{int(cpu_time_s) + 5}"]
+    if file_size_mb is not None:
+        argv += ["--ulimit", f"fsize={int(file_size_mb) << 20}"]
     argv += ["--tmpfs", f"/tmp:rw,nosuid,size={int(tmp_size_mb)}m"]
+    if read_only:  # the image's root read-only: writes go to the workspace and these tmpfs only
+        argv += ["--read-only"]
+        for path in ("/run", "/var/tmp"):
+            argv += ["--tmpfs", f"{path}:rw,nosuid,size={int(tmp_size_mb)}m"]
     argv += ["-v", f"{host_workspace}:{VIEW_WORKSPACE}", "-v", f"{host_state}:{VIEW_STATE}"]
     argv += ["-w", VIEW_WORKSPACE]
     for key, value in env.items():
@@ -152,11 +173,106 @@ def sweep_once(docker: str) -> None:
 def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
     # setsid -w: the command leads its own session inside the container, so a timeout can
     # kill its whole group there (killing the local `docker exec` client would not).
-    return [docker, "exec", "-i", container, "setsid", "-w", "bash", "-c", script, "bash"]
+    # HERMES_OUTPUT_SYNC: the shells end each command's output with a sync token (see _SyncChannel).
+    return [docker, "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", container, "setsid", "-w", "bash", "-c", script,
+            "bash"]
+
+
+SYNC_WAIT_S = 10.0
+
+
+class _SyncChannel(_Channel):
+    """docker relays the container's stdout and stderr on separate streams, so a command's
+    trailer (stderr) can overtake the end of its output (stdout). The shells write
+    ``\\0HS <nonce> <seq>\\0`` at the end of each command's output; after the trailer we read
+    output until that token (bounded wait) and strip every token of ours from the text."""
+
+    def _setup(self, nonce: str) -> None:
+        super()._setup(nonce)
+        self._prefix = f"\0HS {nonce} ".encode()
+        self._carry = b""
+        self._awaiting: Optional[int] = None  # the command whose trailer came before its token
+        self._last_token = 0  # seq of the last token seen
+
+    def read_records(self, block_ms: int = 0) -> List[tuple]:
+        records = super().read_records(block_ms)
+        for rec in records:
+            if rec[0] == "T" and rec[1] > self._last_token:
+                self._awaiting = rec[1]
+        return records
+
+    def _filter(self, chunk: bytes) -> bytes:
+        data = self._carry + chunk
+        self._carry = b""
+        out = bytearray()
+        while True:
+            at = data.find(self._prefix)
+            if at < 0:
+                keep = _partial_suffix(data, self._prefix)
+                out += data[: len(data) - keep]
+                self._carry = data[len(data) - keep:]
+                return bytes(out)
+            end = data.find(b"\0", at + len(self._prefix))
+            if end < 0:
+                if len(data) - at > 64:  # not a token of ours after all
+                    out += data[: at + 1]
+                    data = data[at + 1:]
+                    continue
+                out += data[:at]
+                self._carry = data[at:]
+                return bytes(out)
+            seq = data[at + len(self._prefix): end]
+            if seq.isdigit():
+                self._last_token = max(self._last_token, int(seq))
+                if self._awaiting is not None and self._last_token >= self._awaiting:
+                    self._awaiting = None
+            out += data[:at]
+            data = data[end + 1:]
+
+    def read_output(self, buf, until_empty: bool = False) -> None:  # type: ignore[override]
+        end = time.monotonic() + SYNC_WAIT_S
+        while True:
+            try:
+                chunk = os.read(self.ofd, 1 << 16)
+            except BlockingIOError:
+                chunk = None
+            except OSError:
+                return
+            if chunk == b"":
+                if buf is not None and self._carry:
+                    buf.feed(self._carry)
+                self._carry = b""
+                return
+            if chunk is not None:
+                data = self._filter(chunk)
+                if buf is not None and data:
+                    buf.feed(data)
+                if not until_empty:
+                    return
+                continue
+            if not until_empty or self._awaiting is None or time.monotonic() >= end:
+                return
+            probe = select.poll()
+            probe.register(self.ofd, select.POLLIN)
+            probe.poll(50)
+
+
+    def discard_output(self) -> None:
+        self._awaiting = None  # between commands: take what is there, wait for nothing
+        super().discard_output()
+
+
+def _partial_suffix(data: bytes, token: bytes) -> int:
+    """Length of the longest tail of ``data`` that is a prefix of ``token``."""
+    for n in range(min(len(token) - 1, len(data)), 0, -1):
+        if data.endswith(token[:n]):
+            return n
+    return 0
 
 
 def build_kill_argv(*, docker: str, container: str, pgid: int, sig: str) -> List[str]:
-    return [docker, "exec", container, "kill", f"-{sig}", "--", f"-{pgid}"]
+    # bash's builtin kill: an image need not ship procps
+    return [docker, "exec", container, "bash", "-c", f"kill -{sig} -- -{int(pgid)}"]
 
 
 def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
@@ -183,6 +299,7 @@ def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
 
 class DockerSandbox(BashSessionSandbox):
     backend = "docker"
+    _channel_cls = _SyncChannel
 
     def __init__(
         self,
@@ -227,7 +344,12 @@ class DockerSandbox(BashSessionSandbox):
             env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
             owner=owner_label(),
             tmp_size_mb=settings.tmp_size_mb,
+            read_only=settings.docker_read_only,
+            cpu_time_s=settings.cpu_time_s,
+            file_size_mb=settings.file_size_mb,
         )
+        self._image = settings.docker_image
+        self._settings = settings
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # may pull the image
             failure = None if proc.returncode == 0 else " ".join(proc.stderr.split())[:500]
@@ -245,9 +367,23 @@ class DockerSandbox(BashSessionSandbox):
             )
         self._host_env = dict(os.environ)
         self._host_env[MARKER_VAR] = self.sandbox_id
+        self._pidns = self._container_pidns()
         self.start()
         if cwd:
             self.set_initial_cwd(cwd)
+
+    def limits_summary(self) -> Dict[str, str]:
+        lim = self._settings
+        return {
+            "pids": f"{lim.pids_limit} (docker --pids-limit)",
+            "cpu": f"{lim.cpu:g} CPUs (docker --cpus)",
+            "memory": f"{lim.memory_mb} MB, no swap (docker --memory)",
+            "cpu_time": f"{lim.cpu_time_s} s per process (docker --ulimit cpu)",
+            "file_size": f"{lim.file_size_mb} MB per file (docker --ulimit fsize)",
+            "root": "read-only image root" if lim.docker_read_only else "writable container layer (gone at cleanup)",
+            "image": self._image,
+            "enforced_by": "docker",
+        }
 
     def _argv(self, script: str) -> List[str]:
         return build_exec_argv(docker=self._docker, container=self.container, script=script)
@@ -258,13 +394,77 @@ class DockerSandbox(BashSessionSandbox):
     def _verifier_in_machine(self) -> bool:
         return False  # docker exec passes only stdio: the verifier runner is its own exec
 
+    # ------------------------------------------------------------ pids
+
+    def _container_pidns(self) -> Optional[str]:
+        """The container's pid namespace as this host sees it, when the engine runs on this
+        kernel and we may look (root, local engine); None otherwise (Docker Desktop's VM, a
+        remote or rootless engine): then timeouts fall back to killing inside the container."""
+        try:
+            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
+                                  capture_output=True, text=True, timeout=30)
+            pid = int(proc.stdout.strip()) if proc.returncode == 0 else 0
+            return os.readlink(f"/proc/{pid}/ns/pid") if pid > 0 else None
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return None
+
+    def _map_pid(self, reported: Optional[int]) -> Optional[int]:
+        """Host pid of a container process that reported its in-container pid."""
+        if reported is None or self._pidns is None:
+            return None
+        for pid in procfs.all_pids():
+            try:
+                if procfs.ns_pid(pid) == reported and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns:
+                    return pid
+            except OSError:
+                continue
+        return None
+
     def _kill_command(self, ch, t0: int) -> None:  # type: ignore[override]
-        """The container's pids are not ours to see: kill the machine's process group inside
-        the container (INIT leads it via ``setsid``), i.e. the shell and the command; the next
+        """With the shell's host pid known: kill only the command's processes, as bwrap does
+        (the shell, its cwd, exports and earlier background jobs live on). Otherwise kill the
+        machine's process group inside the container (INIT leads it via ``setsid``); the next
         command starts a fresh INIT in the same container (its files persist)."""
+        if ch.shell_pid is not None:
+            super()._kill_command(ch, t0)
+            return
         pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
         if pgid is not None and pgid > 1:  # `kill -- -1` would hit everything but init
             self._docker_kill(pgid, "KILL")
+
+    def _kill_machine(self, ch) -> None:  # type: ignore[override]
+        """Killing the local ``docker exec`` client does not stop what it started in the
+        container: kill the machine's group in there too."""
+        pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
+        if pgid is not None and pgid > 1 and not self._closed:
+            self._docker_kill(pgid, "KILL")
+        super()._kill_machine(ch)
+
+    def _start_machine(self) -> None:
+        try:
+            super()._start_machine()
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(self._why_unusable() or str(exc)) from None
+
+    def _machine_dead_note(self, buf) -> None:  # type: ignore[override]
+        why = self._why_unusable()
+        buf.feed(("\n[" + why + "]").encode() if why else
+                 b"\n[The sandbox machine stopped; a fresh one starts with the next command]")
+
+    def _why_unusable(self) -> str:
+        """When the engine or the container is gone, say so (instead of "shell did not start")."""
+        try:
+            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Running}}", self.container],
+                                  capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return f"docker backend: the Docker engine did not answer about container {self.container}"
+        if proc.returncode == 0 and proc.stdout.strip() == "true":
+            return ""
+        detail = " ".join((proc.stderr or proc.stdout).split())[:300]
+        if proc.returncode != 0 and ("Cannot connect" in detail or "daemon" in detail.lower()):
+            return f"docker backend: the Docker engine stopped answering ({detail}); container {self.container} is lost"
+        return (f"docker backend: container {self.container} is not running any more (the Docker engine restarted "
+                f"or it was removed: {detail or 'stopped'}); this sandbox cannot continue")
 
     def _docker_kill(self, pgid: int, sig: str) -> None:
         argv = build_kill_argv(docker=self._docker, container=self.container, pgid=pgid, sig=sig)

@@ -46,9 +46,14 @@ _READ_FRAME = r"""
 # then kills the shell and INIT starts a fresh one.
 DRIVER = (
     r"""__h_n=$1; set --
+__h_sync=${HERMES_OUTPUT_SYNC-}; unset HERMES_OUTPUT_SYNC
 shopt -s extdebug; set -o functrace
 __h_abort= __h_ineval=
-__h_post() { __h_ineval= __h_abort=; printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
+__h_post() {
+  __h_ineval= __h_abort=
+  [ -z "$__h_sync" ] || printf '\0HS %s %s\0' "$__h_n" "$__h_seq" >&7
+  printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2
+}
 trap '__h_abort=1' USR1
 trap '[ -z "$__h_abort" ] || [ -z "$__h_ineval" ] || [ "${FUNCNAME[0]}" = __h_post ] || [[ $BASH_COMMAND == "__h_post "* ]]' DEBUG
 printf 'R %s %s %s\n' "$__h_n" "$$" "$PPID" >&2
@@ -71,6 +76,7 @@ exit 199
 
 VERIFIER = (
     r"""IFS= read -r __h_n || exit 125
+__h_sync=${HERMES_OUTPUT_SYNC-}; unset HERMES_OUTPUT_SYNC
 printf 'R %s %s\n' "$__h_n" "$$" >&2
 while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do"""
     + _READ_FRAME
@@ -84,6 +90,7 @@ while IFS=' ' read -r __h_seq __h_lc __h_li __h_lw; do"""
     fi
   )
   __h_rc=$?
+  [ -z "$__h_sync" ] || printf '\0HS %s %s\0' "$__h_n" "$__h_seq"
   printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$__h_rc" "${__h_w//$'\n'/}" >&2
 done
 exit 199
