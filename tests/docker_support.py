@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import List
 
 import pytest
@@ -58,3 +59,49 @@ def managed_containers() -> List[str]:
     """Every container this tool labelled, running or not."""
     out = docker("ps", "-aq", "--filter", "label=hermes-console.managed=1").stdout
     return out.split()
+
+
+def base_rootfs() -> Path:
+    """The base image as a rootfs directory (``docker export``), exported once per image id
+    and kept under .build/docker/rootfs (a bwrap rootfs, and the start of task images)."""
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    from hermes_console import images
+    from hermes_console.docker_engine import DEFAULT_STATE
+
+    image = sandbox_image()
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip().split(":")[-1][:16]
+    cache = DEFAULT_STATE / "rootfs"
+    cache.mkdir(parents=True, exist_ok=True)
+    final = cache / image_id
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not final.is_dir():
+            for stale in cache.iterdir():  # an older base image's export
+                if stale.is_dir():
+                    shutil.rmtree(stale, ignore_errors=True)
+            work = Path(tempfile.mkdtemp(prefix=".export-", dir=cache))
+            images.export_rootfs(image, work / "root")
+            (work / "root").rename(final)
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def task_image(files: "dict", tag: str, tmp: Path) -> str:
+    """A task image built from a rootfs: the base rootfs (hard-linked copy) plus ``files``
+    (absolute path -> text), ``docker import``-ed as ``tag`` (not labelled to keep)."""
+    from hermes_console import images
+
+    root = tmp / "task-rootfs"
+    subprocess.run(["cp", "-al", str(base_rootfs()), str(root)], check=True, timeout=120)
+    for path, text in files.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.unlink()  # a hard link into the cache: never write through it
+        target.write_text(text)
+    images.import_rootfs(root, tag, kind="task", keep=False)
+    shutil.rmtree(root, ignore_errors=True)
+    return tag
