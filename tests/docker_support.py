@@ -105,3 +105,10 @@ def task_image(files: "dict", tag: str, tmp: Path) -> str:
     images.import_rootfs(root, tag, kind="task", keep=False)
     shutil.rmtree(root, ignore_errors=True)
     return tag
+
+
+def DockerBox(task_id: str, settings, **kwargs):  # noqa: N802 - used like the sandbox classes in parametrize
+    """A real DockerSandbox on the base image (skips, with the reason, where there is none)."""
+    from environments.sandboxes.docker import DockerSandbox
+
+    return DockerSandbox(task_id, settings.model_copy(update={"docker_image": sandbox_image()}), **kwargs)

@@ -203,6 +203,10 @@ class BashSessionSandbox(ABC):
         q = "'" + path.replace("'", "'\\''") + "'"
         self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
 
+    def _limit_counters(self) -> Dict[str, int]:
+        """Limit-hit counters (oom_kill, pids_max) of the sandbox's cgroup, when it has one."""
+        return self._cgroup.counters() if self._cgroup is not None else {}
+
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
         return True
@@ -525,7 +529,7 @@ class BashSessionSandbox(ABC):
         cwd = cwd_hint.encode("utf-8", errors="surrogateescape")
         payload = f"{seq} {len(body)} {len(data)} {len(cwd)}\n".encode() + cwd + body + data
         ch.discard_output()  # late output of a background job: not this command's
-        before = self._cgroup.counters() if self._cgroup is not None else {}
+        before = self._limit_counters()
         t0 = procfs.now_ticks()
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
@@ -650,7 +654,7 @@ class BashSessionSandbox(ABC):
         if lim is None:
             return ""
         notes = []
-        after = self._cgroup.counters() if self._cgroup is not None else {}
+        after = self._limit_counters()
         if after.get("oom_kill", 0) > before.get("oom_kill", 0):
             notes.append(f"memory limit reached ({lim.memory_mb} MB): the kernel killed a process of this sandbox")
         if after.get("pids_max", 0) > before.get("pids_max", 0):

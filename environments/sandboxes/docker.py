@@ -262,6 +262,20 @@ class _SyncChannel(_Channel):
         super().discard_output()
 
 
+def _read_counters(path: Path) -> Dict[str, int]:
+    """``key value`` lines (memory.oom_control, pids.events); {} when unreadable."""
+    out: Dict[str, int] = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
 def _partial_suffix(data: bytes, token: bytes) -> int:
     """Length of the longest tail of ``data`` that is a prefix of ``token``."""
     for n in range(min(len(token) - 1, len(data)), 0, -1):
@@ -328,6 +342,7 @@ class DockerSandbox(BashSessionSandbox):
             state_view_dir=VIEW_STATE,
             kill_grace=settings.kill_grace,
             output_limit=settings.output_limit_bytes,
+            limits=settings,  # enforced by the engine (run argv); kept for the notes and the drill-down
         )
         self.container = container_name(task_id)
         argv = build_run_argv(
@@ -368,6 +383,7 @@ class DockerSandbox(BashSessionSandbox):
         self._host_env = dict(os.environ)
         self._host_env[MARKER_VAR] = self.sandbox_id
         self._pidns = self._container_pidns()
+        self._cgroup_dirs = self._container_cgroups()
         self.start()
         if cwd:
             self.set_initial_cwd(cwd)
@@ -396,6 +412,8 @@ class DockerSandbox(BashSessionSandbox):
 
     # ------------------------------------------------------------ pids
 
+    _init_pid: Optional[int] = None
+
     def _container_pidns(self) -> Optional[str]:
         """The container's pid namespace as this host sees it, when the engine runs on this
         kernel and we may look (root, local engine); None otherwise (Docker Desktop's VM, a
@@ -404,9 +422,48 @@ class DockerSandbox(BashSessionSandbox):
             proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
                                   capture_output=True, text=True, timeout=30)
             pid = int(proc.stdout.strip()) if proc.returncode == 0 else 0
-            return os.readlink(f"/proc/{pid}/ns/pid") if pid > 0 else None
+            ns = os.readlink(f"/proc/{pid}/ns/pid") if pid > 0 else None
+            self._init_pid = pid if ns else None
+            return ns
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return None
+
+    def _wants_cgroup(self) -> bool:
+        return False  # the engine makes the container's cgroup
+
+    def _limit_prefix(self) -> List[str]:
+        return []  # limits are `docker run` options; a host-side prefix would bind the CLI
+
+    def _container_cgroups(self) -> Dict[str, Path]:
+        """The container's memory and pids cgroup dirs as this host sees them (from its init's
+        /proc/<pid>/cgroup), for the limit-hit counters; {} with a remote engine."""
+        if self._init_pid is None:
+            return {}
+        out: Dict[str, Path] = {}
+        try:
+            lines = Path(f"/proc/{self._init_pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for name in ("memory", "pids"):
+                if name in controllers.split(","):
+                    out[name] = Path("/sys/fs/cgroup") / name / path.lstrip("/")
+            if controllers == "" and "memory" not in out:  # cgroup v2: one dir for all
+                out["unified"] = Path("/sys/fs/cgroup") / path.lstrip("/")
+        return {k: v for k, v in out.items() if v.is_dir()}
+
+    def _limit_counters(self) -> Dict[str, int]:
+        dirs = self._cgroup_dirs
+        out: Dict[str, int] = {}
+        if "unified" in dirs:
+            out["oom_kill"] = _read_counters(dirs["unified"] / "memory.events").get("oom_kill", 0)
+            out["pids_max"] = _read_counters(dirs["unified"] / "pids.events").get("max", 0)
+        if "memory" in dirs:
+            out["oom_kill"] = _read_counters(dirs["memory"] / "memory.oom_control").get("oom_kill", 0)
+        if "pids" in dirs:
+            out["pids_max"] = _read_counters(dirs["pids"] / "pids.events").get("max", 0)
+        return out
 
     def _map_pid(self, reported: Optional[int]) -> Optional[int]:
         """Host pid of a container process that reported its in-container pid."""
