@@ -51,8 +51,14 @@ def sandbox_image() -> str:
     return ""
 
 
+_REAL_HOST = os.environ.get("DOCKER_HOST")  # the engine as the session found it (tests may relay it)
+
+
 def docker(*args: str, timeout: float = 60.0, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
+    env = dict(os.environ)
+    if _REAL_HOST:
+        env["DOCKER_HOST"] = _REAL_HOST
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check, env=env)
 
 
 def managed_containers() -> List[str]:
@@ -112,3 +118,93 @@ def DockerBox(task_id: str, settings, **kwargs):  # noqa: N802 - used like the s
     from environments.sandboxes.docker import DockerSandbox
 
     return DockerSandbox(task_id, settings.model_copy(update={"docker_image": sandbox_image()}), **kwargs)
+
+
+class EngineProxy:
+    """A unix-socket relay in front of the engine: stopping it is, to every docker client
+    using it, the engine going away mid-stream (exec streams cut, new calls refused);
+    starting it again is the engine coming back. The real engine is never touched."""
+
+    def __init__(self, path: Path, upstream: str) -> None:
+        import threading
+
+        self.path, self.upstream = path, upstream
+        self._lock = threading.Lock()
+        self._conns: List = []
+        self._server = None
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.path}"
+
+    def start(self) -> None:
+        import socket
+        import threading
+
+        self.path.unlink(missing_ok=True)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(self.path))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True, name="engine-proxy-accept").start()
+
+    def _accept(self, server) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                up.connect(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, up]
+            for a, b in ((client, up), (up, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True, name="engine-proxy-pump").start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        import socket
+
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        import socket
+
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        self.path.unlink(missing_ok=True)
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
+def engine_socket() -> str:
+    """The engine's unix socket path (DOCKER_HOST or the default), or skip."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        pytest.skip(f"the engine is not on a unix socket ({host})")
+    return host[len("unix://"):]

@@ -11,6 +11,7 @@ bind-mounted at /workspace and /run/hermes-state. ``host_workspace`` stays None
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
 import shutil
@@ -170,6 +171,41 @@ def sweep_once(docker: str) -> None:
     sweep_orphans(docker)
 
 
+# Containers whose `docker rm` failed (the engine was away during cleanup): retried when a
+# sandbox next starts on that engine, and at exit; the startup sweep of a later process
+# takes any still left (their owner is gone by then).
+_pending_lock = threading.Lock()
+_pending_removal: Dict[str, Set[str]] = {}
+
+
+def _remember_for_removal(docker: str, container: str) -> None:
+    with _pending_lock:
+        _pending_removal.setdefault(docker, set()).add(container)
+
+
+def retry_removals(docker: str, timeout: float = 60.0) -> List[str]:
+    """Remove containers an earlier cleanup could not; returns the ones removed now."""
+    with _pending_lock:
+        names = sorted(_pending_removal.get(docker, ()))
+    if not names:
+        return []
+    try:
+        proc = subprocess.run(build_remove_argv(docker=docker, container_ids=names), capture_output=True, text=True,
+                              timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    gone = [n for n in names if proc.returncode == 0 or n not in proc.stderr or "no such container" in proc.stderr.lower()]
+    with _pending_lock:
+        _pending_removal.get(docker, set()).difference_update(gone)
+    return gone
+
+
+@atexit.register
+def _retry_all_removals() -> None:
+    for docker in list(_pending_removal):
+        retry_removals(docker, timeout=20.0)
+
+
 def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
     # setsid -w: the command leads its own session inside the container, so a timeout can
     # kill its whole group there (killing the local `docker exec` client would not).
@@ -326,6 +362,7 @@ class DockerSandbox(BashSessionSandbox):
         settings = settings or SandboxSettings()
         self._docker = check_engine(docker)
         sweep_once(self._docker)
+        retry_removals(self._docker)
         root = Path(settings.root)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -372,6 +409,7 @@ class DockerSandbox(BashSessionSandbox):
             failure = str(exc)
         if failure is not None:
             self._closed = True
+            self._discard_half_made()
             for path in (host_ws, state):
                 shutil.rmtree(path, ignore_errors=True)
             if self._owner_record is not None:
@@ -549,10 +587,27 @@ class DockerSandbox(BashSessionSandbox):
             not (p.command == "sleep infinity" or "docker-init" in p.command) for p in self.process_tree()
         )
 
+    def _discard_half_made(self) -> None:
+        """A `docker run` cut short (engine away, timeout) may still have made the container."""
+        try:
+            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
+                                  timeout=30)
+            if proc.returncode == 0 or "no such container" in proc.stderr.lower():
+                return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _remember_for_removal(self._docker, self.container)
+
     def _teardown(self) -> None:
-        proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
-            raise RuntimeError(f"docker rm -f {self.container} failed: {proc.stderr.strip()[:300]}")
+        try:
+            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
+                                  timeout=60)
+            failure = "" if proc.returncode == 0 or "no such container" in proc.stderr.lower() else proc.stderr
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failure = str(exc)
+        if failure:
+            _remember_for_removal(self._docker, self.container)  # retried when the engine answers again
+            raise RuntimeError(f"docker rm -f {self.container} failed (retried later): {failure.strip()[:300]}")
 
     def _dirs_to_remove(self) -> List[Path]:
         return [self._state_host, self._host_ws]
