@@ -460,7 +460,11 @@ class DockerSandbox(BashSessionSandbox):
             proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
                                   capture_output=True, text=True, timeout=30)
             pid = int(proc.stdout.strip()) if proc.returncode == 0 else 0
-            ns = os.readlink(f"/proc/{pid}/ns/pid") if pid > 0 else None
+            # the engine's pid is only ours to trust if that process carries this sandbox's marker
+            # (a rootless engine reports pids of its own namespace: another process here)
+            if pid <= 0 or not procfs.has_env_marker(pid, self._marker):
+                return None
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
             self._init_pid = pid if ns else None
             return ns
         except (OSError, ValueError, subprocess.TimeoutExpired):
@@ -509,7 +513,8 @@ class DockerSandbox(BashSessionSandbox):
             return None
         for pid in procfs.all_pids():
             try:
-                if procfs.ns_pid(pid) == reported and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns:
+                if (procfs.ns_pid(pid) == reported and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns
+                        and procfs.has_env_marker(pid, self._marker)):
                     return pid
             except OSError:
                 continue

@@ -263,3 +263,22 @@ def test_real_container_lifecycle(tmp_path: Path) -> None:
         box.cleanup()
     gone = subprocess.run(["docker", "inspect", box.container], capture_output=True, timeout=30)
     assert gone.returncode != 0
+
+
+@needs_engine
+def test_timeout_without_a_view_of_the_engines_pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker Desktop / rootless: the container's processes are not this host's to see. A
+    timeout then kills the machine's group inside the container; files stay, the next
+    command gets a fresh shell, and the command's processes are gone (the engine's ps says)."""
+    monkeypatch.setattr(DockerSandbox, "_container_pidns", lambda self: None)
+    box = DockerSandbox("blind", SandboxSettings(sandbox_root=tmp_path, docker_image=sandbox_image(), kill_grace=0.2))
+    try:
+        assert box._pidns is None and box.shell_state()["shell_pid"] is None
+        box.execute("echo kept > /opt/f", 30)
+        result = box.execute(f"sleep 305.{U}1; echo survived", 1)
+        assert result.timed_out and "survived" not in result.output
+        assert box.execute("cat /opt/f", 30).output == "kept\n"
+        ps = subprocess.run(["docker", "top", box.container, "-eo", "args"], capture_output=True, text=True, timeout=30)
+        assert f"305.{U}1" not in ps.stdout
+    finally:
+        box.cleanup()
