@@ -367,6 +367,8 @@ def stop_private_engine(layout: Layout) -> bool:
     if ping(layout.host, timeout=5.0):
         clean_private_engine(layout.host)
     _terminate(pid, STOP_TIMEOUT_S)
+    if not _alive(pid):  # its sockets and state dirs go with it (a busy mount point just stays)
+        shutil.rmtree(layout.run_dir, ignore_errors=True)
     return True
 
 
