@@ -26,7 +26,8 @@ sandbox-tools:
 # and the sandbox base image (built once, cached) -- see hermes_console/docker_engine.py.
 demo: $(STAMP)
 ifeq ($(TERMINAL_ENV),docker)
-	$(BIN)/python -m hermes_console.docker_engine run --image base --default-image -- $(BIN)/hermes-console demo
+	$(BIN)/python -m hermes_console.docker_engine run --image base --default-image -- \
+	  $(BIN)/hermes-console demo --env.terminal_backend docker
 else
 	$(BIN)/hermes-console demo
 endif

@@ -102,6 +102,8 @@ def task_image(files: "dict", tag: str, tmp: Path) -> str:
 
     root = tmp / "task-rootfs"
     subprocess.run(["cp", "-al", str(base_rootfs()), str(root)], check=True, timeout=120)
+    for bulk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info"):
+        shutil.rmtree(root / bulk, ignore_errors=True)  # links only: the cache keeps its copy; a smaller import
     for path, text in files.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)

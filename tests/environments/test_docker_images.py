@@ -19,7 +19,7 @@ import pytest
 
 from environments.sandboxes.settings import SandboxSettings
 from hermes_console import docker_engine, images
-from tests.docker_support import ENGINE_REASON, base_rootfs, docker, needs_engine, sandbox_image, task_image
+from tests.docker_support import ENGINE_REASON, base_rootfs, docker, needs_engine, sandbox_image
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
@@ -146,30 +146,6 @@ def test_two_sessions_share_one_dockerd_and_the_last_stops_it(tmp_path: Path) ->
 
 
 @needs_engine
-def test_rootfs_dir_becomes_an_image_and_back(tmp_path: Path) -> None:
-    """A task image from a rootfs dir with a task file in it: the docker sandbox sees the
-    file and runs the image's python."""
-    tag = f"hermes-test-task:{uuid.uuid4().hex[:8]}"
-    payload = f"task data {uuid.uuid4().hex}\n"
-    task_image({"/app/task.txt": payload}, tag, tmp_path)
-    try:
-        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", tag).stdout
-        assert '"hermes-console.image":"task"' in labels and "hermes-console.keep" not in labels
-        assert tag in [row["tag"] for row in images.list_images()]
-        from environments.sandboxes.docker import DockerSandbox
-
-        box = DockerSandbox("img", SandboxSettings(sandbox_root=tmp_path / "root", docker_image=tag), cwd="/app")
-        try:
-            out = box.execute("cat task.txt; python3 -c 'print(6 * 7)'", 30).output
-            assert out == payload + "42\n"
-        finally:
-            box.cleanup()
-    finally:
-        images.remove_images([tag])
-    assert not images.image_exists(tag)
-
-
-@needs_engine
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 def test_the_base_image_exported_is_a_bwrap_rootfs(tmp_path: Path) -> None:
     from environments.sandboxes.bwrap import BwrapSandbox
@@ -184,7 +160,9 @@ def test_the_base_image_exported_is_a_bwrap_rootfs(tmp_path: Path) -> None:
 
 @needs_engine
 def test_images_cli_build_list_rm(tmp_path: Path) -> None:
-    """`hermes-console images` end to end on a tarball (what `docker export` or a CI job hands over)."""
+    """`hermes-console images` end to end on a tarball (what `docker export` or a CI job hands
+    over), and back to a rootfs dir. (A task image from a rootfs *directory*, run as a per-task
+    image: tests/compat/test_benchmarks_docker.py.)"""
     tar = tmp_path / "rootfs.tar"
     subprocess.run(["tar", "-C", str(base_rootfs()), "-cf", str(tar), "./usr/bin/bash", "./usr/lib", "./usr/lib64",
                     "./bin", "./lib", "./lib64"], check=True, timeout=120, capture_output=True)
@@ -193,6 +171,8 @@ def test_images_cli_build_list_rm(tmp_path: Path) -> None:
     built = subprocess.run(cli + ["build", "task", "--from", str(tar), "--tag", tag], capture_output=True, text=True,
                            timeout=120, cwd=REPO)
     assert built.returncode == 0 and built.stdout.strip() == tag, built.stderr
+    labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", tag).stdout
+    assert '"hermes-console.image":"task"' in labels and '"hermes-console.keep":"1"' in labels
     listed = subprocess.run(cli + ["list"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert f"{tag}\ttask\t" in listed.stdout
     ran = docker("run", "--rm", "--network", "none", tag, "bash", "-c", "echo $((6 * 7))")
