@@ -142,6 +142,37 @@ def test_two_sessions_share_one_dockerd_and_the_last_stops_it(tmp_path: Path) ->
     assert not docker_engine.ping(docker_engine.Layout(state).host)
 
 
+def test_a_session_leaves_only_the_images_it_means_to_keep(tmp_path: Path) -> None:
+    """What a test made in the private engine (a container, an image) is gone after the
+    session; an image labelled to keep (a built sandbox image) is still there next time."""
+    if docker_engine.can_manage():
+        pytest.skip(docker_engine.can_manage())
+    if docker_engine.ping(f"unix://{docker_engine.DEFAULT_SOCKET}"):
+        pytest.skip("a system Docker engine answers on the default socket; the private one is not started")
+    env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    tar = tmp_path / "one-file.tar"
+    (tmp_path / "f").write_text("x")
+    subprocess.run(["tar", "-C", str(tmp_path), "-cf", str(tar), "f"], check=True, timeout=30)
+    state = tmp_path / "state"
+    make = " && ".join([
+        f"docker import --change 'LABEL hermes-console.keep=1' {tar} kept:1 >/dev/null",
+        f"docker import {tar} scratch:1 >/dev/null",
+        "docker create --name left-behind --network none scratch:1 /f >/dev/null",
+    ])
+    look = "docker images --format '{{.Repository}}:{{.Tag}}'; docker ps -a --format 'ctr {{.Names}}'"
+
+    def session(cmd: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "hermes_console.docker_engine", "--state", str(state), "run",
+                               "--", "sh", "-c", cmd], cwd=REPO, env=env, capture_output=True, text=True, timeout=150)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    session(make)
+    assert _dockerds(state / "data") == []
+    assert session(look).split() == ["kept:1"]
+    assert _dockerds(state / "data") == []
+
+
 # --------------------------------------------------------------------------- images
 
 
