@@ -218,6 +218,11 @@ def start_dockerd(layout: Layout, timeout: float = START_TIMEOUT_S) -> int:
     layout.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     for leftover in (layout.sock, layout.pidfile):
         leftover.unlink(missing_ok=True)
+    try:  # one earlier log kept: dockerd is chatty and the state dir lives long
+        if layout.log.stat().st_size > 2 << 20:
+            layout.log.replace(layout.log.with_suffix(".log.1"))
+    except OSError:
+        pass
     with open(layout.log, "ab") as log:
         proc = subprocess.Popen(layout.dockerd_argv(dockerd), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True)
