@@ -68,3 +68,33 @@ def test_engine_restart_mid_run_is_a_clear_error_and_items_are_accounted(sim, tm
         proxy.stop()
     left = [c for c in managed_containers() if c not in before]
     assert left == [], left
+
+
+def test_operator_kill_and_timeout_mid_command_on_docker(sim, tmp_path, run, monkeypatch):
+    """A TERM-proof command in two containers: the operator kills one sandbox (its container is
+    removed), the other's 4 s timeout kills the command; nothing survives, the item completes."""
+    import json
+
+    before = set(managed_containers())
+    monkeypatch.setenv("TERMINAL_DOCKER_IMAGE", sandbox_image())
+    cmd = "trap '' TERM; sleep 60; echo survived"
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
+    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "docker", "--env.terminal_timeout", "4",
+                      total_steps=1, tasks=tasks)
+    r = run(spec)
+    r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
+            60, "both rollouts running the TERM-proof command")
+    victim = next(b.task_id for b in r.state.sandboxes.values() if b.running_command and "trap" in b.running_command)
+    assert r.host.kill_sandbox(victim).result(timeout=30) is True
+    r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 30, "victim closed")
+    r.until_done_items(1, 60)
+    r.assert_alive()
+    assert any(e.task_id == victim and e.reason == "killed" for e in r.of("sandbox_closed"))
+    timeouts = r.tool_rows(error_kind="timeout")
+    assert timeouts and all(x.exit_code == 124 and x.duration_s < 30 for x in timeouts)
+    outputs = [json.loads(m["content"]).get("output", "") for line in Path(r.state.run.jsonl_path).read_text().splitlines()
+               for conv in json.loads(line).get("messages") or [] for m in conv if m.get("role") == "tool"]
+    assert outputs and not any("survived" in o for o in outputs)  # what the command printed, not its text
+    assert r.state.accounting.completed == 1
+    r.stop_clean()
+    assert [c for c in managed_containers() if c not in before] == []
