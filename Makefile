@@ -30,12 +30,23 @@ slurm-tools: sandbox-tools  # after it: two apt-get runs at once (make -j) would
 	      || echo "note: could not install slurm-wlm/munge; Slurm tests will be skipped"; \
 	  else echo "note: slurm-wlm/munge missing and not root; Slurm tests will be skipped"; fi; }
 
+# TERMINAL_ENV=docker: an engine (installed/started here when root + apt, stopped after)
+# and the sandbox base image (built once, cached) -- see hermes_console/docker_engine.py.
 demo: $(STAMP)
+ifeq ($(TERMINAL_ENV),docker)
+	$(BIN)/python -m hermes_console.docker_engine run --image base --default-image -- \
+	  $(BIN)/hermes-console demo --env.terminal_backend docker
+else
 	$(BIN)/hermes-console demo
+endif
 
+# The docker tests get a private engine (see hermes_console/docker_engine.py): started
+# here when none answers and we are root with apt, stopped when pytest ends; without
+# one they are skipped, naming the reason.
 test: $(STAMP) sandbox-tools slurm-tools
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m hermes_console.docker_engine run --image base -- \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
@@ -51,4 +62,5 @@ lock:
 	/tmp/hc-lock-venv/bin/pip freeze --exclude hermes-console > requirements.lock
 
 clean:
+	-$(BIN)/python -m hermes_console.docker_engine stop 2>/dev/null
 	rm -rf $(VENV)

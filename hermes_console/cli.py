@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
     sub.add_parser("check-data", help="verify a groups JSONL against the data contract (see `check-data --help`)",
                    add_help=False)
+    sub.add_parser("images", help="build/list/remove/export sandbox images (see `images --help`)", add_help=False)
     return parser
 
 
@@ -285,6 +286,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from hermes_console.check_data import main as check_data_main
 
         return int(check_data_main(argv[1:]))
+    if argv and argv[0] == "images":
+        from hermes_console.images import main as images_main
+
+        return int(images_main(argv[1:]))
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:

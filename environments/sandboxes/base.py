@@ -111,6 +111,7 @@ class BashSessionSandbox(ABC):
     """Spawn-per-call bash with persistent cwd/exports, bounded capture, group kill."""
 
     backend: str = "abstract"
+    _channel_cls: type = None  # type: ignore[assignment]  # _Channel (set below); docker: a synced one
 
     def __init__(
         self,
@@ -211,6 +212,10 @@ class BashSessionSandbox(ABC):
         """The task's working directory (per-task ``cwd`` override): created if missing."""
         q = "'" + path.replace("'", "'\\''") + "'"
         self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
+
+    def _limit_counters(self) -> Dict[str, int]:
+        """Limit-hit counters (oom_kill, pids_max) of the sandbox's cgroup, when it has one."""
+        return self._cgroup.counters() if self._cgroup is not None else {}
 
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
@@ -425,7 +430,7 @@ class BashSessionSandbox(ABC):
             for fd in vpipes:
                 os.close(fd)
         self._machine = proc
-        agent = _Channel(proc, self._new_nonce())
+        agent = self._channel_cls(proc, self._new_nonce())
         agent.send_nonce()
         if not agent.wait_ready(self._start_timeout):
             raise SandboxUnavailable(
@@ -439,7 +444,7 @@ class BashSessionSandbox(ABC):
         else:
             vproc = self._popen(self._limit_prefix() + self._argv(VERIFIER), pass_fds=())
             self._vmachine = vproc
-            self._verifier = _Channel(vproc, self._new_nonce())
+            self._verifier = self._channel_cls(vproc, self._new_nonce())
         self._verifier.send_nonce()
         if self._verifier.wait_ready(self._start_timeout):
             self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
@@ -580,7 +585,7 @@ class BashSessionSandbox(ABC):
         header = f"\nF{ch.nonce} {seq} {len(body)} {len(data)} {len(cwd)}\n"  # tagged: a fresh shell resyncs on it
         payload = header.encode() + cwd + body + data
         ch.discard_output()  # late output of a background job: not this command's
-        before = self._cgroup.counters() if self._cgroup is not None else {}
+        before = self._limit_counters()
         t0 = procfs.now_ticks()
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
@@ -727,7 +732,7 @@ class BashSessionSandbox(ABC):
         if lim is None:
             return ""
         notes = []
-        after = self._cgroup.counters() if self._cgroup is not None else {}
+        after = self._limit_counters()
         if after.get("oom_kill", 0) > before.get("oom_kill", 0):
             notes.append(f"memory limit reached ({lim.memory_mb} MB): the kernel killed a process of this sandbox")
         if after.get("pids_max", 0) > before.get("pids_max", 0):
@@ -924,6 +929,8 @@ class _Channel:
                     except (OSError, ValueError):
                         pass
 
+
+BashSessionSandbox._channel_cls = _Channel
 
 _nofile_raised = False
 

@@ -11,12 +11,15 @@ bind-mounted at /workspace and /run/hermes-state. ``host_workspace`` stays None
 
 from __future__ import annotations
 
+import atexit
 import os
+import select
 import shutil
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
@@ -24,7 +27,14 @@ from typing import Dict, List, Optional, Set, Tuple
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs
 from environments.sandboxes.stale import discard_owner
-from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, ProcessInfo, SandboxUnavailable, _slug
+from environments.sandboxes.base import (
+    MARKER_VAR,
+    BashSessionSandbox,
+    ProcessInfo,
+    SandboxUnavailable,
+    _Channel,
+    _slug,
+)
 from environments.sandboxes.settings import SandboxSettings
 
 VIEW_WORKSPACE = "/workspace"
@@ -64,6 +74,9 @@ def build_run_argv(
     env: Dict[str, str],
     owner: str = "",
     tmp_size_mb: int = 512,
+    read_only: bool = False,
+    cpu_time_s: Optional[int] = None,
+    file_size_mb: Optional[int] = None,
 ) -> List[str]:
     argv = [docker, "run", "-d", "--init", "--name", name]
     argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
@@ -73,7 +86,16 @@ def build_run_argv(
              "--memory-swap", f"{memory_mb}m"]
     if not network:
         argv += ["--network", "none"]
+    # per-process rlimits, as bwrap/local set them (soft < hard: SIGXCPU first, a recognisable exit)
+    if cpu_time_s is not None:
+        argv += ["--ulimit", f"cpu={int(cpu_time_s)}:{int(cpu_time_s) + 5}"]
+    if file_size_mb is not None:
+        argv += ["--ulimit", f"fsize={int(file_size_mb) << 20}"]
     argv += ["--tmpfs", f"/tmp:rw,nosuid,size={int(tmp_size_mb)}m"]
+    if read_only:  # the image's root read-only: writes go to the workspace and these tmpfs only
+        argv += ["--read-only"]
+        for path in ("/run", "/var/tmp"):
+            argv += ["--tmpfs", f"{path}:rw,nosuid,size={int(tmp_size_mb)}m"]
     argv += ["-v", f"{host_workspace}:{VIEW_WORKSPACE}", "-v", f"{host_state}:{VIEW_STATE}"]
     argv += ["-w", VIEW_WORKSPACE]
     for key, value in env.items():
@@ -149,14 +171,158 @@ def sweep_once(docker: str) -> None:
     sweep_orphans(docker)
 
 
+# Containers whose `docker rm` failed (the engine was away during cleanup): retried when a
+# sandbox next starts on that engine, and at exit; the startup sweep of a later process
+# takes any still left (their owner is gone by then).
+_pending_lock = threading.Lock()
+_pending_removal: Dict[str, Set[str]] = {}
+
+
+def _remember_for_removal(docker: str, container: str) -> None:
+    with _pending_lock:
+        _pending_removal.setdefault(docker, set()).add(container)
+
+
+def retry_removals(docker: str, timeout: float = 60.0) -> List[str]:
+    """Remove containers an earlier cleanup could not; returns the ones removed now."""
+    with _pending_lock:
+        names = sorted(_pending_removal.get(docker, ()))
+    if not names:
+        return []
+    try:
+        proc = subprocess.run(build_remove_argv(docker=docker, container_ids=names), capture_output=True, text=True,
+                              timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    gone = [n for n in names if proc.returncode == 0 or n not in proc.stderr or "no such container" in proc.stderr.lower()]
+    with _pending_lock:
+        _pending_removal.get(docker, set()).difference_update(gone)
+    return gone
+
+
+@atexit.register
+def _retry_all_removals() -> None:
+    for docker in list(_pending_removal):
+        retry_removals(docker, timeout=20.0)
+
+
 def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
     # setsid -w: the command leads its own session inside the container, so a timeout can
     # kill its whole group there (killing the local `docker exec` client would not).
-    return [docker, "exec", "-i", container, "setsid", "-w", "bash", "-c", script, "bash"]
+    # HERMES_OUTPUT_SYNC: the shells end each command's output with a sync token (see _SyncChannel).
+    return [docker, "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", container, "setsid", "-w", "bash", "-c", script,
+            "bash"]
+
+
+SYNC_WAIT_S = 10.0
+
+
+class _SyncChannel(_Channel):
+    """docker relays the container's stdout and stderr on separate streams, so a command's
+    trailer (stderr) can overtake the end of its output (stdout). The shells write
+    ``\\0HS <nonce> <seq>\\0`` at the end of each command's output; after the trailer we read
+    output until that token (bounded wait) and strip every token of ours from the text."""
+
+    def _setup(self, nonce: str) -> None:
+        super()._setup(nonce)
+        self._prefix = f"\0HS {nonce} ".encode()
+        self._carry = b""
+        self._awaiting: Optional[int] = None  # the command whose trailer came before its token
+        self._last_token = 0  # seq of the last token seen
+
+    def read_records(self, block_ms: int = 0) -> List[tuple]:
+        records = super().read_records(block_ms)
+        for rec in records:
+            if rec[0] == "T" and rec[1] > self._last_token:
+                self._awaiting = rec[1]
+        return records
+
+    def _filter(self, chunk: bytes) -> bytes:
+        data = self._carry + chunk
+        self._carry = b""
+        out = bytearray()
+        while True:
+            at = data.find(self._prefix)
+            if at < 0:
+                keep = _partial_suffix(data, self._prefix)
+                out += data[: len(data) - keep]
+                self._carry = data[len(data) - keep:]
+                return bytes(out)
+            end = data.find(b"\0", at + len(self._prefix))
+            if end < 0:
+                if len(data) - at > 64:  # not a token of ours after all
+                    out += data[: at + 1]
+                    data = data[at + 1:]
+                    continue
+                out += data[:at]
+                self._carry = data[at:]
+                return bytes(out)
+            seq = data[at + len(self._prefix): end]
+            if seq.isdigit():
+                self._last_token = max(self._last_token, int(seq))
+                if self._awaiting is not None and self._last_token >= self._awaiting:
+                    self._awaiting = None
+            out += data[:at]
+            data = data[end + 1:]
+
+    def read_output(self, buf, until_empty: bool = False) -> None:  # type: ignore[override]
+        end = time.monotonic() + SYNC_WAIT_S
+        while True:
+            try:
+                chunk = os.read(self.ofd, 1 << 16)
+            except BlockingIOError:
+                chunk = None
+            except OSError:
+                return
+            if chunk == b"":
+                if buf is not None and self._carry:
+                    buf.feed(self._carry)
+                self._carry = b""
+                return
+            if chunk is not None:
+                data = self._filter(chunk)
+                if buf is not None and data:
+                    buf.feed(data)
+                if not until_empty:
+                    return
+                continue
+            if not until_empty or self._awaiting is None or time.monotonic() >= end:
+                return
+            probe = select.poll()
+            probe.register(self.ofd, select.POLLIN)
+            probe.poll(50)
+
+
+    def discard_output(self) -> None:
+        self._awaiting = None  # between commands: take what is there, wait for nothing
+        super().discard_output()
+
+
+def _read_counters(path: Path) -> Dict[str, int]:
+    """``key value`` lines (memory.oom_control, pids.events); {} when unreadable."""
+    out: Dict[str, int] = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _partial_suffix(data: bytes, token: bytes) -> int:
+    """Length of the longest tail of ``data`` that is a prefix of ``token``."""
+    for n in range(min(len(token) - 1, len(data)), 0, -1):
+        if data.endswith(token[:n]):
+            return n
+    return 0
 
 
 def build_kill_argv(*, docker: str, container: str, pgid: int, sig: str) -> List[str]:
-    return [docker, "exec", container, "kill", f"-{sig}", "--", f"-{pgid}"]
+    # bash's builtin kill: an image need not ship procps
+    return [docker, "exec", container, "bash", "-c", f"kill -{sig} -- -{int(pgid)}"]
 
 
 def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
@@ -183,6 +349,7 @@ def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
 
 class DockerSandbox(BashSessionSandbox):
     backend = "docker"
+    _channel_cls = _SyncChannel
 
     def __init__(
         self,
@@ -195,6 +362,7 @@ class DockerSandbox(BashSessionSandbox):
         settings = settings or SandboxSettings()
         self._docker = check_engine(docker)
         sweep_once(self._docker)
+        retry_removals(self._docker)
         root = Path(settings.root)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -211,6 +379,7 @@ class DockerSandbox(BashSessionSandbox):
             state_view_dir=VIEW_STATE,
             kill_grace=settings.kill_grace,
             output_limit=settings.output_limit_bytes,
+            limits=settings,  # enforced by the engine (run argv); kept for the notes and the drill-down
         )
         self.container = container_name(task_id)
         argv = build_run_argv(
@@ -227,7 +396,12 @@ class DockerSandbox(BashSessionSandbox):
             env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
             owner=owner_label(),
             tmp_size_mb=settings.tmp_size_mb,
+            read_only=settings.docker_read_only,
+            cpu_time_s=settings.cpu_time_s,
+            file_size_mb=settings.file_size_mb,
         )
+        self._image = settings.docker_image
+        self._settings = settings
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # may pull the image
             failure = None if proc.returncode == 0 else " ".join(proc.stderr.split())[:500]
@@ -235,6 +409,7 @@ class DockerSandbox(BashSessionSandbox):
             failure = str(exc)
         if failure is not None:
             self._closed = True
+            self._discard_half_made()
             for path in (host_ws, state):
                 shutil.rmtree(path, ignore_errors=True)
             if self._owner_record is not None:
@@ -245,9 +420,24 @@ class DockerSandbox(BashSessionSandbox):
             )
         self._host_env = dict(os.environ)
         self._host_env[MARKER_VAR] = self.sandbox_id
+        self._pidns = self._container_pidns()
+        self._cgroup_dirs = self._container_cgroups()
         self.start()
         if cwd:
             self.set_initial_cwd(cwd)
+
+    def limits_summary(self) -> Dict[str, str]:
+        lim = self._settings
+        return {
+            "pids": f"{lim.pids_limit} (docker --pids-limit)",
+            "cpu": f"{lim.cpu:g} CPUs (docker --cpus)",
+            "memory": f"{lim.memory_mb} MB, no swap (docker --memory)",
+            "cpu_time": f"{lim.cpu_time_s} s per process (docker --ulimit cpu)",
+            "file_size": f"{lim.file_size_mb} MB per file (docker --ulimit fsize)",
+            "root": "read-only image root" if lim.docker_read_only else "writable container layer (gone at cleanup)",
+            "image": self._image,
+            "enforced_by": "docker",
+        }
 
     def _argv(self, script: str) -> List[str]:
         return build_exec_argv(docker=self._docker, container=self.container, script=script)
@@ -258,13 +448,123 @@ class DockerSandbox(BashSessionSandbox):
     def _verifier_in_machine(self) -> bool:
         return False  # docker exec passes only stdio: the verifier runner is its own exec
 
+    # ------------------------------------------------------------ pids
+
+    _init_pid: Optional[int] = None
+
+    def _container_pidns(self) -> Optional[str]:
+        """The container's pid namespace as this host sees it, when the engine runs on this
+        kernel and we may look (root, local engine); None otherwise (Docker Desktop's VM, a
+        remote or rootless engine): then timeouts fall back to killing inside the container."""
+        try:
+            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
+                                  capture_output=True, text=True, timeout=30)
+            pid = int(proc.stdout.strip()) if proc.returncode == 0 else 0
+            # the engine's pid is only ours to trust if that process carries this sandbox's marker
+            # (a rootless engine reports pids of its own namespace: another process here)
+            if pid <= 0 or not procfs.has_env_marker(pid, self._marker):
+                return None
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+            self._init_pid = pid if ns else None
+            return ns
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return None
+
+    def _wants_cgroup(self) -> bool:
+        return False  # the engine makes the container's cgroup
+
+    def _limit_prefix(self) -> List[str]:
+        return []  # limits are `docker run` options; a host-side prefix would bind the CLI
+
+    def _container_cgroups(self) -> Dict[str, Path]:
+        """The container's memory and pids cgroup dirs as this host sees them (from its init's
+        /proc/<pid>/cgroup), for the limit-hit counters; {} with a remote engine."""
+        if self._init_pid is None:
+            return {}
+        out: Dict[str, Path] = {}
+        try:
+            lines = Path(f"/proc/{self._init_pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for name in ("memory", "pids"):
+                if name in controllers.split(","):
+                    out[name] = Path("/sys/fs/cgroup") / name / path.lstrip("/")
+            if controllers == "" and "memory" not in out:  # cgroup v2: one dir for all
+                out["unified"] = Path("/sys/fs/cgroup") / path.lstrip("/")
+        return {k: v for k, v in out.items() if v.is_dir()}
+
+    def _limit_counters(self) -> Dict[str, int]:
+        dirs = self._cgroup_dirs
+        out: Dict[str, int] = {}
+        if "unified" in dirs:
+            out["oom_kill"] = _read_counters(dirs["unified"] / "memory.events").get("oom_kill", 0)
+            out["pids_max"] = _read_counters(dirs["unified"] / "pids.events").get("max", 0)
+        if "memory" in dirs:
+            out["oom_kill"] = _read_counters(dirs["memory"] / "memory.oom_control").get("oom_kill", 0)
+        if "pids" in dirs:
+            out["pids_max"] = _read_counters(dirs["pids"] / "pids.events").get("max", 0)
+        return out
+
+    def _map_pid(self, reported: Optional[int]) -> Optional[int]:
+        """Host pid of a container process that reported its in-container pid."""
+        if reported is None or self._pidns is None:
+            return None
+        for pid in procfs.all_pids():
+            try:
+                if (procfs.ns_pid(pid) == reported and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns
+                        and procfs.has_env_marker(pid, self._marker)):
+                    return pid
+            except OSError:
+                continue
+        return None
+
     def _kill_command(self, ch, t0: int) -> None:  # type: ignore[override]
-        """The container's pids are not ours to see: kill the machine's process group inside
-        the container (INIT leads it via ``setsid``), i.e. the shell and the command; the next
+        """With the shell's host pid known: kill only the command's processes, as bwrap does
+        (the shell, its cwd, exports and earlier background jobs live on). Otherwise kill the
+        machine's process group inside the container (INIT leads it via ``setsid``); the next
         command starts a fresh INIT in the same container (its files persist)."""
+        if ch.shell_pid is not None:
+            super()._kill_command(ch, t0)
+            return
         pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
         if pgid is not None and pgid > 1:  # `kill -- -1` would hit everything but init
             self._docker_kill(pgid, "KILL")
+
+    def _kill_machine(self, ch) -> None:  # type: ignore[override]
+        """Killing the local ``docker exec`` client does not stop what it started in the
+        container: kill the machine's group in there too."""
+        pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
+        if pgid is not None and pgid > 1 and not self._closed:
+            self._docker_kill(pgid, "KILL")
+        super()._kill_machine(ch)
+
+    def _start_machine(self) -> None:
+        try:
+            super()._start_machine()
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(self._why_unusable() or str(exc)) from None
+
+    def _machine_dead_note(self, buf) -> None:  # type: ignore[override]
+        why = self._why_unusable()
+        buf.feed(("\n[" + why + "]").encode() if why else
+                 b"\n[The sandbox machine stopped; a fresh one starts with the next command]")
+
+    def _why_unusable(self) -> str:
+        """When the engine or the container is gone, say so (instead of "shell did not start")."""
+        try:
+            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Running}}", self.container],
+                                  capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return f"docker backend: the Docker engine did not answer about container {self.container}"
+        if proc.returncode == 0 and proc.stdout.strip() == "true":
+            return ""
+        detail = " ".join((proc.stderr or proc.stdout).split())[:300]
+        if proc.returncode != 0 and ("Cannot connect" in detail or "daemon" in detail.lower()):
+            return f"docker backend: the Docker engine stopped answering ({detail}); container {self.container} is lost"
+        return (f"docker backend: container {self.container} is not running any more (the Docker engine restarted "
+                f"or it was removed: {detail or 'stopped'}); this sandbox cannot continue")
 
     def _docker_kill(self, pgid: int, sig: str) -> None:
         argv = build_kill_argv(docker=self._docker, container=self.container, pgid=pgid, sig=sig)
@@ -292,10 +592,27 @@ class DockerSandbox(BashSessionSandbox):
             not (p.command == "sleep infinity" or "docker-init" in p.command) for p in self.process_tree()
         )
 
+    def _discard_half_made(self) -> None:
+        """A `docker run` cut short (engine away, timeout) may still have made the container."""
+        try:
+            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
+                                  timeout=30)
+            if proc.returncode == 0 or "no such container" in proc.stderr.lower():
+                return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _remember_for_removal(self._docker, self.container)
+
     def _teardown(self) -> None:
-        proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0 and "no such container" not in proc.stderr.lower():
-            raise RuntimeError(f"docker rm -f {self.container} failed: {proc.stderr.strip()[:300]}")
+        try:
+            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
+                                  timeout=60)
+            failure = "" if proc.returncode == 0 or "no such container" in proc.stderr.lower() else proc.stderr
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failure = str(exc)
+        if failure:
+            _remember_for_removal(self._docker, self.container)  # retried when the engine answers again
+            raise RuntimeError(f"docker rm -f {self.container} failed (retried later): {failure.strip()[:300]}")
 
     def _dirs_to_remove(self) -> List[Path]:
         return [self._state_host, self._host_ws]

@@ -37,6 +37,7 @@ class SandboxSettings(BaseModel):
     lifetime: float = Field(300.0, gt=0, description="idle seconds before the reaper closes a sandbox")
     network: bool = False
     docker_image: str = DEFAULT_DOCKER_IMAGE
+    docker_read_only: bool = Field(False, description="docker: read-only image root (writes: workspace, tmpfs only)")
     cpu: float = Field(1.0, gt=0, description="CPUs per sandbox (cgroup CFS quota / docker --cpus)")
     memory_mb: int = Field(5120, gt=0, description="memory per sandbox (cgroup; address space per process without one)")
     pids_limit: int = Field(256, gt=0, description="processes per sandbox (pids cgroup / docker --pids-limit)")
@@ -134,6 +135,7 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_NETWORK": ("network", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
     "TERMINAL_VERIFIER_STOPS_AGENT": ("verifier_stops_agent", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
     "TERMINAL_DOCKER_IMAGE": ("docker_image", lambda s: s, "a docker image reference"),
+    "TERMINAL_DOCKER_READ_ONLY": ("docker_read_only", _bool, "a boolean (1/0, true/false, yes/no, on/off)"),
     "TERMINAL_CONTAINER_CPU": ("cpu", _positive_float, "a positive number of CPUs"),
     "TERMINAL_CONTAINER_MEMORY": ("memory_mb", _positive_int, "a positive integer number of MB"),
     "TERMINAL_PIDS_LIMIT": ("pids_limit", _positive_int, "a positive integer"),

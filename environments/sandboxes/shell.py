@@ -58,6 +58,8 @@ _READ_FRAME = r"""
 # then kills the shell and INIT starts a fresh one.
 DRIVER = (
     r"""IFS= read -r __h_n <&6; exec 6<&-  # the nonce: from INIT on fd 6, never in argv/env (/proc shows those)
+# read before any saved state is restored, so a command cannot turn the output marker off
+__h_sync=${HERMES_OUTPUT_SYNC-}; unset HERMES_OUTPUT_SYNC
 __h_st=$1 __h_restored=
 # A fresh shell after one ended (exit, set -e, kill $$): take over the state it saved on its
 # way out (exported variables, cwd), then wipe the file so a stale one is never read twice.
@@ -74,7 +76,11 @@ fi
 set --
 shopt -s extdebug; set -o functrace
 __h_abort= __h_ineval=
-__h_post() { __h_ineval= __h_abort=; builtin printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2; }
+__h_post() {
+  __h_ineval= __h_abort=
+  [ -z "$__h_sync" ] || builtin printf '\0HS %s %s\0' "$__h_n" "$__h_seq" >&7
+  builtin printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2
+}
 __h_save() { [ -n "$__h_st" ] && { builtin export -p; builtin printf 'builtin cd -- %q\n' "$PWD"; } >"$__h_st" 2>/dev/null; }
 trap '__h_save' EXIT
 trap '__h_abort=1' USR1
@@ -106,6 +112,7 @@ builtin exit 199
 
 VERIFIER = (
     r"""IFS= read -r __h_n || exit 125
+__h_sync=${HERMES_OUTPUT_SYNC-}; unset HERMES_OUTPUT_SYNC
 printf 'R %s %s\n' "$__h_n" "$$" >&2
 while IFS=' ' read -r __h_tag __h_seq __h_lc __h_li __h_lw; do
   [[ $__h_tag == "F$__h_n" ]] || continue"""
@@ -120,6 +127,7 @@ while IFS=' ' read -r __h_tag __h_seq __h_lc __h_li __h_lw; do
     fi
   )
   __h_rc=$?
+  [ -z "$__h_sync" ] || printf '\0HS %s %s\0' "$__h_n" "$__h_seq"
   printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$__h_rc" "${__h_w//$'\n'/}" >&2
 done
 exit 199

@@ -32,17 +32,7 @@ U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per tes
 pytestmark = pytest.mark.timeout(40)
 
 
-def _engine_answers() -> bool:
-    docker = shutil.which("docker")
-    if docker is None:
-        return False
-    try:
-        return subprocess.run([docker, "info"], capture_output=True, timeout=15).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-needs_engine = pytest.mark.skipif(not _engine_answers(), reason="no Docker engine answered `docker info`")
+from tests.docker_support import needs_engine, sandbox_image
 
 
 # --------------------------------------------------------------------------- pure argv
@@ -95,10 +85,11 @@ def test_run_argv_network_opt_in() -> None:
 
 def test_exec_and_kill_argv() -> None:
     assert build_exec_argv(docker="docker", container="c1", script="echo hi") == [
-        "docker", "exec", "-i", "c1", "setsid", "-w", "bash", "-c", "echo hi", "bash",
+        "docker", "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", "c1", "setsid", "-w", "bash", "-c", "echo hi", "bash",
     ]
+    # bash's builtin kill: the image needs no procps
     assert build_kill_argv(docker="docker", container="c1", pgid=42, sig="KILL") == [
-        "docker", "exec", "c1", "kill", "-KILL", "--", "-42",
+        "docker", "exec", "c1", "bash", "-c", "kill -KILL -- -42",
     ]
 
 
@@ -193,15 +184,21 @@ FAKE_DOCKER = textwrap.dedent(
         sys.exit(0)
     if cmd == "exec":
         rest = args[1:]
-        if rest[0] == "-i":
-            rest = rest[1:]
+        env = dict(os.environ)
+        while rest[0].startswith("-"):
+            if rest[0] == "-e":
+                key, _, value = rest[1].partition("=")
+                env[key] = value
+                rest = rest[2:]
+            else:
+                rest = rest[1:]
         name, argv = rest[0], rest[1:]
         spec = json.load(open(os.path.join(state, name + ".json")))
         bw = ["bwrap"] + _system_binds() + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent"]
         for m in spec["mounts"]:
             host, view = m.split(":")
             bw += ["--bind", host, view]
-        os.execvp("bwrap", bw + ["--chdir", "/workspace", "--"] + argv)
+        os.execvpe("bwrap", bw + ["--chdir", "/workspace", "--"] + argv, env)
     if cmd == "rm":
         name = args[-1]
         with open(os.path.join(state, "removed"), "a") as fh:
@@ -252,7 +249,7 @@ def test_exec_session_through_cli(fake_docker, tmp_path: Path) -> None:
 
 @needs_engine
 def test_real_container_lifecycle(tmp_path: Path) -> None:
-    box = DockerSandbox("real", SandboxSettings(sandbox_root=tmp_path, docker_image="python:3.11-slim"))
+    box = DockerSandbox("real", SandboxSettings(sandbox_root=tmp_path, docker_image=sandbox_image()))
     try:
         inspect = subprocess.run(
             ["docker", "inspect", box.container], capture_output=True, text=True, timeout=30, check=True
@@ -266,3 +263,22 @@ def test_real_container_lifecycle(tmp_path: Path) -> None:
         box.cleanup()
     gone = subprocess.run(["docker", "inspect", box.container], capture_output=True, timeout=30)
     assert gone.returncode != 0
+
+
+@needs_engine
+def test_timeout_without_a_view_of_the_engines_pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker Desktop / rootless: the container's processes are not this host's to see. A
+    timeout then kills the machine's group inside the container; files stay, the next
+    command gets a fresh shell, and the command's processes are gone (the engine's ps says)."""
+    monkeypatch.setattr(DockerSandbox, "_container_pidns", lambda self: None)
+    box = DockerSandbox("blind", SandboxSettings(sandbox_root=tmp_path, docker_image=sandbox_image(), kill_grace=0.2))
+    try:
+        assert box._pidns is None and box.shell_state()["shell_pid"] is None
+        box.execute("echo kept > /opt/f", 30)
+        result = box.execute(f"sleep 305.{U}1; echo survived", 1)
+        assert result.timed_out and "survived" not in result.output
+        assert box.execute("cat /opt/f", 30).output == "kept\n"
+        ps = subprocess.run(["docker", "top", box.container, "-eo", "args"], capture_output=True, text=True, timeout=30)
+        assert f"305.{U}1" not in ps.stdout
+    finally:
+        box.cleanup()

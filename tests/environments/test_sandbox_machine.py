@@ -23,15 +23,21 @@ from environments.task_overrides import clear_task_env_overrides, register_task_
 from environments.tool_context import ToolContext
 from environments.tools.terminal import terminal_tool
 from proc_oracle import live_pids_with, wait_until_gone
+from tests.docker_support import sandbox_image
 
 U = f"{os.getpid():07d}"
 pytestmark = pytest.mark.timeout(60)
-BACKENDS = ["local", "bwrap"]
+BACKENDS = ["local", "bwrap", "docker"]
+MACHINES = ("bwrap", "docker")  # a whole machine: absolute paths anywhere are the sandbox's own
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 
 
 def _make(backend: str, root: Path, task: str = "machine") -> sb.BashSessionSandbox:
     settings = SandboxSettings(sandbox_root=root, kill_grace=0.3)
+    if backend == "docker":
+        from environments.sandboxes.docker import DockerSandbox
+
+        return DockerSandbox(task, settings.model_copy(update={"docker_image": sandbox_image()}))
     return LocalSandbox(task, settings) if backend == "local" else BwrapSandbox(task, settings)
 
 
@@ -76,7 +82,7 @@ def _wait(cond, within: float = 30.0) -> bool:
 
 
 def test_state_persists_across_commands(box: sb.BashSessionSandbox) -> None:
-    scratch = "/opt/hermes-test" if box.backend == "bwrap" else "opt"  # local cannot write the host's /opt
+    scratch = "/opt/hermes-test" if box.backend in MACHINES else "opt"  # local cannot write the host's /opt
     r = box.execute(
         f"mkdir -p {scratch} && echo opt-data > {scratch}/f && echo tmp-data > /tmp/hermes-{U}-{box.sandbox_id} "
         "&& export MACHINE_VAR=kept && SHELL_ONLY=also && mkdir -p sub && cd sub",
@@ -178,7 +184,8 @@ def test_cleanup_under_load_leaves_no_process_no_dir(box: sb.BashSessionSandbox)
     box.cleanup()
     assert wait_until_gone(f"sleep 304.{U}", 10) == []
     assert _wait(lambda: _marked(box.sandbox_id) == [], 10)
-    assert box.host_workspace is not None and not box.host_workspace.exists()
+    host_ws = box.host_workspace if box.backend != "docker" else box._host_ws  # docker: bind-mounted host dir
+    assert host_ws is not None and not host_ws.exists()
     assert not any(os.path.exists(g) for g in groups)
 
 
@@ -189,8 +196,9 @@ def test_cleanup_under_load_leaves_no_process_no_dir(box: sb.BashSessionSandbox)
 def registry_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "bwrap" and shutil.which("bwrap") is None:
         pytest.skip("bwrap not installed")
+    extra = {"docker_image": sandbox_image()} if request.param == "docker" else {}
     sb.reset_configuration()
-    sb.configure(backend=request.param, sandbox_root=tmp_path / "root", kill_grace=0.3)
+    sb.configure(backend=request.param, sandbox_root=tmp_path / "root", kill_grace=0.3, **extra)
     yield request.param
     sb.shutdown()
     sb.reset_configuration()
@@ -203,7 +211,7 @@ if [ "$(cat {answer} 2>/dev/null)" = "42" ]; then echo 1 > {logs}/reward.txt; el
 
 
 def _paths(backend: str) -> dict:
-    if backend == "bwrap":  # the TerminalBench layout: absolute paths anywhere in the machine
+    if backend in MACHINES:  # the TerminalBench layout: absolute paths anywhere in the machine
         return {"tests": "/tests", "logs": "/logs/verifier", "answer": "/app/answer.txt"}
     return {"tests": "tests", "logs": "logs/verifier", "answer": "app/answer.txt"}  # local: under the workspace
 
@@ -275,7 +283,7 @@ def test_overrides_apply_per_task_and_are_cleared(registry_backend: str) -> None
     try:
         box = sb.get_sandbox(f"ovr-{U}")
         other = sb.get_sandbox(f"plain-{U}")
-        want = "/app" if registry_backend == "bwrap" else f"{box.workspace}/app"
+        want = "/app" if registry_backend in MACHINES else f"{box.workspace}/app"
         assert box.execute("pwd", 10).output == f"{want}\n" and box.cwd() == want
         assert other.execute("pwd", 10).output == f"{other.workspace}\n"  # another task: untouched
         sb.cleanup_vm(f"ovr-{U}")

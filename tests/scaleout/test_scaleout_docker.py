@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,19 +21,7 @@ pytestmark = pytest.mark.timeout(60)
 HOST = socket.gethostname()
 
 
-def _engine_reason() -> str:
-    path = shutil.which("docker")
-    if path is None:
-        return "the docker CLI is not installed"
-    try:
-        proc = subprocess.run([path, "info"], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`docker info` failed: {exc}"
-    return "" if proc.returncode == 0 else "no Docker engine answered `docker info`"
-
-
-ENGINE_MISSING = _engine_reason()
-needs_engine = pytest.mark.skipif(bool(ENGINE_MISSING), reason=ENGINE_MISSING or "engine present")
+from tests.docker_support import needs_engine, sandbox_image
 
 
 def _after(argv, flag):
@@ -114,7 +101,8 @@ def test_sweep_never_raises(tmp_path: Path):
 
 @needs_engine
 def test_real_container_is_limited_labelled_and_swept(tmp_path: Path):
-    settings = SandboxSettings(sandbox_root=tmp_path, docker_image="python:3.11-slim", memory_mb=256, pids_limit=32)
+    image = sandbox_image()
+    settings = SandboxSettings(sandbox_root=tmp_path, docker_image=image, memory_mb=256, pids_limit=32)
     box = dk.DockerSandbox("scaleout", settings)
     try:
         info = json.loads(subprocess.run(["docker", "inspect", box.container], capture_output=True, text=True,
@@ -126,7 +114,7 @@ def test_real_container_is_limited_labelled_and_swept(tmp_path: Path):
         assert box.execute("echo ok", 30).output == "ok\n"
         # a container whose owner is gone (as after a crash) is removed by the sweep; ours is not
         orphan = subprocess.run(["docker", "run", "-d", "--label", "hermes-console.managed=1", "--label",
-                                 f"hermes-console.owner={HOST}:999999:1", "python:3.11-slim", "sleep", "60"],
+                                 f"hermes-console.owner={HOST}:999999:1", image, "sleep", "60"],
                                 capture_output=True, text=True, timeout=120, check=True).stdout.strip()
         removed = dk.sweep_orphans("docker")
         assert orphan in removed and not any(box.container in r for r in removed)

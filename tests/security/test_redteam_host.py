@@ -26,6 +26,7 @@ from environments.sandboxes.bwrap import BwrapSandbox
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.stale import sweep_stale
+from tests.docker_support import DockerBox
 
 pytestmark = pytest.mark.timeout(120)
 REPO = str(Path(__file__).resolve().parents[2])
@@ -44,7 +45,7 @@ def _state_view(box: Any) -> str:
 # ------------------------------------------------------------------ finding 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS + [DockerBox])
 def test_planted_command_file_symlinks_never_written_through(backend, tmp_path: Path) -> None:
     victim = tmp_path / "victim.conf"
     victim.write_text("original host content\n")
