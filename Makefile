@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench screenshots sandbox-tools lock clean
+.PHONY: demo test lint bench screenshots sandbox-tools lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,13 @@ sandbox-tools:
 demo: $(STAMP)
 	$(BIN)/hermes-console demo
 
-test: $(STAMP) sandbox-tools
+# Static checks (a few seconds): lint, types, import contracts.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+test: $(STAMP) sandbox-tools lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -247,7 +247,7 @@ class Driver:
                 continue
             try:
                 item = await self._next_item()
-            except Exception as exc:  # the env cannot give items: stop taking them, keep what is running
+            except Exception as exc:  # noqa: BLE001 - the env cannot give items: stop taking them, keep what is running
                 self._stop_intake(f"get_next_item() raised {first_line(exc)}")
                 continue
             if item is None:
@@ -331,7 +331,7 @@ class Driver:
         except SinkError as exc:  # nowhere to keep results: stop taking items (the rest still runs)
             self._fail(rec, str(exc), "sink")
             self._stop_intake(str(exc))
-        except Exception as exc:  # one failing group never stops the run
+        except Exception as exc:  # noqa: BLE001 - one failing group never stops the run
             self._fail(rec, first_line(exc) or type(exc).__name__, "exception")
         finally:
             self.in_flight.pop(rec.group_id, None)
@@ -434,7 +434,7 @@ class Driver:
             self.wandb.step_metrics(metrics)  # our figures ride in the same wandb step
         try:
             await self.env.wandb_log(metrics)
-        except Exception as exc:  # metrics must never fail a group
+        except Exception as exc:  # noqa: BLE001 - metrics must never fail a group
             if self.wandb is not None and self.wandb.logging:
                 self.wandb.log_failed(exc)
             else:
@@ -575,7 +575,7 @@ class Driver:
         except asyncio.CancelledError:
             error = "cancelled"
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the evaluation reports its error, the run goes on
             error = first_line(exc)
         finally:
             progress.cancel()
@@ -599,7 +599,7 @@ class Driver:
                 self.resume()
         if error:
             raise RuntimeError(f"evaluation {eval_id} failed: {error}")
-        return metrics
+        return dict(metrics)
 
     async def _eval_progress(self, eval_id: str, total: int) -> None:
         last = -1
@@ -651,7 +651,7 @@ class Driver:
         pending = {r.task for r in self.in_flight.values() if r.task is not None}
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0.0, deadline_s)
-        cut = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
+        cut: "asyncio.Task[Any]" = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
         try:
             while pending and not self._cut.is_set():
                 remaining = end - loop.time()

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import sys
 import threading
-import time
 import traceback
 from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
@@ -313,7 +312,7 @@ class RuntimeHost:
         try:
             try:
                 await self._load()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - any load failure is the run's fatal error, shown with its cause
                 self.fatal = exc
                 detail = str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
                 from environments.redact import redact  # URLs with credentials, keys in env __init__ errors
@@ -358,7 +357,7 @@ class RuntimeHost:
             await self.driver.run()
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any run failure is recorded as fatal, then groups are accounted
             self.fatal = exc
             where = "setup()" if self.driver.status == "loading" else "the run"
             await self.driver.shutdown(0.0)  # in-flight groups are cancelled and accounted
@@ -423,7 +422,7 @@ def _follow(source: "Future[None]") -> "Future[None]":
         if done.cancelled():
             mine.cancel()
         elif done.exception() is not None:
-            mine.set_exception(done.exception())  # type: ignore[arg-type]
+            mine.set_exception(done.exception())
         else:
             mine.set_result(None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter, OrderedDict, deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, Deque, Dict, Iterable, List, Optional
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -869,7 +869,7 @@ def _on_wandb(s: ConsoleState, e: rev.WandbStatus) -> None:
     s.wandb = e
 
 
-_HANDLERS = {
+_HANDLERS: Dict[str, Callable[[ConsoleState, Any], None]] = {
     rev.RunConfigured.kind: _on_run_configured,
     rev.RuntimeStatus.kind: _on_runtime_status,
     rev.ItemReceived.kind: _on_item_received,

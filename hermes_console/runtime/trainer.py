@@ -348,7 +348,7 @@ class TrainerLink:
             await self._poll_loop()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # reported and raised by the driver; never a silent hang
+        except Exception as exc:  # noqa: BLE001 - reported and raised by the driver; never a silent hang
             self.error = exc
             self.finished = True
             self._set("error", first_line(exc))

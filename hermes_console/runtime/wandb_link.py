@@ -255,7 +255,7 @@ class WandbLink:
             settings = wandb.Settings(console="off", silent=True, mode=mode)
             self.run = wandb.init(project=project, group=group, name=name, dir=str(wandb_dir),
                                   config=self.config, settings=settings)
-        except Exception as exc:  # noqa: BLE001 - reported as a start error naming the fix
+        except Exception as exc:  # reported as a start error naming the fix
             self.info = WandbInfo(state="failed", mode=mode, project=project, name=name)
             self._status(f"wandb.init failed: {first_line(exc)}")
             raise WandbStartError(

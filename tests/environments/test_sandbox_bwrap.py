@@ -6,7 +6,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator
 
 import pytest
 

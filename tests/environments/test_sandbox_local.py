@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator
 
 import pytest
 

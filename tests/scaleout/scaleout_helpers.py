@@ -13,7 +13,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
-from environments.events import Event
 from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.state import ConsoleState
 from tests.runtime.runtime_helpers import Pump as RuntimePump

@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 

@@ -116,7 +116,7 @@ def test_secrets_redacted_in_state_record_and_logs_but_training_data_documented(
     rows = [x for x in r.state.tool_rows if "export" in x.args_head]
     assert rows and "«redacted»" in rows[0].args_head and "«redacted»" in rows[0].result_head
     # 1. the console state the panels render
-    snap = _strings(r.state.snapshot()) + _strings([l.message for l in r.state.logs])
+    snap = _strings(r.state.snapshot()) + _strings([rec.message for rec in r.state.logs])
     assert ARG_SECRET not in snap
     # 2. the event log (--record)
     with gzip.open(record, "rt") as fp:
