@@ -84,7 +84,7 @@ def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
         p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
     states = [e.state for e in p.of("trainer_status")]
     assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
-    assert identity(p.state) is None
+    assert identity(p.state, p.events) is None
     assert p.state.accounting.completed >= 4
 
 
@@ -163,7 +163,7 @@ def test_a_finished_run_stays_available_until_stopped(sim, tmp_path, live):
     assert p.host.evaluate().result(90)["eval/total_tasks"] > 0
     p.stop(deadline=1)
     assert p.state.status == "finished" and not p.host._thread.is_alive()
-    assert identity(p.state) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
+    assert identity(p.state, p.events) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
 
 
 def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) -> None:
