@@ -130,10 +130,10 @@ def test_event_queue_is_cheap_enough():
     q = EventQueue()
     e = ev.LoopLag(lag_ms=1.0) if hasattr(ev, "LoopLag") else ev.ItemDropped(group_id="g", reason="r")
     n = 200_000
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time of this thread: a loaded machine does not inflate it
     for _ in range(n):
         q.push(e)
-    rate = n / (time.perf_counter() - t0)
+    rate = n / max(time.thread_time() - t0, 1e-9)
     assert rate > 100_000, f"{rate:.0f} events/s"  # P3 needs 20k/s end to end
     assert len(q.drain()) == n and len(q) == 0
 

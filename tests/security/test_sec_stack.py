@@ -29,6 +29,7 @@ from hermes_console.runtime.host import RuntimeHost
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
+from tests.helpers.cli import CLI
 from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
@@ -189,7 +190,7 @@ def _free_port() -> int:
 
 def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
     port = _free_port()
-    proc = subprocess.Popen([str(REPO / ".venv/bin/hermes-console"), "sim", "--port", str(port)],
+    proc = subprocess.Popen([*CLI, "sim", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         end = time.monotonic() + 30
@@ -226,7 +227,7 @@ def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
 
 def test_demo_embedded_sim_listens_on_loopback_only(tmp_path):
     proc = subprocess.Popen(
-        [str(REPO / ".venv/bin/hermes-console"), "demo", "--headless", "--total-steps", "2", "--latency-ms", "5",
+        [*CLI, "demo", "--headless", "--total-steps", "2", "--latency-ms", "5",
          "--runs-dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import aiohttp
 import httpx
@@ -41,10 +40,8 @@ async def test_http_500(faulty, sim_tools):
 
 async def test_hang_times_the_client_out(faulty, sim_tools):
     faulty.set_faults(hang=1.0)
-    t0 = time.monotonic()
-    with pytest.raises(openai.APITimeoutError):
-        await chat(faulty, sim_tools, timeout=0.5)
-    assert time.monotonic() - t0 < 5
+    with pytest.raises(openai.APITimeoutError):  # a guard firing instead would raise TimeoutError
+        await asyncio.wait_for(chat(faulty, sim_tools, timeout=0.5), 30)
     for _ in range(50):  # the server notices the client left and frees the slot
         if faulty.stats()["in_flight"] == 0:
             break
