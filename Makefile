@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 screenshots: $(STAMP)
-	$(BIN)/python -m hermes_console.ui.screenshots screenshots
+	$(BIN)/python -m hermes_console_dev.screenshots screenshots
 
 # Regenerate the lock from pyproject (needs registry access).
 lock:

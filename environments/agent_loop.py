@@ -1,7 +1,7 @@
 """HermesAgentLoop: the multi-turn tool-calling loop one rollout runs.
 
-Seed contract (names, fields, defaults, ordering) is kept exactly; see
-``/work/shared/research/hermes_envs.md`` §(a). Our changes, none of which an
+Seed contract (names, fields, defaults, ordering) is kept exactly; it is pinned by
+``tests/compat/test_public_surface.py``. Our changes, none of which an
 env author can observe as a break:
 
 * the text fallback uses the configured ``tool_call_parser`` (not only hermes);

@@ -1,6 +1,6 @@
 """HermesAgentBaseEnv: an Atropos BaseEnv whose rollouts are agent-loop conversations.
 
-Seed contract (see ``/work/shared/research/hermes_envs.md`` §(a)): the config
+Seed contract (pinned by ``tests/compat/test_public_surface.py``): the config
 fields, the constructor and every method name an env author uses are kept.
 Fixed without changing that contract:
 

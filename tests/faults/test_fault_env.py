@@ -13,8 +13,8 @@ from typing import Any, List
 
 import pytest
 
-from fault_envs import BlockingRewardEnv, NextItemRaisesEnv, RewardRaisesEnv, SetupRaisesEnv
-from faults_helpers import fault_spec
+from tests.faults.fault_envs import BlockingRewardEnv, NextItemRaisesEnv, RewardRaisesEnv, SetupRaisesEnv
+from tests.faults.faults_helpers import fault_spec
 from tests.helpers.cli import CLI
 from tests.helpers.waits import wait_for
 

@@ -14,9 +14,9 @@ from typing import Any, List
 
 import pytest
 
-from cli_stop_helpers import run_cli, whole_lines
-from bad_data_envs import NonFiniteRewardEnv
-from faults_helpers import fault_spec, write_tasks
+from tests.faults.cli_stop_helpers import run_cli, whole_lines
+from tests.faults.bad_data_envs import NonFiniteRewardEnv
+from tests.faults.faults_helpers import fault_spec, write_tasks
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.recorder import Recorder
 from hermes_console.runtime.replay import ReplaySource

@@ -13,9 +13,9 @@ from typing import Iterator
 import openai
 import pytest
 
-from bad_server import BadServer
-from cli_stop_helpers import whole_lines
-from faults_helpers import fault_spec
+from tests.faults.bad_server import BadServer
+from tests.faults.cli_stop_helpers import whole_lines
+from tests.faults.faults_helpers import fault_spec
 from hermes_console.runtime.servers import ServerCounters, _wrap_transport
 
 pytestmark = pytest.mark.timeout(120)

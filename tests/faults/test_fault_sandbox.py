@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_helpers import fault_spec, write_tasks
+from tests.faults.faults_helpers import fault_spec, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,8 +14,8 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 
-from fault_envs import BlockingRewardEnv, RewardRaisesEnv
-from faults_helpers import fault_spec
+from tests.faults.fault_envs import BlockingRewardEnv, RewardRaisesEnv
+from tests.faults.faults_helpers import fault_spec
 
 pytestmark = pytest.mark.timeout(120)
 

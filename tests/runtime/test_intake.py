@@ -9,7 +9,7 @@ import pytest
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
-from runtime_helpers import identity, make_spec, our_threads, wait_no_children
+from tests.runtime.runtime_helpers import identity, make_spec, our_threads, wait_no_children
 
 
 class CountingEnv(TerminalTasksEnv):

@@ -23,34 +23,8 @@ from hermes_console.runtime.headless import EXIT_INTERRUPTED, EXIT_OK, run_headl
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.queue import EventQueue
 
-from runtime_helpers import identity, make_spec
-
-
-class TrainerAPI:
-    """atroposlib's own FastAPI trainer API, served by uvicorn on a free loopback port."""
-
-    def __init__(self) -> None:
-        import uvicorn
-        from atroposlib.api.server import app
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="test-trainer-api")
-
-    def __enter__(self) -> "TrainerAPI":
-        self.thread.start()
-        end = time.monotonic() + 15
-        while not self.server.started and time.monotonic() < end:
-            time.sleep(0.05)
-        assert self.server.started
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
+from tests.helpers.run_api import TrainerAPI
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 async def _fake_trainer(url: str, batches: int, batch_size: int) -> list:

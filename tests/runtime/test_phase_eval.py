@@ -11,7 +11,7 @@ import pytest
 
 from hermes_console.runtime.errors import EvalBusy
 
-from runtime_helpers import identity, make_spec
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 def _rows_by_phase(p):

@@ -22,7 +22,7 @@ from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.recorder import Recorder
 from hermes_console.runtime.replay import ReplayError, ReplaySource
 
-from runtime_helpers import make_spec
+from tests.runtime.runtime_helpers import make_spec
 from tests.helpers.waits import finishes
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.state import ConsoleState
 
-from runtime_helpers import identity, make_spec
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 def test_faulty_run_accounts_everything_and_replays_exactly(sim, tmp_path, live):

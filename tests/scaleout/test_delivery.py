@@ -15,10 +15,10 @@ from typing import Any, Dict, List
 import pytest
 
 from hermes_console.runtime import trainer as trainer_mod
-from hermes_console.tools.fake_trainer import TrainerRun, run_trainer
+from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
-from fault_proxy import FaultProxy
-from scaleout_helpers import RunAPI, identity_holds, spec_for
+from tests.scaleout.fault_proxy import FaultProxy
+from tests.scaleout.scaleout_helpers import RunAPI, identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -13,9 +13,9 @@ import pytest
 
 from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING, Pacing, TrainerLink
 from hermes_console.runtime.trainer_api import EnvStatus
-from hermes_console.tools.fake_trainer import run_trainer
+from hermes_console_dev.fake_trainer import run_trainer
 
-from scaleout_helpers import identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ import yaml
 
 from hermes_console.runtime.health import DOWN_AFTER, _probe_url, is_connection_failure
 
-from scaleout_helpers import identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 

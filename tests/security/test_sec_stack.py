@@ -21,15 +21,14 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Set
+from typing import Any, Dict, Iterator, List, Set
 
 import pytest
 
-from hermes_console.runtime.host import RuntimeHost
-from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
 from tests.helpers.cli import CLI
+from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
 from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,30 +45,15 @@ ARG_SECRET = "sk-argsecret0123456789abcdefXYZ"  # a key the model types into a c
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
-    server = SimServer(SimConfig(seed=13, latency=LatencyConfig(mode="fixed", mean_ms=5.0)))
-    server.start()
-    yield server
-    server.stop()
+    yield from running_sim(fixed_latency_sim(seed=13, latency_ms=5.0))
 
 
 @pytest.fixture
-def run(tmp_path: Any) -> Iterator[Callable[..., FaultRun]]:
+def run() -> Iterator[HostStarter[FaultRun]]:
     from environments.sandboxes import reset_configuration
 
     saved = snapshot_env()
-    hosts: List[RuntimeHost] = []
-
-    def start(spec: Any) -> FaultRun:
-        host = RuntimeHost(spec, exit_when_finished=False)
-        hosts.append(host)
-        r = FaultRun(host)
-        host.start()
-        return r
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=60)
-        host.join(10)
+    yield from started_hosts(FaultRun)
     restore_env(saved)
     reset_configuration()
 

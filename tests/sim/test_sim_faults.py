@@ -9,7 +9,7 @@ import aiohttp
 import httpx
 import openai
 import pytest
-from sim_helpers import first_turn
+from tests.sim.sim_helpers import first_turn
 
 from hermes_console.sim import FAULT_KINDS, SimConfig, SimServer
 
@@ -144,7 +144,7 @@ async def test_partial_rates_are_deterministic_per_seed(sim_tools):
 async def test_phase2_content_faults(faulty, tokenizer):
     faulty.set_faults(unknown_tool=1.0)
     from environments.tokenizer import chat_token_ids
-    from sim_helpers import tool_schema
+    from tests.sim.sim_helpers import tool_schema
 
     ids = chat_token_ids(tokenizer, first_turn(), [tool_schema("terminal")], add_generation_prompt=True)
     async with aiohttp.ClientSession() as s:

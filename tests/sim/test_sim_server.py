@@ -9,7 +9,7 @@ import time
 import aiohttp
 import openai
 import pytest
-from sim_helpers import first_turn
+from tests.sim.sim_helpers import first_turn
 
 from hermes_console.sim import LatencyConfig, SimConfig, SimServer
 
