@@ -25,6 +25,7 @@ from environments import events
 from environments.redact import safe_head
 from hermes_console.runtime import events as rev
 from environments.atropos_compat import drop_reason
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
@@ -136,7 +137,7 @@ class Driver:
         except Exception:  # noqa: BLE001
             pass
         self.writer = GroupWriter(self.jsonl_path)
-        self.env.jsonl_writer = self.writer
+        atropos_bridge.install_jsonl_writer(self.env, self.writer)
 
     def _watch(self, event: events.Event) -> None:
         """Observer (any thread): remember drops/failures the env reported itself."""
@@ -505,7 +506,7 @@ class Driver:
                                       detail=f"could not build phase {to_phase} servers: {first_line(exc)}"))
                 raise
             old = self.env.server
-            self.env.server = new_manager
+            atropos_bridge.install_server_manager(self.env, new_manager)
             await close_server_manager(old)
             self.phase = to_phase
             _emit(rev.PhaseSwitch(stage="done", from_phase=from_phase, to_phase=to_phase))
@@ -547,22 +548,16 @@ class Driver:
             self.pause()
         _emit(rev.EvalStarted(eval_id=eval_id, intake_paused=pause_intake))
         captured: Dict[str, Any] = {"metrics": {}, "samples": None}
-        had_own = "evaluate_log" in vars(env)
-        original = env.evaluate_log
 
         async def capture(metrics: Dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             captured["metrics"].update(metrics or {})
             if kwargs.get("samples"):
                 captured["samples"] = list(kwargs["samples"])
             kwargs["verbose"] = False  # it would print a table into the console's terminal
-            saved = env.config.data_dir_to_save_evals
-            env.config.data_dir_to_save_evals = str(eval_dir)
-            try:
+            with atropos_bridge.evals_saved_to(env, str(eval_dir)):
                 return await original(metrics, *args, **kwargs)
-            finally:
-                env.config.data_dir_to_save_evals = saved
 
-        env.evaluate_log = capture
+        original, restore_evaluate_log = atropos_bridge.route_evaluate_log(env, capture)
         self._eval_rollouts = 0
         total = self._eval_total()
         progress = asyncio.get_running_loop().create_task(self._eval_progress(eval_id, total), name="hermes-eval-progress")
@@ -581,11 +576,7 @@ class Driver:
             progress.cancel()
             with contextlib.suppress(BaseException):
                 await progress
-            if had_own:
-                env.evaluate_log = original
-            else:
-                with contextlib.suppress(AttributeError):
-                    del env.evaluate_log
+            restore_evaluate_log()
             metrics = jsonable(captured["metrics"])
             samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
             if total or self._eval_rollouts:

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 from environments import events
 from environments.events import Event
 from hermes_console.runtime import events as rev
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
@@ -255,16 +256,14 @@ class RuntimeHost:
             raise ConfigError(f"{env_cls.__name__}(...) could not be constructed: {first_line(exc)}") from exc
         # Our own ServerManager: instrumented, and with tool_parser set (BaseEnv forgets it).
         await close_server_manager(env.server)
-        env.server = build_server_manager(env, servers, resolved.phase)
+        atropos_bridge.install_server_manager(env, build_server_manager(env, servers, resolved.phase))
         if getattr(env, "max_token_len", -1) <= 0 and spec.mode != "serve":
             # Without a trainer, atroposlib warns on every group (trap 7).
-            env.max_token_len = sensible_max_token_len(
+            atropos_bridge.set_max_token_len(env, sensible_max_token_len(
                 env.config.max_token_length, getattr(env.config, "max_agent_turns", 1)
-            )
+            ))
         if spec.mode == "process":
-            env.process_mode = True
-            env.n_groups_to_process = env.config.total_steps
-            env.group_size_to_process = env.config.group_size
+            atropos_bridge.enter_process_mode(env, env.config.total_steps, env.config.group_size)
         self.env = env
         self.driver = Driver(env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
         settings = _sandbox_settings()

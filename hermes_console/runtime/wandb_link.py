@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional
 from environments import events
 from environments.events import Event
 from hermes_console.runtime import events as rev
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.errors import ConfigError, first_line
 
 DEFAULT_PROJECT = "hermes-console"
@@ -295,7 +296,7 @@ class WandbLink:
             return
         metrics.update(self.figures.take())
         if self.run_mode != "serve":
-            self.env.curr_step = self._step
+            atropos_bridge.set_step(self.env, self._step)
             self._step += 1
 
     def log_failed(self, exc: BaseException) -> None:
