@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench screenshots sandbox-tools slurm-tools lock clean
+.PHONY: demo test lint bench screenshots sandbox-tools slurm-tools lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,11 +40,16 @@ else
 	$(BIN)/hermes-console demo
 endif
 
+# Static checks (a few seconds): lint, types, import contracts.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
 # The docker tests get a private engine (see hermes_console/docker_engine.py): started
 # here when none answers and we are root with apt, stopped when pytest ends; without
 # one they are skipped, naming the reason.
-test: $(STAMP) sandbox-tools slurm-tools
-	$(BIN)/lint-imports
+test: $(STAMP) sandbox-tools slurm-tools lint
 	$(BIN)/python -m hermes_console.docker_engine run --image base -- \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -52,7 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 screenshots: $(STAMP)
-	$(BIN)/python -m hermes_console.ui.screenshots screenshots
+	$(BIN)/python -m hermes_console_dev.screenshots screenshots
 
 # Regenerate the lock from pyproject (needs registry access).
 lock:

@@ -142,7 +142,7 @@ def _cpu_s() -> float:
 
 
 def run_bench(seconds: float = 5.0, concurrency: int = 256, warmup: float = 0.5) -> dict[str, Any]:
-    from hermes_console.sim import SimConfig, SimServer
+    from hermes_console.sim import SimConfig
 
     cfg = SimConfig(max_concurrency=max(concurrency, 1), seed=0)
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None

@@ -82,7 +82,7 @@ async def _console(base_url: str, n_groups: int, tmp: str, tag: str, max_in_flig
     app.tick = timed_tick  # type: ignore[method-assign]
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
+        async with app.run_test(size=(160, 45)):
             end = time.monotonic() + 600
             window: Optional[tuple[float, float]] = None  # (UI thread CPU, wall) at the first item
             while len(TimedTerminalTasksEnv.sent_at) < n_groups and time.monotonic() < end:

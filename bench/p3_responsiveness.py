@@ -116,7 +116,7 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
                 n_before = len(acks)
                 t_press = time.perf_counter()
                 await pilot.press("p")
-                if await _wait(lambda: len(acks) > n_before, 10, 0.001):
+                if await _wait(lambda n=n_before: len(acks) > n, 10, 0.001):
                     latencies.append(1000 * (acks[n_before] - t_press))
                 else:
                     missed += 1

@@ -1,7 +1,7 @@
 """HermesAgentLoop: the multi-turn tool-calling loop one rollout runs.
 
-Seed contract (names, fields, defaults, ordering) is kept exactly; see
-``/work/shared/research/hermes_envs.md`` §(a). Our changes, none of which an
+Seed contract (names, fields, defaults, ordering) is kept exactly; it is pinned by
+``tests/compat/test_public_surface.py``. Our changes, none of which an
 env author can observe as a break:
 
 * the text fallback uses the configured ``tool_call_parser`` (not only hermes);
@@ -221,7 +221,8 @@ class HermesAgentLoop:
         if get_state is None:
             return None
         try:
-            return get_state()
+            state = get_state()
+            return state if isinstance(state, dict) else None
         except Exception as exc:  # noqa: BLE001 - state is diagnostic, never fatal
             logger.warning("[%s] get_state() failed: %s", self.task_id[:8], exc)
             return None
@@ -238,7 +239,7 @@ class HermesAgentLoop:
             error=error,
         )
 
-    def _fallback_parse(self, content: str) -> Tuple[Optional[str], Optional[List[Dict[str, Any]]], List[str]]:
+    def _fallback_parse(self, content: str) -> Tuple[Optional[str], Optional[List[Any]], List[str]]:
         """Client-side parse of tool calls left in the text (Phase 2 without vLLM)."""
         markers = _PARSER_MARKERS.get(self.tool_call_parser)
         if markers is not None and not any(m in content for m in markers):

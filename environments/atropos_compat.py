@@ -255,7 +255,7 @@ def tame_atroposlib_logging(level: int = logging.WARNING, stream: Any = None) ->
     root.setLevel(level)
     root.propagate = False
     ours = [h for h in root.handlers if getattr(h, _TAMED_MARK, False)]
-    if ours and stream is not None:
+    if ours and stream is not None and isinstance(ours[0], logging.StreamHandler):
         ours[0].setStream(stream)  # an explicit stream wins (e.g. the console's log pane)
     if not ours:
         handler = logging.StreamHandler(stream or sys.stderr)
@@ -517,7 +517,7 @@ def _renders_same(tokenizer: Any, a: Dict[str, Any], b: Dict[str, Any], tools: O
         rb = tokenizer.apply_chat_template(probe + [b], tools=tools or None, tokenize=False)
     except Exception:  # noqa: BLE001 - a template that cannot render it does not render it the same
         return False
-    return ra == rb
+    return bool(ra == rb)
 
 
 def sampled_messages(

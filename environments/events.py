@@ -60,10 +60,6 @@ def event_from_dict(data: Dict[str, Any]) -> Event:
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def event_kinds() -> List[str]:
-    return sorted(_EVENT_TYPES)
-
-
 # --------------------------------------------------------------------------- groups
 
 
@@ -295,7 +291,3 @@ def emit(event: Event) -> None:
         except Exception:  # noqa: BLE001 - observers are best effort by design
             pass
 
-
-def enabled() -> bool:
-    """Cheap check for call sites that would do work to build an event."""
-    return active

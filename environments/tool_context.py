@@ -23,7 +23,7 @@ import shlex
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from environments.tools import handle_function_call
 from environments.tools import sandbox_access
@@ -61,7 +61,7 @@ def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any
 
 
 def _call_tool_args(tool_name: Optional[str], arguments: Optional[Dict[str, Any]], name: Optional[str],
-                    args: Optional[Dict[str, Any]]) -> tuple:
+                    args: Optional[Dict[str, Any]]) -> Tuple[str, Dict[str, Any]]:
     """One (tool_name, arguments) from either spelling; both spellings at once is a mistake."""
     if name is not None:
         if tool_name is not None:
@@ -219,12 +219,12 @@ class ToolContext:
         (Using the context again afterwards gets a fresh sandbox; clean that up too.)"""
         try:
             forget_task(self.task_id)
-        except Exception:  # noqa: BLE001
+        except Exception:  # cleanup runs in finally blocks; it must not mask the real error
             logger.debug("forget_task(%s) failed", self.task_id, exc_info=True)
         try:
             # the sandbox's cleanup kills every process it started (background jobs included)
             sandbox_access.cleanup_vm(self.task_id)
-        except Exception:  # noqa: BLE001 - cleanup runs in finally blocks; it must not mask the real error
+        except Exception:
             logger.warning("cleanup of sandbox %s failed", self.task_id, exc_info=True)
 
     # ------------------------------------------------------------ async twins

@@ -164,8 +164,8 @@ class _ServedLoader(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         lookup, listing = _resolver(module.__name__)
-        module.__getattr__ = lookup  # type: ignore[attr-defined]  # PEP 562: names resolve at access
-        module.__dir__ = listing  # type: ignore[attr-defined]
+        module.__dict__["__getattr__"] = lookup  # PEP 562: names resolve at access
+        module.__dict__["__dir__"] = listing
         module.__doc__ = f"Served by environments.upstream_imports (hermes-agent's {module.__name__})."
         module.__hermes_console_served__ = True  # type: ignore[attr-defined]
         # Eager names as well, so `from X import *` and star-users see them.

@@ -26,7 +26,7 @@ DEMO_ENV = "environments.terminal_tasks"
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (flag, value, what is expected), exit 2, no usage dump."""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+    def error(self, message: str) -> "NoReturn":
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

@@ -11,9 +11,10 @@ from typing import Callable, List, Tuple
 
 import pytest
 
+from tests.helpers.cli import CLI
+
 pytestmark = pytest.mark.timeout(90)
 REPO = Path(__file__).resolve().parents[1]
-CLI = str(REPO / ".venv" / "bin" / "hermes-console")
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_bad_input_gets_a_clear_message_and_non_zero_exit(case, tmp_path, sim_ur
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["COLUMNS"] = "500"  # rich wraps the message at the terminal width; keep paths whole
     proc = subprocess.run(
-        [CLI, "run", *args, "--headless", "--runs-dir", str(tmp_path / "runs")],
+        [*CLI, "run", *args, "--headless", "--runs-dir", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=80, cwd=str(tmp_path), env=env,
     )
     out = proc.stdout + proc.stderr

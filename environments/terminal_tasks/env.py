@@ -148,6 +148,8 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
                 _group_tools.set(tools)
                 _group_id.set(f"eval-{uuid.uuid4()}")
                 scored, _ = await self.collect_trajectory(item)
+            if scored is None:
+                raise RuntimeError(f"collect_trajectory returned no result for task {item['task_id']!r}")
             messages = scored.get("messages") or []
             return {
                 "task_id": item["task_id"],

@@ -75,7 +75,7 @@ class _ReadsLikeADict:
             return self.model_dump() == dict(other)  # type: ignore[attr-defined]
         return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the dict it stands for
+    __hash__ = None  # type: ignore[assignment, unused-ignore]  # mutable, like the dict it stands for
 
 
 class ToolCallFunction(_ReadsLikeADict, Function):
@@ -89,7 +89,7 @@ class ToolCall(_ReadsLikeADict, ChatCompletionMessageToolCall):
 
     function: ToolCallFunction
 
-    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override, unused-ignore]
         # Iterate keys, as a dict would (pydantic yields (key, value) pairs).
         return iter(type(self).model_fields)
 
@@ -166,7 +166,7 @@ class ToolCallParser(ABC):
             start, end = reasoning_bounds(text)
             found = self._extract(text[:end], start)
             calls = self._finish(found.calls) if found.calls else None
-        except Exception as exc:  # contract: a parser never raises on model output
+        except Exception as exc:  # noqa: BLE001 - contract: a parser never raises on model output
             self.error(f"parser {self.name or type(self).__name__} failed: {type(exc).__name__}: {safe_head(str(exc))}")
             calls = None
         if self._errors_dropped:

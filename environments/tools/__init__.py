@@ -18,10 +18,10 @@ from environments.tools.coercion import coerce_and_validate
 from environments.tools.registry import ToolRegistry, ToolSpec, register, registry
 
 # Importing the tool modules registers the tools.
-from environments.tools import offline as _offline  # noqa: E402,F401
-from environments.tools import todo as _todo  # noqa: E402,F401
-from environments.tools import terminal as _terminal  # noqa: E402,F401
-from environments.tools import files as _files  # noqa: E402,F401
+from environments.tools import offline as _offline  # noqa: F401
+from environments.tools import todo as _todo  # noqa: F401
+from environments.tools import terminal as _terminal  # noqa: F401
+from environments.tools import files as _files  # noqa: F401
 from environments.tools.offline import AGENT_LOOP_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -137,6 +137,6 @@ def handle_function_call(
         if problem:
             return _error(f"Invalid arguments for tool '{function_name}': {problem}")
         return registry.dispatch(function_name, args, task_id, user_task=user_task, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the contract is "always a JSON string"
+    except Exception as exc:  # the contract is "always a JSON string"
         logger.debug("handle_function_call(%s) failed", function_name, exc_info=True)
         return _error(f"Error executing {function_name}: {type(exc).__name__}: {exc}")

@@ -27,7 +27,7 @@ import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from environments.sandboxes.hostio import UnsafeFileError, lstat_kind, read_beneath, write_beneath
 from environments.tools import sandbox_access

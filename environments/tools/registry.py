@@ -106,7 +106,7 @@ class ToolRegistry:
             return json.dumps({"error": f"Unknown tool: {name}"})
         try:
             result = spec.handler(args, task_id, **ctx)
-        except Exception as exc:  # noqa: BLE001 - the model gets the error, the rollout survives
+        except Exception as exc:  # the model gets the error, the rollout survives
             logger.debug("tool %s raised", name, exc_info=True)
             return json.dumps({"error": f"Tool execution failed: {type(exc).__name__}: {exc}"})
         if isinstance(result, str):

@@ -22,7 +22,7 @@ def default_timeout() -> float:
     return float(current_settings().timeout)
 
 
-def path_escape_error() -> type:
+def path_escape_error() -> "type[Exception]":
     from environments.sandboxes import PathEscapeError
 
     return PathEscapeError

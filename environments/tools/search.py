@@ -119,8 +119,7 @@ def search_files(
         return {"error": str(exc)}
 
     if output_mode == "content":
-        page = matches[offset : offset + limit]
-        out = {"total_count": len(matches), "matches": page, "truncated": offset + limit < len(matches)}
+        out = {"total_count": len(matches), "matches": matches[offset : offset + limit], "truncated": offset + limit < len(matches)}
     elif output_mode == "files_only":
         names = list(counts)
         out = {"total_count": len(names), "files": names[offset : offset + limit], "truncated": offset + limit < len(names)}

@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, get_args, get_origin
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Type, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 import yaml
@@ -120,7 +120,7 @@ def _wants_string(annotation: Any) -> bool:
     return False
 
 
-def _coerce_flag(model: type, key: str, text: str) -> Any:
+def _coerce_flag(model: Type[BaseModel], key: str, text: str) -> Any:
     """Flags arrive as text; parse structured values (lists, dicts, null) with YAML
     and leave the rest to pydantic's coercion."""
     info = model.model_fields[key]
@@ -244,7 +244,7 @@ def load_yaml(path: str) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- validation
 
 
-def _check_known(model: type, values: Dict[str, Any], source: str, flag_ns: Optional[str] = None) -> None:
+def _check_known(model: Type[BaseModel], values: Dict[str, Any], source: str, flag_ns: Optional[str] = None) -> None:
     known = list(model.model_fields)
     for key in values:
         if key not in model.model_fields:
@@ -317,7 +317,7 @@ def default_run_dir(runs_dir: str, env_name: str) -> Path:
     return candidate
 
 
-def resolve(spec: RunSpec, env_cls: type) -> ResolvedRun:
+def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     """Build validated env + server configs for ``env_cls`` from ``spec``."""
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 

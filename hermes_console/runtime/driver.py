@@ -25,6 +25,7 @@ from environments import events
 from environments.redact import safe_head
 from hermes_console.runtime import events as rev
 from environments.atropos_compat import drop_reason
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
@@ -136,7 +137,7 @@ class Driver:
         except Exception:  # noqa: BLE001
             pass
         self.writer = GroupWriter(self.jsonl_path)
-        self.env.jsonl_writer = self.writer
+        atropos_bridge.install_jsonl_writer(self.env, self.writer)
 
     def _watch(self, event: events.Event) -> None:
         """Observer (any thread): remember drops/failures the env reported itself."""
@@ -247,7 +248,7 @@ class Driver:
                 continue
             try:
                 item = await self._next_item()
-            except Exception as exc:  # the env cannot give items: stop taking them, keep what is running
+            except Exception as exc:  # noqa: BLE001 - the env cannot give items: stop taking them, keep what is running
                 self._stop_intake(f"get_next_item() raised {first_line(exc)}")
                 continue
             if item is None:
@@ -331,7 +332,7 @@ class Driver:
         except SinkError as exc:  # nowhere to keep results: stop taking items (the rest still runs)
             self._fail(rec, str(exc), "sink")
             self._stop_intake(str(exc))
-        except Exception as exc:  # one failing group never stops the run
+        except Exception as exc:  # noqa: BLE001 - one failing group never stops the run
             self._fail(rec, first_line(exc) or type(exc).__name__, "exception")
         finally:
             self.in_flight.pop(rec.group_id, None)
@@ -434,7 +435,7 @@ class Driver:
             self.wandb.step_metrics(metrics)  # our figures ride in the same wandb step
         try:
             await self.env.wandb_log(metrics)
-        except Exception as exc:  # metrics must never fail a group
+        except Exception as exc:  # noqa: BLE001 - metrics must never fail a group
             if self.wandb is not None and self.wandb.logging:
                 self.wandb.log_failed(exc)
             else:
@@ -505,7 +506,7 @@ class Driver:
                                       detail=f"could not build phase {to_phase} servers: {first_line(exc)}"))
                 raise
             old = self.env.server
-            self.env.server = new_manager
+            atropos_bridge.install_server_manager(self.env, new_manager)
             await close_server_manager(old)
             self.phase = to_phase
             _emit(rev.PhaseSwitch(stage="done", from_phase=from_phase, to_phase=to_phase))
@@ -547,22 +548,16 @@ class Driver:
             self.pause()
         _emit(rev.EvalStarted(eval_id=eval_id, intake_paused=pause_intake))
         captured: Dict[str, Any] = {"metrics": {}, "samples": None}
-        had_own = "evaluate_log" in vars(env)
-        original = env.evaluate_log
 
         async def capture(metrics: Dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             captured["metrics"].update(metrics or {})
             if kwargs.get("samples"):
                 captured["samples"] = list(kwargs["samples"])
             kwargs["verbose"] = False  # it would print a table into the console's terminal
-            saved = env.config.data_dir_to_save_evals
-            env.config.data_dir_to_save_evals = str(eval_dir)
-            try:
+            with atropos_bridge.evals_saved_to(env, str(eval_dir)):
                 return await original(metrics, *args, **kwargs)
-            finally:
-                env.config.data_dir_to_save_evals = saved
 
-        env.evaluate_log = capture
+        original, restore_evaluate_log = atropos_bridge.route_evaluate_log(env, capture)
         self._eval_rollouts = 0
         total = self._eval_total()
         progress = asyncio.get_running_loop().create_task(self._eval_progress(eval_id, total), name="hermes-eval-progress")
@@ -575,17 +570,13 @@ class Driver:
         except asyncio.CancelledError:
             error = "cancelled"
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the evaluation reports its error, the run goes on
             error = first_line(exc)
         finally:
             progress.cancel()
             with contextlib.suppress(BaseException):
                 await progress
-            if had_own:
-                env.evaluate_log = original
-            else:
-                with contextlib.suppress(AttributeError):
-                    del env.evaluate_log
+            restore_evaluate_log()
             metrics = jsonable(captured["metrics"])
             samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
             if total or self._eval_rollouts:
@@ -599,7 +590,7 @@ class Driver:
                 self.resume()
         if error:
             raise RuntimeError(f"evaluation {eval_id} failed: {error}")
-        return metrics
+        return dict(metrics)
 
     async def _eval_progress(self, eval_id: str, total: int) -> None:
         last = -1
@@ -651,7 +642,7 @@ class Driver:
         pending = {r.task for r in self.in_flight.values() if r.task is not None}
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0.0, deadline_s)
-        cut = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
+        cut: "asyncio.Task[Any]" = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
         try:
             while pending and not self._cut.is_set():
                 remaining = end - loop.time()

@@ -202,7 +202,7 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
                     state.apply_all(runtime.drain())
                     break
                 time.sleep(REFRESH_S)
-    except BaseException as exc:  # noqa: BLE001 - e.g. the terminal went away: still stop cleanly
+    except BaseException as exc:  # e.g. the terminal went away: still stop cleanly
         _say(console, f"the progress display failed ({type(exc).__name__}: {exc}); stopping the run")
         _force_stop(runtime, state)
         if not isinstance(exc, (OSError, ValueError, KeyboardInterrupt)):

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import sys
 import threading
-import time
 import traceback
 from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
@@ -21,6 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 from environments import events
 from environments.events import Event
 from hermes_console.runtime import events as rev
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
@@ -256,16 +256,14 @@ class RuntimeHost:
             raise ConfigError(f"{env_cls.__name__}(...) could not be constructed: {first_line(exc)}") from exc
         # Our own ServerManager: instrumented, and with tool_parser set (BaseEnv forgets it).
         await close_server_manager(env.server)
-        env.server = build_server_manager(env, servers, resolved.phase)
+        atropos_bridge.install_server_manager(env, build_server_manager(env, servers, resolved.phase))
         if getattr(env, "max_token_len", -1) <= 0 and spec.mode != "serve":
             # Without a trainer, atroposlib warns on every group (trap 7).
-            env.max_token_len = sensible_max_token_len(
+            atropos_bridge.set_max_token_len(env, sensible_max_token_len(
                 env.config.max_token_length, getattr(env.config, "max_agent_turns", 1)
-            )
+            ))
         if spec.mode == "process":
-            env.process_mode = True
-            env.n_groups_to_process = env.config.total_steps
-            env.group_size_to_process = env.config.group_size
+            atropos_bridge.enter_process_mode(env, env.config.total_steps, env.config.group_size)
         self.env = env
         self.driver = Driver(env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
         settings = _sandbox_settings()
@@ -313,7 +311,7 @@ class RuntimeHost:
         try:
             try:
                 await self._load()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - any load failure is the run's fatal error, shown with its cause
                 self.fatal = exc
                 detail = str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
                 from environments.redact import redact  # URLs with credentials, keys in env __init__ errors
@@ -358,7 +356,7 @@ class RuntimeHost:
             await self.driver.run()
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any run failure is recorded as fatal, then groups are accounted
             self.fatal = exc
             where = "setup()" if self.driver.status == "loading" else "the run"
             await self.driver.shutdown(0.0)  # in-flight groups are cancelled and accounted
@@ -423,7 +421,7 @@ def _follow(source: "Future[None]") -> "Future[None]":
         if done.cancelled():
             mine.cancel()
         elif done.exception() is not None:
-            mine.set_exception(done.exception())  # type: ignore[arg-type]
+            mine.set_exception(done.exception())
         else:
             mine.set_result(None)
 

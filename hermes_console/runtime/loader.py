@@ -145,6 +145,6 @@ def load_env_class(ref: Any) -> type:
             "(e.g. HermesAgentBaseEnv). Name one with 'path:Class'."
         )
     if len(candidates) > 1:
-        names = ", ".join(c.__name__ for c in candidates)
-        raise ConfigError(f"{where} defines several env classes ({names}); pick one with '{target}:Class'")
+        listed = ", ".join(c.__name__ for c in candidates)
+        raise ConfigError(f"{where} defines several env classes ({listed}); pick one with '{target}:Class'")
     return candidates[0]

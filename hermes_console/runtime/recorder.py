@@ -19,7 +19,7 @@ import gzip
 import threading
 from collections import deque
 from pathlib import Path
-from typing import IO, Any, Callable, Deque, Optional
+from typing import IO, Any, Callable, Deque, Optional, cast
 
 from environments import events
 from environments.events import Event
@@ -32,11 +32,11 @@ def open_log(path: str, mode: str) -> IO[Any]:
     """Text handle on a plain or gzip event log (by suffix when writing, by magic when reading)."""
     if "w" in mode or "a" in mode:
         if path.endswith(".gz"):
-            return gzip.open(path, mode + "t", encoding="utf-8")
+            return cast(IO[Any], gzip.open(path, mode + "t", encoding="utf-8"))
         return open(path, mode, encoding="utf-8")
     with open(path, "rb") as fp:
         gz = fp.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, "r", encoding="utf-8")
+    return cast(IO[Any], gzip.open(path, "rt", encoding="utf-8")) if gz else open(path, "r", encoding="utf-8")
 
 
 def _report(message: str) -> None:

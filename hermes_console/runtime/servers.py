@@ -146,7 +146,8 @@ def _check_completion(body: bytes, request: Any) -> None:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         raise BadReply(f"no choices in the reply (keys: {sorted(data)[:8]})")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     try:
         asked = json.loads(request.content or b"{}").get("max_tokens")
     except (ValueError, AttributeError):
@@ -160,7 +161,7 @@ def _check_completion(body: bytes, request: Any) -> None:
 def _wrap_transport(server: Any, counters: ServerCounters) -> None:
     http = getattr(getattr(server, "openai", None), "_client", None)  # httpx.AsyncClient inside AsyncOpenAI
     transport = getattr(http, "_transport", None)
-    if transport is not None and not isinstance(transport, _CountingTransport):
+    if http is not None and transport is not None and not isinstance(transport, _CountingTransport):
         timeout = getattr(getattr(server, "config", None), "timeout", None)
         http._transport = _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter, OrderedDict, deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, Deque, Dict, Iterable, List, Optional
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -192,7 +192,7 @@ class StreamEntry:
 
 @dataclass
 class Accounting:
-    """received = completed + dropped + failed + cancelled + in_flight, always."""
+    """Items received and how each one ended; ``in_flight`` is what has not ended yet."""
 
     received: int = 0
     completed: int = 0
@@ -206,10 +206,9 @@ class Accounting:
 
     @property
     def in_flight(self) -> int:
+        # A remainder, so the sum above holds by definition: tests check it against an
+        # item-by-item count of the events (tests/runtime/runtime_helpers.identity).
         return self.received - self.completed - self.dropped_total - self.failed - self.cancelled
-
-    def holds(self) -> bool:
-        return self.in_flight >= 0
 
 
 @dataclass
@@ -869,7 +868,7 @@ def _on_wandb(s: ConsoleState, e: rev.WandbStatus) -> None:
     s.wandb = e
 
 
-_HANDLERS = {
+_HANDLERS: Dict[str, Callable[[ConsoleState, Any], None]] = {
     rev.RunConfigured.kind: _on_run_configured,
     rev.RuntimeStatus.kind: _on_runtime_status,
     rev.ItemReceived.kind: _on_item_received,

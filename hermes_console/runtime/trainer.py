@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from environments import events
 from hermes_console.runtime import events as rev
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.trainer_api import (
     NOT_SENT,
@@ -340,7 +341,7 @@ class TrainerLink:
     async def run(self) -> None:
         self.driver._trainer_open = False
         if self._original_send is not None:
-            self.env._send_scored_data_to_api = self.send
+            atropos_bridge.route_sends(self.env, self.send)
         try:
             await self._register()
             await self._server_info()
@@ -348,7 +349,7 @@ class TrainerLink:
             await self._poll_loop()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # reported and raised by the driver; never a silent hang
+        except Exception as exc:  # noqa: BLE001 - reported and raised by the driver; never a silent hang
             self.error = exc
             self.finished = True
             self._set("error", first_line(exc))
@@ -392,13 +393,11 @@ class TrainerLink:
                 await asyncio.sleep(REGISTER_RETRY_S)
                 continue
             break
-        env.env_id = reply.env_id
-        env.wandb_prepend = reply.wandb_name
-        env.curr_step = reply.starting_step
-        env.checkpoint_dir = reply.checkpoint_dir
-        env.checkpoint_interval = reply.checkpoint_interval
+        atropos_bridge.apply_registration(env, env_id=reply.env_id, wandb_name=reply.wandb_name,
+                                          starting_step=reply.starting_step, checkpoint_dir=reply.checkpoint_dir,
+                                          checkpoint_interval=reply.checkpoint_interval)
         if cfg.total_steps == -1:
-            cfg.total_steps = reply.num_steps
+            atropos_bridge.set_config_value(env, "total_steps", reply.num_steps)
             if cfg.total_steps == -1:
                 raise ConfigError("env.total_steps is -1 and the trainer registered num_steps=-1; expected a step count "
                                   "from one of them (--env.total_steps N)")
@@ -448,9 +447,9 @@ class TrainerLink:
         env, cfg = self.env, self.env.config
         info = await self._retrying(self.client.info)
         if info.batch_size != -1:
-            cfg.batch_size = info.batch_size
+            atropos_bridge.set_config_value(env, "batch_size", info.batch_size)
         if info.max_token_len != -1:
-            env.max_token_len = info.max_token_len
+            atropos_bridge.set_max_token_len(env, info.max_token_len)
         if cfg.batch_size is None or cfg.batch_size <= 0:
             raise ConfigError(f"batch_size is {cfg.batch_size}: neither the trainer (/info) nor --env.batch_size set it; "
                               "expected the trainer to register a batch size")
@@ -499,8 +498,7 @@ class TrainerLink:
                 self.c.sent_this_step = 0
             self.status = st
             self._sent_at_status = sent_before
-            env.status_dict = st.model_dump()  # derived_batch_size and friends read it
-            env.curr_step = st.current_step
+            atropos_bridge.apply_trainer_status(env, st.model_dump(), st.current_step)
             try:
                 await env.server.update_weight(st.env_weight)
             except Exception:  # noqa: BLE001 - a manager mid-swap; next poll sets it

@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import gzip
 import json
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Type, TypeVar, Union, cast
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 # What a failed call says about delivery (it matters for POST /scored_data: see TrainerLink.send).
@@ -154,7 +156,7 @@ class TrainerClient:
             raise TrainerAPIError(f"{method} {url}: expected JSON, got {_head(text)!r}", retryable=False) from None
 
     @staticmethod
-    def _parse(model: type, data: Any, what: str) -> Any:
+    def _parse(model: Type[ModelT], data: Any, what: str) -> ModelT:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -202,7 +204,7 @@ class TrainerClient:
     # ---- trainer side (the stand-in trainer)
 
     async def register_trainer(self, reg: TrainerRegistration) -> Dict[str, Any]:
-        return await self._call("POST", "/register", json_body=reg.model_dump())
+        return cast(Dict[str, Any], await self._call("POST", "/register", json_body=reg.model_dump()))
 
     async def batch(self) -> Optional[List[Dict[str, Any]]]:
         data = await self._call("GET", "/batch")

@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional
 from environments import events
 from environments.events import Event
 from hermes_console.runtime import events as rev
+from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime.errors import ConfigError, first_line
 
 DEFAULT_PROJECT = "hermes-console"
@@ -255,7 +256,7 @@ class WandbLink:
             settings = wandb.Settings(console="off", silent=True, mode=mode)
             self.run = wandb.init(project=project, group=group, name=name, dir=str(wandb_dir),
                                   config=self.config, settings=settings)
-        except Exception as exc:  # noqa: BLE001 - reported as a start error naming the fix
+        except Exception as exc:  # reported as a start error naming the fix
             self.info = WandbInfo(state="failed", mode=mode, project=project, name=name)
             self._status(f"wandb.init failed: {first_line(exc)}")
             raise WandbStartError(
@@ -295,7 +296,7 @@ class WandbLink:
             return
         metrics.update(self.figures.take())
         if self.run_mode != "serve":
-            self.env.curr_step = self._step
+            atropos_bridge.set_step(self.env, self._step)
             self._step += 1
 
     def log_failed(self, exc: BaseException) -> None:

@@ -107,7 +107,7 @@ class SimServer:
             asyncio.set_event_loop(loop)
             try:
                 loop.run_until_complete(self.start_async())
-            except BaseException as exc:  # report bind errors etc. to the caller
+            except BaseException as exc:  # noqa: BLE001 - report bind errors etc. to the caller
                 failure.append(exc)
                 ready.set()
                 loop.close()

@@ -28,8 +28,8 @@ def hermes_format(content: str | None, calls: list[dict[str, Any]]) -> str:
 @lru_cache(maxsize=16)
 def _project_formatter(name: str) -> Callable[[str | None, list[dict[str, Any]]], str] | None:
     try:
-        from environments.tool_call_parsers import get_parser  # type: ignore[import-not-found]
-    except Exception:  # not written yet, or broken: keep the simulator usable
+        from environments.tool_call_parsers import get_parser
+    except Exception:  # noqa: BLE001 - not written yet, or broken: keep the simulator usable
         return None
     try:
         parser = get_parser(name)
@@ -47,7 +47,7 @@ def format_tool_calls(content: str | None, calls: list[dict[str, Any]], parser_n
     if fmt is not None:
         try:
             return fmt(content, calls)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a format the parser cannot render falls back to hermes
             pass
     return hermes_format(content, calls)
 
@@ -58,11 +58,11 @@ def parse_tool_calls(text: str, parser_name: str = "hermes") -> tuple[str, list[
     Used to read earlier assistant turns back out of a Phase 2 prompt.
     """
     try:
-        from environments.tool_call_parsers import get_parser  # type: ignore[import-not-found]
+        from environments.tool_call_parsers import get_parser
 
         content, calls = get_parser(parser_name).parse(text)
         if calls:
-            out = []
+            out: list[dict[str, Any]] = []
             for c in calls:
                 fn = c.get("function", c)
                 args: Any = fn.get("arguments", "{}")
@@ -72,14 +72,14 @@ def parse_tool_calls(text: str, parser_name: str = "hermes") -> tuple[str, list[
                     pass
                 out.append({"name": fn.get("name", ""), "arguments": args})
             return content or "", out
-    except Exception:
+    except Exception:  # noqa: BLE001 - unparseable text falls back to the hermes regex
         pass
-    calls = []
+    found: list[dict[str, Any]] = []
     for m in _HERMES_RE.finditer(text):
         try:
             obj = json.loads(m.group(1))
-            calls.append({"name": str(obj.get("name", "")), "arguments": obj.get("arguments", {})})
+            found.append({"name": str(obj.get("name", "")), "arguments": obj.get("arguments", {})})
         except (ValueError, AttributeError):
-            calls.append({"name": "", "arguments": m.group(1)})
+            found.append({"name": "", "arguments": m.group(1)})
     content = _HERMES_RE.sub("", text).strip()
-    return content, calls
+    return content, found

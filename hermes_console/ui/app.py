@@ -229,7 +229,7 @@ class ConsoleApp(App[int]):
                      on_error: Optional[Callable[[BaseException], None]]) -> None:
         try:
             result = await asyncio.wrap_future(future)
-        except BaseException as exc:  # noqa: BLE001 - includes CancelledError of the runtime's future
+        except BaseException as exc:  # includes CancelledError of the runtime's future
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             self._command_failed(label, exc, on_error)

@@ -22,23 +22,21 @@ class ControlSpec:
     scope: str  # app | main | sandbox | drilldown — where the binding lives
     show: bool = True
     priority: bool = False
-    # Controls that send a command to the runtime are refused in replay.
-    sends_command: bool = False
 
 
 CONTROLS: List[ControlSpec] = [
     # ---- app-wide: operator commands and global navigation
-    ControlSpec("pause", "p", "toggle_pause", "Pause", "Pause / resume intake (in-flight groups drain)", "app", sends_command=True),
-    ControlSpec("cancel-in-flight", "c", "cancel_in_flight", "Cancel", "Cancel every in-flight group (confirm)", "app", sends_command=True),
-    ControlSpec("switch-phase", "P", "switch_phase", "Phase", "Switch Phase 1 ↔ 2 after draining (confirm)", "app", sends_command=True),
-    ControlSpec("evaluate", "e", "evaluate", "Eval", "Run an evaluation now; results open when done", "app", sends_command=True),
+    ControlSpec("pause", "p", "toggle_pause", "Pause", "Pause / resume intake (in-flight groups drain)", "app"),
+    ControlSpec("cancel-in-flight", "c", "cancel_in_flight", "Cancel", "Cancel every in-flight group (confirm)", "app"),
+    ControlSpec("switch-phase", "P", "switch_phase", "Phase", "Switch Phase 1 ↔ 2 after draining (confirm)", "app"),
+    ControlSpec("evaluate", "e", "evaluate", "Eval", "Run an evaluation now; results open when done", "app"),
     ControlSpec("help", "question_mark", "help", "Help", "Show every key binding", "app"),
     ControlSpec("command-palette", "ctrl+p", "command_palette", "Palette", "Command palette (every action)", "app", show=False, priority=True),
     ControlSpec("quit", "q", "request_quit", "Quit", "Quit (confirm while rollouts are live)", "app"),
     # ---- main screen: panels and the focused row
     ControlSpec("drill-down", "enter", "drill_down", "Open", "Open the focused row (rollout / sandbox)", "main"),
-    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill the focused sandbox (confirm)", "main", sends_command=True),
-    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend the focused sandbox's lifetime", "main", sends_command=True),
+    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill the focused sandbox (confirm)", "main"),
+    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend the focused sandbox's lifetime", "main"),
     ControlSpec("filter", "slash", "filter", "Filter", "Filter turns and tool calls by group or rollout", "main"),
     ControlSpec("follow", "f,end", "follow", "Follow", "Follow the turns stream again (tail)", "main"),
     ControlSpec("toggle-reasoning", "r", "toggle_reasoning", "Reasoning", "Expand / collapse reasoning in the stream", "main"),
@@ -47,8 +45,8 @@ CONTROLS: List[ControlSpec] = [
     ControlSpec("previous-panel", "shift+tab", "focus_previous_panel", "Prev", "Move to the previous panel", "main", show=False),
     # ---- drill-down screens
     ControlSpec("back", "escape", "back", "Back", "Back to the previous screen", "drilldown"),
-    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill this sandbox (confirm)", "sandbox", sends_command=True),
-    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend this sandbox's lifetime", "sandbox", sends_command=True),
+    ControlSpec("kill-sandbox", "k", "kill_sandbox", "Kill", "Kill this sandbox (confirm)", "sandbox"),
+    ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend this sandbox's lifetime", "sandbox"),
     ControlSpec("run-diagnostic", "d", "focus_diagnostic", "Diagnose", "Run a diagnostic command in this sandbox", "sandbox"),
     ControlSpec("refresh-details", "R", "refresh_details", "Reload", "Reload process tree and recent commands", "sandbox"),
 ]

@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
+from tests.helpers.live import fixed_latency_sim, running_sim
 
 ENVS = Path(__file__).resolve().parent / "envs"
-# runtime_helpers (Pump, make_spec) live beside the runtime tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+# The seed-API example env (one file for the environments and compat suites).
+SEED_ENV = Path(__file__).resolve().parents[1] / "environments" / "seed_env_example.py"
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
-    server = SimServer(SimConfig(seed=3, solve_rate=1.0, latency=LatencyConfig(mode="fixed", mean_ms=5.0)))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_sim(fixed_latency_sim(seed=3, latency_ms=5.0, solve_rate=1.0))
 
 
 @pytest.fixture
 def compat_env(sim: SimServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Point the compat envs' config_init at the simulator; returns the report path."""
     monkeypatch.setenv("COMPAT_BASE_URL", f"{sim.base_url}/v1")
+    monkeypatch.setenv("SEED_BASE_URL", f"{sim.base_url}/v1")
+    monkeypatch.setenv("SEED_SERVER_TYPE", "vllm")  # configured as training envs usually are: Phase 2
     report = tmp_path / "report.jsonl"
     monkeypatch.setenv("COMPAT_REPORT", str(report))
     return report

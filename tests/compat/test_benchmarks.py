@@ -9,13 +9,14 @@ import json
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator
 
 import pytest
 
 from hermes_console.runtime.config import RunSpec
 
-from runtime_helpers import Pump, wait_no_children
+from tests.helpers.live import HostStarter, started_hosts
+from tests.runtime.runtime_helpers import Pump, wait_no_children
 
 pytestmark = pytest.mark.slow
 
@@ -54,21 +55,8 @@ def test_reward_parsing_and_safe_unpacking(tmp_path):
 
 
 @pytest.fixture
-def host_runs():
-    from hermes_console.runtime.host import RuntimeHost
-
-    hosts: List[Any] = []
-
-    def start(spec: RunSpec) -> Pump:
-        host = RuntimeHost(spec, exit_when_finished=True)
-        hosts.append(host)
-        host.start()
-        return Pump(host)
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=30)
-        host.join(10)
+def host_runs() -> Iterator[HostStarter[Pump]]:
+    yield from started_hosts(Pump, exit_when_finished=True)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")

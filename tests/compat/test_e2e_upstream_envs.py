@@ -9,35 +9,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
 from hermes_console.runtime.config import RunSpec
 
-from runtime_helpers import Pump
-from tests.compat.conftest import ENVS
+from tests.helpers.live import HostStarter, started_hosts
+from tests.runtime.runtime_helpers import Pump
+from tests.compat.conftest import ENVS, SEED_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def live(tmp_path):
-    from hermes_console.runtime.host import RuntimeHost
-
-    hosts: List[Any] = []
-
-    def start(spec: RunSpec) -> Pump:
-        host = RuntimeHost(spec, exit_when_finished=True)
-        hosts.append(host)
-        host.start()
-        return Pump(host)
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=30)
-        host.join(10)
+def live() -> Iterator[HostStarter[Pump]]:
+    yield from started_hosts(Pump, exit_when_finished=True)
 
 
 def _spec(env_file: str, tmp_path: Path, *flags: str) -> RunSpec:
@@ -69,7 +57,7 @@ def _report(path: Path) -> List[Dict[str, Any]]:
 
 def test_seed_only_env_with_vllm_config_runs_and_shows_phase_2(sim, compat_env, live, tmp_path):
     before = _requests(sim)
-    p = live(_spec("seed_only_env.py", tmp_path))
+    p = live(_spec(str(SEED_ENV), tmp_path))
     _run_to_end(p)
     used = _diff(_requests(sim), before)
     # what ran (the simulator saw token-level /generate calls, no chat) is what was shown

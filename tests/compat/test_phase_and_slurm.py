@@ -10,12 +10,12 @@ from hermes_console.runtime.config import RunSpec, resolve
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.loader import load_env_class
 
-from tests.compat.conftest import ENVS
+from tests.compat.conftest import SEED_ENV
 
 
 def _resolve(tmp_path, server_type, phase=None, yaml_text=None, monkeypatch=None):
-    monkeypatch.setenv("COMPAT_SERVER_TYPE", server_type)
-    cls = load_env_class(str(ENVS / "seed_only_env.py"))
+    monkeypatch.setenv("SEED_SERVER_TYPE", server_type)
+    cls = load_env_class(str(SEED_ENV))
     cfg = None
     if yaml_text is not None:
         cfg = tmp_path / "cfg.yaml"

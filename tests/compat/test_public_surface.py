@@ -1,4 +1,4 @@
-"""The original layer's public surface (research notes, hermes_envs.md §a): names,
+"""The original layer's public surface (hermes-agent's ``environments/``, as released): names,
 signatures and return types an env written for hermes-agent's ``environments/`` uses."""
 
 from __future__ import annotations

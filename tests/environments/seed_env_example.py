@@ -2,7 +2,9 @@
 
 It imports nothing from this project beyond ``environments``' public names and
 atroposlib, uses the synchronous ToolContext in ``compute_reward`` and a
-single-file layout with ``cli()``. The e2e tests run it unchanged in process mode.
+single-file layout with ``cli()``. The e2e tests run it unchanged in process mode;
+the compat tests run the same file as a token-level (vLLM) training env, Phase 2, through
+``SEED_SERVER_TYPE=vllm`` and ``SEED_BASE_URL``.
 """
 
 import os
@@ -40,7 +42,7 @@ class SeedTerminalEnv(HermesAgentBaseEnv):
                 base_url=os.getenv("SEED_BASE_URL", "http://127.0.0.1:9001/v1"),
                 model_name="hermes-sim",
                 api_key=os.getenv("OPENROUTER_API_KEY", ""),
-                server_type="openai",
+                server_type=os.getenv("SEED_SERVER_TYPE", "openai"),
                 health_check=False,
             )
         ]

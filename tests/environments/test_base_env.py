@@ -21,7 +21,7 @@ from environments import events
 from environments.agent_loop import AgentResult, ToolError
 from environments.hermes_base_env import HermesAgentBaseEnv, HermesAgentEnvConfig
 
-from test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
+from tests.environments.test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
 
 # ---------------------------------------------------------------- fakes
 

@@ -182,9 +182,9 @@ DEGENERATE = (
 @pytest.mark.parametrize("name", ALL)
 def test_degenerate_output_is_parsed_in_bounded_time_with_bounded_errors(name: str) -> None:
     parser = get_parser(name)
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: a loaded machine does not inflate it
     parser.parse(DEGENERATE)
-    assert time.perf_counter() - started < 3.0  # quadratic scanning takes many seconds here
+    assert time.thread_time() - started < 3.0  # quadratic scanning takes many seconds here
     assert len(parser.last_errors) <= MAX_ERRORS + 1
 
 

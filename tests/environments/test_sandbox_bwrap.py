@@ -6,7 +6,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator
 
 import pytest
 
@@ -14,7 +14,7 @@ from environments import sandboxes as sb
 from environments.sandboxes import bwrap as bwrap_mod
 from environments.sandboxes.bwrap import VIEW_STATE, VIEW_WORKSPACE, BwrapSandbox, build_bwrap_argv, check_bwrap
 from environments.sandboxes.settings import SandboxSettings
-from proc_oracle import live_pids_with, wait_until_gone
+from tests.environments.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
@@ -57,16 +57,14 @@ def test_timeout_kills_the_whole_namespace(box: BwrapSandbox) -> None:
     result = box.execute(f"trap '' TERM; sleep 321.{U}5 & sleep 321.{U}6", 0.4)
     assert result.exit_code == 124 and result.timed_out
     assert result.output.endswith("[Command timed out after 0.4s]")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 60  # cut by the timeout, far below the sleeps' 321 s
     assert wait_until_gone(f"sleep 321.{U}") == []
 
 
 def test_background_processes_live_until_cleanup(box: BwrapSandbox) -> None:
     # one machine per sandbox (was: a bwrap per command, whose end killed its background jobs)
-    started = time.monotonic()
-    result = box.execute(f"sleep 322.{U}5 & echo bg", 5)
-    assert result.output == "bg\n"
-    assert time.monotonic() - started < 2
+    result = box.execute(f"sleep 322.{U}5 & echo bg", 30)
+    assert result.output == "bg\n" and not result.timed_out  # did not wait for the background job
     assert box.execute("echo next", 5).output == "next\n"
     assert box.has_background_processes()
     box.cleanup()

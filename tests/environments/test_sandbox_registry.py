@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -13,8 +15,9 @@ from environments import events
 from environments import sandboxes as sb
 from environments.sandboxes import registry
 from environments.sandboxes.base import SandboxClosedError
+from tests.helpers.waits import finishes, wait_for
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(autouse=True)
@@ -36,15 +39,6 @@ def recorded() -> Iterator[List[events.Event]]:
     events.add_observer(got.append)
     yield got
     events.remove_observer(got.append)
-
-
-def wait_for(predicate, within: float = 3.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_same_task_id_same_sandbox_different_ids_different_workspaces() -> None:
@@ -89,20 +83,24 @@ def test_slow_creation_of_one_key_does_not_block_others(monkeypatch: pytest.Monk
     real = registry.create_sandbox
     release = threading.Event()
 
+    entered = threading.Event()
+
     def create(key, settings):
         if key == "slow":
-            release.wait(5)
+            entered.set()
+            release.wait(30)
         return real(key, settings)
 
     monkeypatch.setattr(registry, "create_sandbox", create)
     t = threading.Thread(target=sb.get_sandbox, args=("slow",))
     t.start()
-    time.sleep(0.05)
-    started = time.monotonic()
-    sb.get_sandbox("fast").execute("true", 5)
-    assert time.monotonic() - started < 2.5
-    release.set()
-    t.join(5)
+    assert entered.wait(30)
+    try:
+        # "slow" stays held until after this check: "fast" cannot be waiting for it.
+        assert finishes(lambda: sb.get_sandbox("fast").execute("true", 30)), "'fast' waited for 'slow' creation"
+    finally:
+        release.set()
+        t.join(30)
 
 
 def test_cleanup_vm_is_idempotent_and_removes() -> None:
@@ -134,28 +132,32 @@ def test_reaper_reaps_idle_and_spares_running(recorded: List[events.Event]) -> N
     busy = sb.get_sandbox("busy")
     idle_ws = idle.host_workspace
     result: List[object] = []
-    t = threading.Thread(target=lambda: result.append(busy.execute("sleep 1.5; echo survived", 10)))
+    # The busy command runs until the test says so, however long the reaper takes.
+    t = threading.Thread(target=lambda: result.append(
+        busy.execute("while [ ! -f go ]; do sleep 0.05; done; echo survived", 60)))
     t.start()
-    assert wait_for(lambda: sb.get_sandbox_info("idle") is None, within=3)
+    assert wait_for(lambda: getattr(sb.get_sandbox_info("busy"), "state", None) == "running")
+    assert wait_for(lambda: sb.get_sandbox_info("idle") is None)
     assert wait_for(lambda: not idle_ws.exists())  # removal follows the detach, outside the lock
     info = sb.get_sandbox_info("busy")
     assert info is not None and info.state == "running"
-    t.join(10)
+    (busy.host_workspace / "go").touch()
+    t.join(60)
     assert result[0].output == "survived\n"  # a long foreground command was not reaped mid-run
     closed = [e for e in recorded if isinstance(e, events.SandboxClosed)]
     assert [(e.task_id, e.reason) for e in closed][:1] == [("idle", "idle_reaped")]
     # after the command ends the busy one goes idle and is reaped in turn
-    assert wait_for(lambda: sb.get_sandbox_info("busy") is None, within=3)
+    assert wait_for(lambda: sb.get_sandbox_info("busy") is None)
 
 
 def test_activity_is_stamped_at_command_start_and_end() -> None:
-    sb.configure(lifetime=0.3)
+    sb.configure(lifetime=1.0)  # the window between the command's end and the check below
     box = sb.get_sandbox("stamps")
     before = sb.get_sandbox_info("stamps").last_activity
-    box.execute("sleep 0.5", 5)  # longer than the lifetime
+    box.execute("sleep 1.5", 30)  # longer than the lifetime
     info = sb.get_sandbox_info("stamps")
     assert info is not None, "reaped while (or right after) running"
-    assert info.last_activity >= before + 0.5
+    assert info.last_activity >= before + 1.5
 
 
 def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
@@ -163,7 +165,7 @@ def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
     sb.get_sandbox("short")
     sb.get_sandbox("extended")
     assert sb.extend_lifetime("extended", 30) == pytest.approx(30.3)
-    assert wait_for(lambda: sb.get_sandbox_info("short") is None, within=3)
+    assert wait_for(lambda: sb.get_sandbox_info("short") is None)
     time.sleep(0.3)
     info = sb.get_sandbox_info("extended")
     assert info is not None and info.lifetime_s == pytest.approx(30.3)
@@ -178,32 +180,36 @@ def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
 def test_background_process_counts_as_activity() -> None:
     sb.configure(lifetime=0.2)
     box = sb.get_sandbox("bg")
-    box.execute("sleep 1 &", 5)
-    time.sleep(0.5)
+    box.execute("sleep 120 & echo $! > bg.pid", 30)  # lives until the test kills it
+    time.sleep(0.5)  # well past the lifetime, many reaper passes
     assert sb.get_sandbox_info("bg") is not None
-    assert wait_for(lambda: sb.get_sandbox_info("bg") is None, within=4)
+    pid = int((box.host_workspace / "bg.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: sb.get_sandbox_info("bg") is None)
 
 
 def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     box = sb.get_sandbox("slow-clean")
     inner = box._inner
     real_cleanup = inner.cleanup
-    entered = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
     def slow_cleanup() -> None:
         entered.set()
-        time.sleep(3.0)
+        release.wait(30)
         real_cleanup()
 
     monkeypatch.setattr(inner, "cleanup", slow_cleanup)
     t = threading.Thread(target=sb.cleanup_vm, args=("slow-clean",))
     t.start()
-    assert entered.wait(3)
-    started = time.monotonic()
-    sb.get_sandbox("other").execute("true", 5)
-    sb.list_sandboxes()
-    assert time.monotonic() - started < 2.0  # the other key never waits for the 3 s cleanup
-    t.join(5)
+    assert entered.wait(30)
+    try:
+        # The cleanup stays held until after this check: the other key cannot be waiting for it.
+        assert finishes(lambda: (sb.get_sandbox("other").execute("true", 30), sb.list_sandboxes())), \
+            "another key waited for a cleanup running under the lock"
+    finally:
+        release.set()
+        t.join(30)
 
 
 def test_kill_sandbox_stops_running_command(recorded: List[events.Event]) -> None:

@@ -26,7 +26,7 @@ class BashCtx:
 
 def write(tmp_path: Path, lines) -> Path:
     path = tmp_path / "tasks.jsonl"
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
     return path
 
 

@@ -17,6 +17,7 @@ from environments.tools.terminal import (
     terminal_tool,
     truncate_middle,
 )
+from tests.helpers.waits import wait_for
 
 
 @pytest.fixture
@@ -94,18 +95,17 @@ def test_ordinary_commands_are_not_mistaken_for_servers(command):
 
 def test_background_returns_at_once_with_a_pid_and_log(task):
     started = time.monotonic()
-    out = run(task, "echo started-bg; sleep 30", background=True)
-    assert time.monotonic() - started < 5
+    out = run(task, "echo started-bg; sleep 300", background=True)
+    assert time.monotonic() - started < 60  # returned at once, not after the job's 300 s
     assert out["exit_code"] == 0 and out["error"] is None and out["pid"] > 0
-    time.sleep(0.3)
-    assert run(task, f"cat {out['log_path']}")["output"].strip() == "started-bg"
+    assert wait_for(lambda: run(task, f"cat {out['log_path']}")["output"].strip() == "started-bg")
     assert run(task, f"kill -0 {out['pid']} && echo alive")["output"].strip() == "alive"
 
 
 def test_timeout_gives_124_and_a_message(task):
     started = time.monotonic()
-    out = run(task, "sleep 10", timeout=1)
-    assert time.monotonic() - started < 6
+    out = run(task, "sleep 300", timeout=1)
+    assert time.monotonic() - started < 60  # cut by the timeout, not after 300 s
     assert out["exit_code"] == 124
     assert out["error"] == "Command timed out after 1 seconds"
 
@@ -166,9 +166,9 @@ def test_sandbox_failure_is_reported_not_raised(task):
 def test_redaction_stays_fast_and_correct_on_long_unbroken_output():
     secret = "sk-" + "Z9" * 20
     text = "A" * 200_000 + " " + secret + " API_KEY=" + "q" * 300 + " " + "b" * 500 + secret + "\n"
-    started = time.monotonic()
+    started = time.thread_time()  # CPU time of this thread: a loaded machine does not inflate it
     out = redact_output(text)
-    assert time.monotonic() - started < 3.0
+    assert time.thread_time() - started < 3.0
     assert secret not in out and "q" * 300 not in out
     assert out.startswith("A" * 200_000) and "b" * 500 in out
 
@@ -192,10 +192,10 @@ def test_background_is_refused_where_it_cannot_survive(task, monkeypatch):
 
 @pytest.mark.parametrize(
     "command",
-    ["sleep 100 >/dev/null 2>&1 &", "nohup python3 -m http.server 8000 > srv.log 2>&1 &", "setsid sleep 5 &>/dev/null &"],
+    ["sleep 100 >/dev/null 2>&1 &", "nohup python3 -m http.server 8000 > srv.log 2>&1 &", "setsid sleep 100 &>/dev/null &"],
 )
 def test_background_job_with_redirected_output_is_allowed(task, command):
-    started = time.monotonic()
     out = run(task, command, timeout=20)
+    # exit 0 before the 20 s timeout, while each job runs 100 s or forever: returned at once,
+    # the job lives on in the machine
     assert out["exit_code"] == 0 and out["error"] is None, out
-    assert time.monotonic() - started < 10  # returned at once: the job lives on in the machine

@@ -61,7 +61,7 @@ class CliRun:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"the CLI did not exit within {timeout}s of the stop; output:\n{self.output()[-3000:]}")
+            raise AssertionError(f"the CLI did not exit within {timeout}s of the stop; output:\n{self.output()[-3000:]}") from None
 
     def until(self, pred: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
         end = time.monotonic() + timeout

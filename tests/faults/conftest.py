@@ -3,26 +3,19 @@ started and always stopped, and process-global sandbox settings put back."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List
+from typing import Iterator
 
 import pytest
 
-from hermes_console.runtime.config import RunSpec
-from hermes_console.runtime.host import RuntimeHost
-from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
-from faults_helpers import FaultRun, restore_env, snapshot_env
+from tests.faults.faults_helpers import FaultRun, restore_env, snapshot_env
+from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
 
 
 @pytest.fixture(scope="module")
 def fsim() -> Iterator[SimServer]:
-    server = SimServer(SimConfig(seed=11, latency=LatencyConfig(mode="fixed", mean_ms=10.0), hang_max_s=60.0))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_sim(fixed_latency_sim(seed=11, latency_ms=10.0, hang_max_s=60.0))
 
 
 @pytest.fixture
@@ -43,18 +36,6 @@ def _sandbox_settings() -> Iterator[None]:
 
 
 @pytest.fixture
-def run(tmp_path: Any) -> Iterator[Callable[..., FaultRun]]:
+def run() -> Iterator[HostStarter[FaultRun]]:
     """Start a host (UI-style: stays up after the run until stopped); always stopped at the end."""
-    hosts: List[RuntimeHost] = []
-
-    def start(spec: RunSpec, exit_when_finished: bool = False) -> FaultRun:
-        host = RuntimeHost(spec, exit_when_finished=exit_when_finished)
-        hosts.append(host)
-        r = FaultRun(host)
-        host.start()
-        return r
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=60)
-        host.join(10)
+    yield from started_hosts(FaultRun)

@@ -4,8 +4,9 @@ and through the CLI (``tests/faults/fault_envs.py:SetupRaisesEnv``)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
@@ -31,9 +32,21 @@ class BlockingRewardEnv(TerminalTasksEnv):
 
     name = "fault-reward-blocks"
     block_s = 2.0
+    # held(): the first reward blocks until the test releases it (instead of block_s), so a
+    # test can check what keeps working *while* the loop is blocked, with no clock involved.
+    entered: Optional[threading.Event] = None
+    release: Optional[threading.Event] = None
+
+    @classmethod
+    def held(cls) -> "type[BlockingRewardEnv]":
+        return type("HeldRewardEnv", (cls,), {"entered": threading.Event(), "release": threading.Event()})
 
     async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
-        time.sleep(self.block_s)  # deliberately blocking: this is the fault
+        if self.release is not None and self.entered is not None:
+            self.entered.set()
+            self.release.wait(60)  # deliberately blocking the loop: this is the fault
+        else:
+            time.sleep(self.block_s)  # deliberately blocking: this is the fault
         return await super().compute_reward(item, result, ctx)
 
 

@@ -100,7 +100,7 @@ class FaultRun(Pump):
 
     # ---- every item accounted -----------------------------------------------------
     def assert_accounted(self) -> None:
-        assert identity(self.state) is None, identity(self.state)
+        assert identity(self.state, self.events) is None, identity(self.state, self.events)
         a = self.state.accounting
         # The driver's own counters agree with what the console shows.
         drv = self.host.driver

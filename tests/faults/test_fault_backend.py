@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cli_stop_helpers import REPO, assert_every_item_accounted, cli_env, read_record, whole_lines
+from tests.faults.cli_stop_helpers import REPO, assert_every_item_accounted, cli_env, read_record, whole_lines
 
 pytestmark = pytest.mark.timeout(180)
 

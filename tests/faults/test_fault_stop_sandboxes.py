@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from faults_helpers import fault_spec, live_sandboxes
-from late_sandbox_envs import LateSandboxEnv
+from tests.faults.faults_helpers import fault_spec, live_sandboxes
+from tests.faults.late_sandbox_envs import LateSandboxEnv
 
 pytestmark = pytest.mark.timeout(120)
 

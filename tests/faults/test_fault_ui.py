@@ -4,7 +4,7 @@ panel an operator looks at, and stays responsive while the env loop is blocked."
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, List
 
 import pytest
 from textual.pilot import Pilot
@@ -14,8 +14,8 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 
-from fault_envs import BlockingRewardEnv, RewardRaisesEnv
-from faults_helpers import fault_spec
+from tests.faults.fault_envs import BlockingRewardEnv, RewardRaisesEnv
+from tests.faults.faults_helpers import fault_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,20 +65,29 @@ async def test_reward_error_and_server_errors_are_on_screen_with_their_cause(sim
 
 
 async def test_console_keeps_ticking_while_the_env_loop_is_blocked(sim, tmp_path):
-    host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=2, group_size=1, env=BlockingRewardEnv),
-                       exit_when_finished=False)
+    env = BlockingRewardEnv.held()
+    host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=2, group_size=1, env=env), exit_when_finished=False)
+    drains: List[int] = []  # the app's drain calls (one per UI tick)
+    real_drain = host.drain
+
+    def counted_drain(*args: Any, **kwargs: Any) -> Any:
+        drains.append(1)
+        return real_drain(*args, **kwargs)
+
+    host.drain = counted_drain  # type: ignore[method-assign]
 
     async def body(pilot: Pilot, app: ConsoleApp) -> None:
-        await _wait(pilot, lambda s: s.rollouts_finished >= 1 or s.loop_lag_max_ms > 0, "the run started")
-        # Count UI ticks over a window that covers blocked rewards (1.2 s each).
-        versions, t0 = [], time.monotonic()
-        while time.monotonic() - t0 < 3.0:
-            await pilot.pause(0.1)
-            versions.append(time.monotonic())
-        gaps = [b - a for a, b in zip(versions, versions[1:])]
-        # The UI thread never waited on the blocked loop: no gap comes near one whole
-        # block (a loaded 2-core machine stretches 0.1 s pauses, so the bound is loose).
-        assert max(gaps) < 0.8 * BlockingRewardEnv.block_s, max(gaps)
+        await _wait(pilot, lambda s: env.entered.is_set(), "a reward blocking the env loop")
+        try:
+            # The env loop stays blocked until these UI rounds are done: had a tick waited on
+            # it, they could not finish (the app and this test share the UI loop).
+            ticks = len(drains)
+            for _ in range(10):
+                await pilot.pause(0.05)
+            await _wait(pilot, lambda s: len(drains) >= ticks + 3, "UI ticks while the env loop is blocked")
+            await pilot.pause(1.0)  # keep it blocked at least this long (a lower bound) for the heartbeat
+        finally:
+            env.release.set()
         await _wait(pilot, lambda s: s.loop_lag_max_ms >= 800, "the lag reached the console")
         await _wait(pilot, lambda s: s.accounting.completed >= 2, "the run recovered")
         assert "lag" in _panel_text(app, "#status")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_helpers import fault_spec
+from tests.faults.faults_helpers import fault_spec
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from collections import Counter
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from environments.events import Event
 from hermes_console.runtime.config import RunSpec
@@ -101,7 +102,36 @@ def wait_no_children(timeout: float = 5.0) -> List[int]:
     return pids
 
 
-def identity(state: ConsoleState) -> Optional[str]:
+# The events that end an item, and the Accounting field each one counts in.
+ITEM_END_KINDS = {"item_completed": "completed", "item_dropped": "dropped", "item_failed": "failed",
+                  "item_cancelled": "cancelled"}
+
+
+def identity(state: ConsoleState, events: Sequence[Event]) -> Optional[str]:
+    """Check the console's accounting against a count made here, item by item, from the
+    event stream: each item_received starts an item, its first end event ends it. The
+    items started and not ended are the in-flight ones; the console's ``in_flight`` (the
+    remainder of its counters) must equal that number, and every counter must match.
+    None when all agree, else what differs."""
+    started: Set[str] = set()
+    ended: Dict[str, str] = {}  # group_id -> the Accounting field of its first end event
+    problems: List[str] = []
+    for e in events:
+        if e.kind == "item_received":
+            if e.group_id in started:
+                problems.append(f"item {e.group_id} received twice")
+            started.add(e.group_id)
+        elif e.kind in ITEM_END_KINDS:
+            if e.group_id not in started:
+                problems.append(f"item {e.group_id} ended ({e.kind}) without being received")
+            ended.setdefault(e.group_id, ITEM_END_KINDS[e.kind])
     a = state.accounting
-    total = a.completed + a.dropped_total + a.failed + a.cancelled + a.in_flight
-    return None if a.received == total and a.in_flight >= 0 else f"identity broken: {a}"
+    counted = Counter(field for gid, field in ended.items() if gid in started)
+    in_flight = len(started - ended.keys())
+    for name, mine, theirs in (("received", len(started), a.received), ("in_flight", in_flight, a.in_flight),
+                               ("completed", counted["completed"], a.completed),
+                               ("dropped", counted["dropped"], a.dropped_total),
+                               ("failed", counted["failed"], a.failed), ("cancelled", counted["cancelled"], a.cancelled)):
+        if mine != theirs:
+            problems.append(f"{name}: {mine} counted from the events, {theirs} in the console")
+    return "; ".join(problems) + f" ({a})" if problems else None

@@ -9,7 +9,7 @@ import pytest
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
-from runtime_helpers import identity, make_spec, our_threads, wait_no_children
+from tests.runtime.runtime_helpers import identity, make_spec, our_threads, wait_no_children
 
 
 class CountingEnv(TerminalTasksEnv):
@@ -59,7 +59,7 @@ def test_pause_resume_cancel_and_clean_stop(sim, tmp_path, live):
     cancelled = p.of("item_cancelled")
     assert len(cancelled) == n and all(e.requeued for e in cancelled)
     assert len({e.group_id for e in cancelled}) == n
-    assert identity(p.state) is None
+    assert identity(p.state, p.events) is None
     # re-queued items are taken again (from the backlog, not get_next_item)
     p.until(lambda s: s.accounting.received >= received_at_pause + n + 1, 30, "re-queued items restarted")
     assert not env.backlog or len(env.backlog) < n
@@ -67,7 +67,7 @@ def test_pause_resume_cancel_and_clean_stop(sim, tmp_path, live):
     # ---- stop: drain briefly, cancel the rest, nothing left behind
     p.stop(deadline=0.2)
     assert p.state.status == "stopped"
-    assert identity(p.state) is None and p.state.accounting.in_flight == 0
+    assert identity(p.state, p.events) is None and p.state.accounting.in_flight == 0
     assert not [t for t in threading.enumerate() if t.name == "hermes-runtime"]
     assert set(our_threads()) <= threads_before, our_threads()
     assert wait_no_children() == []
@@ -136,4 +136,4 @@ def test_a_failing_group_never_stops_the_run(sim, tmp_path, live):
     failed = p.of("item_failed")
     assert len(failed) == 2
     assert all(e.error_kind == "exception" and e.error.startswith("ValueError: reward model unavailable") for e in failed)
-    assert p.state.accounting.completed == 4 and identity(p.state) is None
+    assert p.state.accounting.completed == 4 and identity(p.state, p.events) is None

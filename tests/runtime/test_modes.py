@@ -23,34 +23,8 @@ from hermes_console.runtime.headless import EXIT_INTERRUPTED, EXIT_OK, run_headl
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.queue import EventQueue
 
-from runtime_helpers import identity, make_spec
-
-
-class TrainerAPI:
-    """atroposlib's own FastAPI trainer API, served by uvicorn on a free loopback port."""
-
-    def __init__(self) -> None:
-        import uvicorn
-        from atroposlib.api.server import app
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="test-trainer-api")
-
-    def __enter__(self) -> "TrainerAPI":
-        self.thread.start()
-        end = time.monotonic() + 15
-        while not self.server.started and time.monotonic() < end:
-            time.sleep(0.05)
-        assert self.server.started
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
+from tests.helpers.run_api import TrainerAPI
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 async def _fake_trainer(url: str, batches: int, batch_size: int) -> list:
@@ -84,7 +58,7 @@ def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
         p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
     states = [e.state for e in p.of("trainer_status")]
     assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
-    assert identity(p.state) is None
+    assert identity(p.state, p.events) is None
     assert p.state.accounting.completed >= 4
 
 
@@ -130,10 +104,10 @@ def test_event_queue_is_cheap_enough():
     q = EventQueue()
     e = ev.LoopLag(lag_ms=1.0) if hasattr(ev, "LoopLag") else ev.ItemDropped(group_id="g", reason="r")
     n = 200_000
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time of this thread: a loaded machine does not inflate it
     for _ in range(n):
         q.push(e)
-    rate = n / (time.perf_counter() - t0)
+    rate = n / max(time.thread_time() - t0, 1e-9)
     assert rate > 100_000, f"{rate:.0f} events/s"  # P3 needs 20k/s end to end
     assert len(q.drain()) == n and len(q) == 0
 
@@ -163,7 +137,7 @@ def test_a_finished_run_stays_available_until_stopped(sim, tmp_path, live):
     assert p.host.evaluate().result(90)["eval/total_tasks"] > 0
     p.stop(deadline=1)
     assert p.state.status == "finished" and not p.host._thread.is_alive()
-    assert identity(p.state) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
+    assert identity(p.state, p.events) is None and p.state.accounting.completed + p.state.accounting.dropped_total == 2
 
 
 def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) -> None:

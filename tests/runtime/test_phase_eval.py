@@ -11,7 +11,7 @@ import pytest
 
 from hermes_console.runtime.errors import EvalBusy
 
-from runtime_helpers import identity, make_spec
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 def _rows_by_phase(p):
@@ -70,7 +70,7 @@ def test_phase_switch_under_load_and_eval_while_running(sim, tmp_path, live, tok
     base = p.state.accounting.completed
     p.until(lambda s: s.accounting.completed >= base + 1, 60, "phase-1 group after switching back")
     p.stop(deadline=10)
-    assert identity(p.state) is None
+    assert identity(p.state, p.events) is None
 
     by_phase = _rows_by_phase(p)
     assert {ph for ph, _ in by_phase} == {1, 2}
@@ -113,7 +113,7 @@ def test_failed_switch_names_the_cause_and_keeps_the_old_phase(sim, tmp_path, li
                        max_in_flight=2))
     p.until(lambda s: s.accounting.received >= 1, 60, "running")
     assert any("phase2[0].tokenizer_name" in r.message and "is not a local directory" in r.message for r in p.state.logs)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="no-tokenizer"):
         p.host.switch_phase(2, cancel_in_flight=True).result(60)
     p.pump()
     last = p.of("phase_switch")[-1]
@@ -124,4 +124,4 @@ def test_failed_switch_names_the_cause_and_keeps_the_old_phase(sim, tmp_path, li
     assert cancelled and all(e.requeued for e in cancelled)
     received = p.state.accounting.received
     p.until(lambda s: s.accounting.received > received, 30, "intake resumed after the failed switch")
-    assert identity(p.state) is None
+    assert identity(p.state, p.events) is None

@@ -22,7 +22,8 @@ from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.recorder import Recorder
 from hermes_console.runtime.replay import ReplayError, ReplaySource
 
-from runtime_helpers import make_spec
+from tests.runtime.runtime_helpers import make_spec
+from tests.helpers.waits import finishes
 
 
 def _events(n: int = 5, t0: float = 100.0):
@@ -142,20 +143,36 @@ def test_setup_raising_is_fatal_with_cause(sim, tmp_path):
 def test_blocking_env_code_does_not_block_the_caller(sim, tmp_path, live):
     """A reward that blocks the runtime loop shows up as LoopLag; drain and the
     command future stay usable from this (the UI's) thread."""
+    import threading
+
     from environments.terminal_tasks.env import TerminalTasksEnv
+
+    entered, release = threading.Event(), threading.Event()
 
     class BlockingReward(TerminalTasksEnv):
         async def compute_reward(self, item, result, ctx):
-            time.sleep(0.4)  # the classic mistake: sync work on the event loop
+            entered.set()
+            release.wait(30)  # the classic mistake: sync work on the event loop (held by the test)
             return await super().compute_reward(item, result, ctx)
 
     p = live(make_spec(sim, tmp_path, "--env.total_steps", "2", env=BlockingReward, heartbeat_s=0.05))
+    try:
+        assert entered.wait(60), "no reward was computed"
+        time.sleep(0.3)  # the loop stays blocked at least this long (a lower bound, not a deadline)
+        # The loop is held until after these checks, so neither can be waiting for it.
+        assert finishes(p.pump), "drain waited for the blocked runtime loop"
+        fut = None
+
+        def ask_pause() -> None:
+            nonlocal fut
+            fut = p.host.pause()
+
+        assert finishes(ask_pause), "sending a command waited for the blocked runtime loop"
+        assert fut is not None and not fut.done()
+    finally:
+        release.set()
+    fut.result(30)
     p.until(lambda s: s.loop_lag_max_ms >= 200, 60, "loop lag observed")
-    t0 = time.monotonic()
-    p.pump()
-    assert time.monotonic() - t0 < 0.5  # drain never waits for the (blocked) runtime loop
-    fut = p.host.pause()
-    fut.result(5)
 
 
 def test_cli_rejects_bad_flags_before_starting(capsys):
@@ -179,19 +196,31 @@ def test_start_returns_at_once_and_heavy_imports_happen_on_the_runtime_thread(tm
     import sys
 
     code = f"""
-import sys, time
+import importlib.abc, sys, threading
 from hermes_console.cli import main
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.config import RunSpec
 assert "atroposlib.envs.base" not in sys.modules and "transformers" not in sys.modules, "heavy import at module level"
 h = RuntimeHost(RunSpec(env="environments.terminal_tasks", runs_dir={str(tmp_path)!r},
                         flags=["--openai.base_url", "http://127.0.0.1:9/v1"]))
-t0 = time.perf_counter(); h.start(); took = time.perf_counter() - t0
+# Hold the runtime thread inside its first heavy import: start() must return anyway.
+entered, release = threading.Event(), threading.Event()
+class Hold(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "atroposlib.envs.base" and threading.current_thread() is not threading.main_thread():
+            entered.set()
+            release.wait(60)
+        return None
+sys.meta_path.insert(0, Hold())
+started = threading.Event()
+threading.Thread(target=lambda: (h.start(), started.set()), daemon=True).start()
+assert started.wait(60), "start() waited for the heavy imports"
+assert entered.wait(60), "the runtime thread never imported atroposlib"
 first = h.drain()
-assert took < 0.2, took
 assert first and first[0].kind == "runtime_status" and first[0].status == "loading", first
+release.set()
 h.done.result(60); h.join(10)
-print("OK", round(took, 4))
+print("OK")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.state import ConsoleState
 
-from runtime_helpers import identity, make_spec
+from tests.runtime.runtime_helpers import identity, make_spec
 
 
 def test_faulty_run_accounts_everything_and_replays_exactly(sim, tmp_path, live):
@@ -35,7 +35,7 @@ def test_faulty_run_accounts_everything_and_replays_exactly(sim, tmp_path, live)
 
     s = p.state
     acc = s.accounting
-    assert identity(s) is None
+    assert identity(s, p.events) is None, identity(s, p.events)
     assert acc.in_flight == 0
     assert acc.completed + acc.dropped_total + acc.failed == 12
     assert acc.received == 12 + acc.cancelled

@@ -8,7 +8,7 @@ import pytest
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.shard import Shard, parse_shard, resolve_shard, shard_from_environ
 
-from runtime_helpers import make_spec
+from tests.runtime.runtime_helpers import make_spec
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,7 +17,7 @@ from hermes_console.runtime import events as rev
 from hermes_console.runtime.wandb_link import StepFigures, run_name, wandb_mode
 from tests.wandb_records import offline_runs, read_offline_run
 
-from runtime_helpers import make_spec
+from tests.runtime.runtime_helpers import make_spec
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -7,12 +7,11 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-from hermes_console.runtime.config import RunSpec
-from hermes_console.runtime.host import RuntimeHost
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
-from scaleout_helpers import Pump, RunAPI
+from tests.helpers.live import HostStarter, started_hosts
+from tests.scaleout.scaleout_helpers import Pump, RunAPI
 
 
 def make_sim(latency_ms: float = 20.0, seed: int = 7, port: int = 0) -> SimServer:
@@ -48,16 +47,5 @@ def run_api(tmp_path: Path) -> Iterator[RunAPI]:
 
 
 @pytest.fixture
-def live() -> Iterator[Callable[..., Pump]]:
-    hosts: List[RuntimeHost] = []
-
-    def start(spec: RunSpec, exit_when_finished: bool = True) -> Pump:
-        host = RuntimeHost(spec, exit_when_finished=exit_when_finished)
-        hosts.append(host)
-        host.start()
-        return Pump(host)
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=30)
-        host.join(10)
+def live() -> Iterator[HostStarter[Pump]]:
+    yield from started_hosts(Pump, exit_when_finished=True)

@@ -13,10 +13,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
-from environments.events import Event
 from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.state import ConsoleState
 from tests.runtime.runtime_helpers import Pump as RuntimePump
+from tests.runtime.runtime_helpers import identity
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -83,9 +83,11 @@ def spec_for(tmp_path: Path, *flags: str, config_path: Optional[str] = None, **k
                    config_path=config_path, **kw)
 
 
-def identity_holds(state: ConsoleState) -> bool:
-    a = state.accounting
-    return a.in_flight >= 0 and a.received == a.completed + a.dropped_total + a.failed + a.cancelled + a.in_flight
+def identity_holds(p: RuntimePump) -> bool:
+    """The console's accounting agrees with an item-by-item count of the events (see identity)."""
+    problem = identity(p.state, p.events)
+    assert problem is None, problem
+    return True
 
 
 def read_events(path: Path) -> List[dict]:

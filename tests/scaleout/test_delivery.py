@@ -9,17 +9,16 @@ import asyncio
 import hashlib
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
 from hermes_console.runtime import trainer as trainer_mod
-from hermes_console.tools.fake_trainer import TrainerRun, run_trainer
+from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
-from fault_proxy import FaultProxy
-from scaleout_helpers import RunAPI, identity_holds, spec_for
+from tests.scaleout.fault_proxy import FaultProxy
+from tests.scaleout.scaleout_helpers import RunAPI, identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -86,7 +85,7 @@ def test_an_ambiguous_reply_is_never_re_posted(tmp_path, sims, live, run_api, pr
     assert {r["outcome"] for r in spooled} == {"unknown"}
     jsonl = set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
     assert set(received) <= jsonl and {_hash(r["group"]) for r in spooled} <= jsonl
-    assert p.state.trainer.send_unknown == len(unknown) and identity_holds(p.state)
+    assert p.state.trainer.send_unknown == len(unknown) and identity_holds(p)
     assert len(got.batches) == 2
 
 
@@ -106,7 +105,7 @@ def test_an_outage_pauses_intake_and_holds_groups_until_the_api_is_back(tmp_path
     received = trainer.received()
     assert len(received) == len(set(received))
     assert not [e for e in p.of("item_failed") if e.error_kind.startswith("send")]  # nothing lost to the outage
-    assert p.state.status == "finished" and identity_holds(p.state)
+    assert p.state.status == "finished" and identity_holds(p)
     # every kept group went through exactly one successful post
     assert proxy.posts_forwarded == p.state.accounting.completed == len(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
     assert set(received) <= set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
@@ -121,7 +120,7 @@ def test_an_api_that_rejects_every_group_stops_the_run_instead_of_burning_rollou
     assert "rejected 3 groups in a row" in p.state.status_detail and "HTTP 400" in p.state.status_detail
     failed = [e for e in p.of("item_failed") if e.error_kind == "send"]
     assert 3 <= len(failed) <= 3 + 2  # the limit, plus what was already in flight
-    assert p.state.accounting.received <= len(failed) + 2 and identity_holds(p.state)
+    assert p.state.accounting.received <= len(failed) + 2 and identity_holds(p)
     spooled = (tmp_path / "run" / "unsent.jsonl").read_text().splitlines()
     assert len(spooled) == len(failed) and all(json.loads(x)["outcome"] == "rejected" for x in spooled)
 

@@ -13,9 +13,9 @@ import pytest
 
 from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING, Pacing, TrainerLink
 from hermes_console.runtime.trainer_api import EnvStatus
-from hermes_console.tools.fake_trainer import run_trainer
+from hermes_console_dev.fake_trainer import run_trainer
 
-from scaleout_helpers import identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +46,7 @@ def test_serve_registers_waits_paces_to_total_steps_and_finishes(tmp_path, sims,
     assert t.send_errors == 0 and t.wait_trainer_s > 0
     # paced: exactly the 3 batches x 2 groups the trainer needs, nothing thrown away
     assert t.groups_sent == p.state.accounting.completed == 6
-    assert identity_holds(p.state) and p.state.accounting.failed == 0
+    assert identity_holds(p) and p.state.accounting.failed == 0
     lines = Path(tmp_path / "run" / "groups.jsonl").read_text().splitlines()
     assert len(lines) == 6  # the jsonl keeps what was sent
     # The API's step reached the panel (queue sizes are sampled once a second, so a fast
@@ -80,7 +80,7 @@ def test_failed_send_is_item_failed_not_completed(tmp_path, sims, run_api, live,
     spooled = [json.loads(x) for x in Path(tmp_path / "run" / "unsent.jsonl").read_text().splitlines()]
     assert failed.group_id in {r["group_id"] for r in spooled}
     assert "not_sent" in {r["outcome"] for r in spooled} and {r["outcome"] for r in spooled} <= {"not_sent", "unknown"}
-    assert identity_holds(p.state)
+    assert identity_holds(p)
 
 
 def test_group_size_above_batch_size_is_a_clear_error(tmp_path, sims, run_api, live):

@@ -11,7 +11,7 @@ import yaml
 
 from hermes_console.runtime.health import DOWN_AFTER, _probe_url, is_connection_failure
 
-from scaleout_helpers import identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,7 +47,7 @@ def test_killing_one_of_two_servers_does_not_stop_the_run(tmp_path, sims, live):
 
     p.until(lambda s: s.status == "finished", 90, "the run finishes on server A alone")
     acc = p.state.accounting
-    assert identity_holds(p.state) and acc.completed + acc.dropped_total + acc.failed == 10
+    assert identity_holds(p) and acc.completed + acc.dropped_total + acc.failed == 10
     assert acc.completed >= 7, acc  # a rollout caught mid-turn may fail; the run does not stall
     alive, dead = _row(p.state, a_url), _row(p.state, b_url)
     assert alive["healthy"] and alive["requests"] > served_by_a

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from scaleout_helpers import VENV_BIN, child_env, read_events
+from tests.helpers.cli import REPO
+from tests.scaleout.scaleout_helpers import VENV_BIN, child_env, read_events
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -30,9 +30,9 @@ def test_two_headless_hosts_share_one_trainer(tmp_path, sims, run_api):
         hosts.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env()), log))
     try:
         trainer = subprocess.run(
-            [sys.executable, "-m", "hermes_console.tools.fake_trainer", "--api", run_api.url, "--steps", str(STEPS),
+            [sys.executable, "-m", "hermes_console_dev.fake_trainer", "--api", run_api.url, "--steps", str(STEPS),
              "--batch-size", "8", "--deadline-s", "100", "--no-reset"],
-            capture_output=True, text=True, timeout=120, env=child_env(),
+            capture_output=True, text=True, timeout=120, env=child_env(), cwd=str(REPO),  # a dev tool: run from the checkout
         )
         assert trainer.returncode == 0, trainer.stdout + trainer.stderr
         summary = json.loads(trainer.stdout.strip().splitlines()[-1])

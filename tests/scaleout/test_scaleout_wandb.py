@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_console.tools.fake_trainer import run_trainer
+from hermes_console_dev.fake_trainer import run_trainer
 from tests.wandb_records import offline_runs, read_offline_run
 
-from scaleout_helpers import spec_for
+from tests.scaleout.scaleout_helpers import spec_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from hermes_console.check_data import main as check_data
-from hermes_console.tools.fake_trainer import run_trainer
+from hermes_console_dev.fake_trainer import run_trainer
 
-from scaleout_helpers import spec_for
+from tests.scaleout.scaleout_helpers import spec_for
 
 pytestmark = pytest.mark.timeout(120)
 

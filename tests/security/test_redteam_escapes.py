@@ -81,7 +81,7 @@ async def test_sandbox_drilldown_shows_hostile_text_escaped_and_the_limits() -> 
 
     details = {
         "cwd": f"/workspace/{OSC52}",
-        "processes": [{"pid": 7, "ppid": 1, "command": f"sleep 1 {TITLE}", "state": "S", "elapsed_s": 1.0}],
+        "process_tree": [{"pid": 7, "ppid": 1, "command": f"sleep 1 {TITLE}", "state": "S", "elapsed_s": 1.0}],
         "recent_commands": [{"command": f"printf '{CSI}'", "started_at": 0.0, "duration_s": 0.01, "exit_code": 0,
                              "output_head": PAYLOAD}],
         "lifetime_s": 300.0,

@@ -22,6 +22,7 @@ from environments.sandboxes.bwrap import BwrapSandbox
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 from hermes_console.runtime.errors import first_line
+from tests.helpers.cli import CLI
 
 pytestmark = pytest.mark.timeout(90)
 REPO = str(Path(__file__).resolve().parents[2])
@@ -207,7 +208,7 @@ def test_env_start_up_errors_are_redacted_on_screen_and_in_the_event_log(where: 
     env["COLUMNS"] = "500"
     with SimServer() as sim:
         proc = subprocess.run(
-            [str(Path(REPO) / ".venv" / "bin" / "hermes-console"), "run", str(env_file), "--headless",
+            [*CLI, "run", str(env_file), "--headless",
              "--openai.base_url", f"{sim.base_url}/v1", "--runs-dir", str(tmp_path / "runs"), "--record", str(log)],
             capture_output=True, text=True, timeout=80, cwd=str(tmp_path), env=env,
         )

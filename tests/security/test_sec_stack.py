@@ -21,14 +21,14 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Set
+from typing import Any, Dict, Iterator, List, Set
 
 import pytest
 
-from hermes_console.runtime.host import RuntimeHost
-from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 
+from tests.helpers.cli import CLI
+from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
 from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,30 +45,15 @@ ARG_SECRET = "sk-argsecret0123456789abcdefXYZ"  # a key the model types into a c
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
-    server = SimServer(SimConfig(seed=13, latency=LatencyConfig(mode="fixed", mean_ms=5.0)))
-    server.start()
-    yield server
-    server.stop()
+    yield from running_sim(fixed_latency_sim(seed=13, latency_ms=5.0))
 
 
 @pytest.fixture
-def run(tmp_path: Any) -> Iterator[Callable[..., FaultRun]]:
+def run() -> Iterator[HostStarter[FaultRun]]:
     from environments.sandboxes import reset_configuration
 
     saved = snapshot_env()
-    hosts: List[RuntimeHost] = []
-
-    def start(spec: Any) -> FaultRun:
-        host = RuntimeHost(spec, exit_when_finished=False)
-        hosts.append(host)
-        r = FaultRun(host)
-        host.start()
-        return r
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=60)
-        host.join(10)
+    yield from started_hosts(FaultRun)
     restore_env(saved)
     reset_configuration()
 
@@ -116,7 +101,7 @@ def test_secrets_redacted_in_state_record_and_logs_but_training_data_documented(
     rows = [x for x in r.state.tool_rows if "export" in x.args_head]
     assert rows and "«redacted»" in rows[0].args_head and "«redacted»" in rows[0].result_head
     # 1. the console state the panels render
-    snap = _strings(r.state.snapshot()) + _strings([l.message for l in r.state.logs])
+    snap = _strings(r.state.snapshot()) + _strings([rec.message for rec in r.state.logs])
     assert ARG_SECRET not in snap
     # 2. the event log (--record)
     with gzip.open(record, "rt") as fp:
@@ -189,7 +174,7 @@ def _free_port() -> int:
 
 def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
     port = _free_port()
-    proc = subprocess.Popen([str(REPO / ".venv/bin/hermes-console"), "sim", "--port", str(port)],
+    proc = subprocess.Popen([*CLI, "sim", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         end = time.monotonic() + 30
@@ -226,7 +211,7 @@ def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
 
 def test_demo_embedded_sim_listens_on_loopback_only(tmp_path):
     proc = subprocess.Popen(
-        [str(REPO / ".venv/bin/hermes-console"), "demo", "--headless", "--total-steps", "2", "--latency-ms", "5",
+        [*CLI, "demo", "--headless", "--total-steps", "2", "--latency-ms", "5",
          "--runs-dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
     )

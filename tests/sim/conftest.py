@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from hermes_console.sim import SimConfig, SimServer
-from sim_helpers import TOOL_NAMES, tool_schema
+from tests.sim.sim_helpers import TOOL_NAMES, tool_schema
 
 @pytest.fixture(scope="session")
 def sim_tools() -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Helpers shared by the simulator tests (imported by name: tests/sim is on sys.path)."""
+"""Helpers shared by the simulator tests (import as tests.sim.sim_helpers)."""
 
 from __future__ import annotations
 

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.bench_sim import run_bench, write_result  # noqa: E402
+from bench.bench_sim import run_bench, write_result
 
 
 def test_bench_reports_a_positive_rate(tmp_path: Path):

@@ -6,7 +6,7 @@ import json
 import warnings
 
 import pytest
-from sim_helpers import ERROR_TASK, first_turn
+from tests.sim.sim_helpers import ERROR_TASK, first_turn
 
 
 def _manager(sim, server_type: str, tokenizer_path: str):

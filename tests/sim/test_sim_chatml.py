@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sim_helpers import tool_schema
+from tests.sim.sim_helpers import tool_schema
 
 from environments.tokenizer import chat_token_ids
 from hermes_console.sim.chatml import parse_chatml

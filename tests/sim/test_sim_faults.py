@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import aiohttp
 import httpx
 import openai
 import pytest
-from sim_helpers import first_turn
+from tests.sim.sim_helpers import first_turn
 
 from hermes_console.sim import FAULT_KINDS, SimConfig, SimServer
 
@@ -41,10 +40,8 @@ async def test_http_500(faulty, sim_tools):
 
 async def test_hang_times_the_client_out(faulty, sim_tools):
     faulty.set_faults(hang=1.0)
-    t0 = time.monotonic()
-    with pytest.raises(openai.APITimeoutError):
-        await chat(faulty, sim_tools, timeout=0.5)
-    assert time.monotonic() - t0 < 5
+    with pytest.raises(openai.APITimeoutError):  # a guard firing instead would raise TimeoutError
+        await asyncio.wait_for(chat(faulty, sim_tools, timeout=0.5), 30)
     for _ in range(50):  # the server notices the client left and frees the slot
         if faulty.stats()["in_flight"] == 0:
             break
@@ -147,7 +144,7 @@ async def test_partial_rates_are_deterministic_per_seed(sim_tools):
 async def test_phase2_content_faults(faulty, tokenizer):
     faulty.set_faults(unknown_tool=1.0)
     from environments.tokenizer import chat_token_ids
-    from sim_helpers import tool_schema
+    from tests.sim.sim_helpers import tool_schema
 
     ids = chat_token_ids(tokenizer, first_turn(), [tool_schema("terminal")], add_generation_prompt=True)
     async with aiohttp.ClientSession() as s:

@@ -7,7 +7,7 @@ import json
 import aiohttp
 import openai
 import pytest
-from sim_helpers import ERROR_TASK, first_turn
+from tests.sim.sim_helpers import ERROR_TASK, first_turn
 
 from hermes_console.sim import SimConfig, SimServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_helpers import ERROR_TASK, first_turn, play, tool_schema
+from tests.sim.sim_helpers import ERROR_TASK, first_turn, play, tool_schema
 
 from hermes_console.sim.policy import ScriptedPolicy
 

@@ -24,7 +24,7 @@ DEFAULT_RESULTS: Dict[str, Any] = {
     "run_in_sandbox": {"output": "total 4\ndrwxr-xr-x 2 agent agent 4096 .", "exit_code": 0, "duration_s": 0.01},
     "sandbox_details": {
         "cwd": "/tmp/hermes/sandbox",
-        "processes": [
+        "process_tree": [
             {"pid": 101, "ppid": 1, "command": "bash", "state": "S", "elapsed_s": 12.0},
             {"pid": 140, "ppid": 101, "command": "python -m pytest -q", "state": "R", "elapsed_s": 3.5},
         ],

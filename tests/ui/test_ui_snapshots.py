@@ -1,6 +1,6 @@
 """SVG snapshots of the real app fed by the fixture logs (fixed clock = the log's last event).
 
-The scenes are the ones `python -m hermes_console.ui.screenshots` writes, so the
+The scenes are the ones `python -m hermes_console_dev.screenshots` writes, so the
 README screenshots are what this checks. Update with `--snapshot-update` after looking
 at the diff report.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_console.ui.screenshots import SCENES, build_app
+from hermes_console_dev.screenshots import SCENES, build_app
 
 from tests.ui.eventlog import FIXTURES
 

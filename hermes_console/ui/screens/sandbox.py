@@ -154,12 +154,12 @@ class SandboxScreen(DrillDownScreen):
     def show_details(self, details: Any) -> None:
         self._details_pending = False
         self.details = details if isinstance(details, dict) else {
-            k: _get(details, k) for k in ("cwd", "processes", "process_tree", "recent_commands", "lifetime_s")
+            k: _get(details, k) for k in ("cwd", "process_tree", "recent_commands", "lifetime_s")
         }
         self._show_live(_get(self.details, "live_output"))
         tree = self.query_one("#process-tree", DataTable)
         tree.clear()
-        processes: Iterable[Any] = _get(self.details, "processes") or _get(self.details, "process_tree") or []
+        processes: Iterable[Any] = _get(self.details, "process_tree") or []
         for proc in processes:
             tree.add_row(str(_get(proc, "pid", "")), str(_get(proc, "ppid", "")), str(_get(proc, "state", "")),
                          duration(_get(proc, "elapsed_s")), head(str(_get(proc, "command", "")), 200))

@@ -1,4 +1,4 @@
-"""An env written against the original layer's public surface (hermes_envs.md), using
+"""An env written against the original layer's public surface (see test_public_surface.py), using
 every upstream name an env author reaches for: keyword ``call_tool``, ``tc.function.name``
 on parser results, a custom parser implementing only ``parse``, the old parser module
 paths, and hermes-agent's own modules (``tools.terminal_tool`` overrides, ``model_tools``,

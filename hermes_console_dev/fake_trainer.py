@@ -5,7 +5,7 @@ It does what a trainer does on the wire and nothing else: ``POST /register``
 batches. The first ``/batch`` call is what lets envs register. Prints one JSON
 line per batch and a summary line; exits 0 when every batch arrived, 1 on timeout.
 
-    python -m hermes_console.tools.fake_trainer --api http://127.0.0.1:8000 --steps 3 --batch-size 8
+    python -m hermes_console_dev.fake_trainer --api http://127.0.0.1:8000 --steps 3 --batch-size 8
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ async def run_trainer(
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hermes_console.tools.fake_trainer", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hermes_console_dev.fake_trainer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--api", default="http://127.0.0.1:8000", help="run-api base URL")
     ap.add_argument("--steps", type=int, default=3, help="batches to take (also registered as num_steps)")
     ap.add_argument("--batch-size", type=int, default=8, help="sequences per batch (group_size must not exceed it)")

@@ -1,6 +1,6 @@
 """Regenerate the README screenshots from the real app fed by deterministic event logs.
 
-    python -m hermes_console.ui.screenshots OUT_DIR [--fixtures DIR]
+    python -m hermes_console_dev.screenshots OUT_DIR [--fixtures DIR]
 
 Each scene replays one fixture log (tests/ui/fixtures/*.jsonl, written by
 ``python -m tests.ui.eventlog``) into a :class:`ScriptedRuntime`, with the clock
@@ -35,7 +35,8 @@ DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "ui" / "fixtu
 class ScriptedRuntime:
     """A live-looking RuntimeAPI over a fixed list of events; commands succeed at once.
 
-    Sandbox details are synthesised from the log so the sandbox screen has content.
+    Sandbox details are synthesised (in the real runtime's shape: ``process_tree``,
+    ``recent_commands``) so the sandbox screen has content.
     """
 
     def __init__(self, events: List[Event]) -> None:
@@ -93,7 +94,7 @@ class ScriptedRuntime:
     def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
         return self._done({
             "cwd": f"/tmp/hermes/{task_id}/src",
-            "processes": [
+            "process_tree": [
                 {"pid": 4101, "ppid": 1, "command": "bash --noprofile --norc", "state": "S", "elapsed_s": 212.0},
                 {"pid": 4188, "ppid": 4101, "command": "find src -type f -printf '%s %p\\n'", "state": "R",
                  "elapsed_s": 95.0},
@@ -201,7 +202,7 @@ async def capture(scene: str, out_dir: Path, fixtures: Path = DEFAULT_FIXTURES) 
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_console.ui.screenshots", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hermes_console_dev.screenshots", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES, help="directory with the *.jsonl logs")
     parser.add_argument("--scene", action="append", choices=sorted(SCENES), help="only these scenes")

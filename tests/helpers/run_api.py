@@ -1,5 +1,5 @@
 """atroposlib's own trainer API (run-api) in-process on loopback, and a trainer that only
-registers (so groups stay queued and can be counted). Imported as ``run_api_helpers``."""
+registers (so groups stay queued and can be counted)."""
 
 from __future__ import annotations
 
