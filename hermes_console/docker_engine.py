@@ -419,7 +419,7 @@ def _run_child(cmd: List[str], env: Dict[str, str]) -> int:
     proc = subprocess.Popen(cmd, env=env)
     previous = {}
 
-    def forward(signum, _frame):  # noqa: ANN001 - signal handler signature
+    def forward(signum, _frame):
         try:
             proc.send_signal(signum)
         except ProcessLookupError:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, TextIO
+from typing import IO, Dict, List, Optional, TextIO
 
 LABEL_KIND = "hermes-console.image"
 KEEP_LABEL = "hermes-console.keep"
@@ -62,7 +62,7 @@ def _env(docker_host: Optional[str]) -> Dict[str, str]:
 
 
 def docker(*args: str, docker_host: Optional[str] = None, timeout: float = 120.0,
-           stdin: Optional[int] = None) -> subprocess.CompletedProcess:
+           stdin: Optional[int | IO[bytes]] = None) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([_docker_cli(), *args], capture_output=True, text=True, timeout=timeout,
                               env=_env(docker_host), stdin=stdin)

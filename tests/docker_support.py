@@ -115,7 +115,7 @@ def task_image(files: "dict", tag: str, tmp: Path) -> str:
     return tag
 
 
-def DockerBox(task_id: str, settings, **kwargs):  # noqa: N802 - used like the sandbox classes in parametrize
+def DockerBox(task_id: str, settings, **kwargs):
     """A real DockerSandbox on the base image (skips, with the reason, where there is none)."""
     from environments.sandboxes.docker import DockerSandbox
 

@@ -278,7 +278,7 @@ class Listener:
         self.history = History()
         self.seq = 0
         self._inbox: Deque[Event] = deque()
-        self._clients: Set[asyncio.Queue] = set()
+        self._clients: Set[asyncio.Queue[Any]] = set()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._started = threading.Event()
@@ -402,7 +402,7 @@ class Listener:
             self.seq += 1
             try:
                 self.state.apply(event)
-            except Exception:  # noqa: BLE001 - /metrics may lag; the stream itself must go on
+            except Exception:
                 logger.exception("listener: folding %s failed", event.kind)
             self.history.add(self.seq, event)
             batch.append((self.seq, event))
@@ -498,7 +498,7 @@ class Listener:
         if request.query.get("session") == self.session:
             with contextlib.suppress(ValueError):
                 since = max(0, int(request.query.get("since", "0")))
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         self._pump_once()  # the snapshot is exact up to now; later events come through the queue
         snapshot = self.history.snapshot(after=since)
         self._clients.add(queue)

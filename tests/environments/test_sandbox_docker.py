@@ -26,13 +26,12 @@ from environments.sandboxes.docker import (
     parse_docker_top,
 )
 from environments.sandboxes.settings import SandboxSettings
+from tests.docker_support import needs_engine, sandbox_image
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
 pytestmark = pytest.mark.timeout(40)
 
-
-from tests.docker_support import needs_engine, sandbox_image
 
 
 # --------------------------------------------------------------------------- pure argv

@@ -11,11 +11,10 @@ import urllib.error
 import urllib.request
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 
-from environments import events as ev
 from hermes_console.remote.client import FleetRuntime, parse_targets, wait_until
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import UsageError
@@ -241,7 +240,7 @@ def test_a_restarted_host_ends_its_predecessors_groups(tmp_path: Path) -> None:
 
 def test_commands_go_to_the_filtered_host_or_to_all(tmp_path: Path) -> None:
     rts, listeners, addrs = [], [], []
-    for i in range(2):
+    for _ in range(2):
         rt = StandIn()
         listener = Listener(rt, parse_address("127.0.0.1:0"), token=TOKEN)
         listener.attach()

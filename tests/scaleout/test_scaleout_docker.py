@@ -16,12 +16,11 @@ import pytest
 
 from environments.sandboxes import docker as dk
 from environments.sandboxes.settings import SandboxSettings
+from tests.docker_support import needs_engine, sandbox_image
 
 pytestmark = pytest.mark.timeout(60)
 HOST = socket.gethostname()
 
-
-from tests.docker_support import needs_engine, sandbox_image
 
 
 def _after(argv, flag):

@@ -4,7 +4,6 @@ the ``listen.json`` a listening host writes. Also the cluster harness's skip rea
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -35,7 +35,7 @@ class KeyedTable(DataTable):
         for key, label, width in self.COLUMNS:
             self.add_column(label, key=key, width=width)
 
-    def sync(self, rows: Dict[str, Row]) -> bool:
+    def sync(self, rows: Mapping[str, Sequence[Cell]]) -> bool:
         """Make the table show exactly ``rows`` (in insertion order for new keys).
         Returns True if anything changed."""
         changed = False
