@@ -38,7 +38,8 @@ def test_busy_and_over_budget_spaces_redraws_out_up_to_the_cap_and_says_so() -> 
     for _ in range(10):
         window(b, clocks, 0.40, events=10_000)  # the UI used 40% of a core while events arrived
         seen.append(b.redraw_s)
-    assert seen == sorted(seen) and seen[0] > 0.25 and seen[-1] == 2.0  # grows, capped
+    assert seen[0] == 0.25  # one busy window is a burst, not a busy env
+    assert seen == sorted(seen) and seen[1] > 0.25 and seen[-1] == 2.0  # then grows, capped
     assert b.drain_s == 0.5
     assert b.throttled and "UI throttled" in b.note() and "budget 5%" in b.note()
 
