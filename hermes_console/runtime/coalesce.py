@@ -14,9 +14,11 @@ result for every counter as applying its events one by one:
 - error counts, per-kind event counts, ``events_applied`` and the panel versions add up.
 
 Why this is exact: lifecycle events (items, groups, rollouts, sandboxes created and
-closed, phase switches, ...) are never folded, and each one ends the open segment. So
-inside a segment no rollout, group or sandbox is born, finishes or is evicted, and the
-state a segment is applied to is the state its first event would have seen. A tool
+closed, phase switches, ...) are never folded, and the queue folds an entity's events
+only into a segment that no lifecycle event about that entity is queued behind (see
+queue.py). So for each rollout or sandbox a segment touches, nothing about it is born,
+finishes or is evicted between its events there, and applying the segment before later
+lifecycle events about other entities gives the same counters. A tool
 call is folded only with its start; a finish whose start is not in the segment goes
 through the queue as a plain event. Everything a segment holds per entity is bounded
 by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
@@ -24,7 +26,7 @@ by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
 
 from environments import events as ev
@@ -65,7 +67,8 @@ class Coalesced:
 
     def __init__(self, keep_lines: int = DEFAULT_KEEP_LINES, keep_rows: int = DEFAULT_KEEP_ROWS) -> None:
         self.count = 0
-        self.kinds: Counter[str] = Counter()
+        self.kinds: Dict[str, int] = {}  # plain dicts: a segment is built on the env's thread, keep it cheap
+        self.drained = False  # taken by the consumer: nothing may fold into it any more
         self.first_ts: Optional[float] = None
         self.ts = 0.0  # latest event time
         # stream lines: total and the newest few (ts, rollout_id, kind, text)
@@ -76,8 +79,8 @@ class Coalesced:
         self.closed_calls = 0
         self.kept_rows: Deque[Tuple[ev.ToolCallStarted, ev.ToolCallFinished]] = deque(maxlen=keep_rows)
         self.tool_errors = 0
-        self.errors: Counter[str] = Counter()
-        self.rollout_tool_errors: Counter[str] = Counter()
+        self.errors: Dict[str, int] = {}
+        self.rollout_tool_errors: Dict[str, int] = {}
         self.current_tool: Dict[str, Optional[str]] = {}  # rollout -> its open tool after this segment
         # turns: the latest start and finish per rollout
         self.turns: Dict[str, Tuple[Optional[ev.TurnStarted], Optional[ev.TurnFinished]]] = {}
@@ -100,13 +103,16 @@ class Coalesced:
         if folder is None or not folder(self, event):
             return False
         self.count += 1
-        self.kinds[kind] += 1
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
         ts = event.ts
         if self.first_ts is None:
             self.first_ts = ts
         if ts > self.ts:
             self.ts = ts
         return True
+
+    def _error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def _line(self, ts: float, rollout_id: str, kind: str, text: str) -> None:
         self.lines += 1
@@ -120,7 +126,7 @@ class Coalesced:
         started, _ = self.turns.get(e.rollout_id, (None, None))
         self.turns[e.rollout_id] = (started if started is not None and started.turn == e.turn else None, e)
         if e.error:
-            self.errors["api_error"] += 1
+            self._error("api_error")
             self._line(e.ts, e.rollout_id, "error", f"turn {e.turn}: {e.error}")
             return True
         if e.reasoning:
@@ -146,9 +152,9 @@ class Coalesced:
         self.kept_rows.append((start, e))
         self.current_tool[e.rollout_id] = None
         if e.error:
-            self.rollout_tool_errors[e.rollout_id] += 1
+            self.rollout_tool_errors[e.rollout_id] = self.rollout_tool_errors.get(e.rollout_id, 0) + 1
             self.tool_errors += 1
-            self.errors[f"tool:{e.error_kind or 'error'}"] += 1
+            self._error(f"tool:{e.error_kind or 'error'}")
             self._line(e.ts, e.rollout_id, "error", f"{e.tool_name} failed: {e.error}")
         else:
             self._line(e.ts, e.rollout_id, "result", e.result_head)
@@ -321,6 +327,11 @@ class Coalesced:
             st._on_log(s, record)
         for progress in self.eval_progress.values():
             st._on_eval_progress(s, progress)
+
+
+def entity_of(event: Any) -> Optional[str]:
+    """The rollout or sandbox an event is about (they share ids), None for run-wide ones."""
+    return getattr(event, "rollout_id", None) or getattr(event, "task_id", None)
 
 
 def _max_logs() -> int:

@@ -3,10 +3,14 @@
 Bounded by count at any event rate. While the UI keeps up, events pass one by one.
 Once ``coalesce_at`` items are waiting, the high-rate kinds (turns, tool calls,
 sandbox commands, lag, server stats, logs) are folded into a :class:`Coalesced`
-segment at the tail instead of appended (see ``runtime/coalesce.py``): the state
-they produce has every counter exact, stream lines beyond what can be shown become
-counts. Lifecycle events (items, groups, rollouts, sandboxes opened/closed, ...) are
-always queued as they are and end the open segment, so order is kept.
+segment instead of appended (see ``runtime/coalesce.py``): the state they produce
+has every counter exact, stream lines beyond what can be shown become counts.
+Lifecycle events (items, groups, rollouts, sandboxes opened/closed, ...) are always
+queued as they are. Each entity (rollout / its sandbox; None for run-wide kinds) has a
+home segment its events fold into; a lifecycle event about it (or about its group, or a
+run-wide one: status, phase, eval, unknown kinds) ends that, and its next events fold
+into a segment behind the lifecycle event. A segment is applied before later lifecycle
+events about other entities, which changes nothing for the entities it holds.
 
 ``max_depth`` is the hard cap on queued items; a lifecycle event that finds the
 queue full is counted in ``dropped`` (shown by the UI) rather than growing memory.
@@ -18,13 +22,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from typing import Any, Callable, Deque, List, Optional, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Union
 
 from environments.events import Event
-from hermes_console.runtime.coalesce import COALESCABLE, Coalesced
+from hermes_console.runtime.coalesce import COALESCABLE, Coalesced, entity_of
 
 DEFAULT_MAX_QUEUED = 200_000  # hard cap on queued items (events + segments)
 DEFAULT_COALESCE_AT = 4_096  # waiting items from which high-rate events are folded
+MAX_TRACKED_ROLLOUTS = 100_000  # group -> rollouts map (for a group's lifecycle events); past it: run-wide
+_GROUP_ENDS = frozenset({"item_completed", "item_dropped", "item_failed", "item_cancelled"})
 
 Item = Union[Event, Coalesced]
 
@@ -36,7 +42,8 @@ class EventQueue:
         self._q: Deque[Item] = deque()
         self._maxlen = maxlen
         self.coalesce_at = min(coalesce_at, maxlen)
-        self._open: Optional[Coalesced] = None  # the segment at the tail still taking events
+        self._homes: Dict[Optional[str], Coalesced] = {}  # entity -> the segment its events fold into
+        self._rollouts_of: Dict[str, List[str]] = {}  # live group -> its rollouts
         self._lock = threading.Lock()
         self.dropped = 0  # lifecycle events refused at the hard cap (never silently)
         self.pushed = 0
@@ -59,40 +66,78 @@ class EventQueue:
         with self._lock:
             self.pushed += 1
             self.pushed_by_kind[kind] += 1
-            q = self._q
-            if len(q) >= self.coalesce_at and kind in COALESCABLE:
-                if self._fold(event):
+            if kind in COALESCABLE:
+                if len(self._q) >= self.coalesce_at and self._fold(event):
                     self.coalesced += 1
                 else:
+                    self._homes.pop(entity_of(event), None)  # later events about it go behind this one
                     self._append(event)
             else:
-                self._append(event)
+                self._lifecycle(kind, event)
         for tap in self._taps:
             tap(event)
 
     __call__ = push
 
     def _fold(self, event: Event) -> bool:
-        segment = self._open
-        if segment is not None and segment.add(event):
+        entity = entity_of(event)
+        home = self._homes.get(entity)
+        if home is not None:
+            return home.add(event)
+        # No home: the segment at the tail (behind everything queued), or a new one.
+        q = self._q
+        tail = q[-1] if q else None
+        if isinstance(tail, Coalesced):
+            if not tail.add(event):
+                return False
+            self._homes[entity] = tail
             return True
-        if len(self._q) >= self._maxlen:
+        if len(q) >= self._maxlen:
             return False
         fresh = Coalesced()
         if not fresh.add(event):
             return False
-        self._q.append(fresh)
-        self._open = fresh
-        self.max_depth_seen = max(self.max_depth_seen, len(self._q))
+        q.append(fresh)
+        self._homes[entity] = fresh
+        self.max_depth_seen = max(self.max_depth_seen, len(q))
         return True
 
+    def _lifecycle(self, kind: str, event: Event) -> None:
+        """Queue a lifecycle event; the entities it changes get their next events folded behind it."""
+        entities = self._entities(kind, event)
+        if entities is None:
+            self._homes.clear()
+        else:
+            for entity in entities:
+                self._homes.pop(entity, None)
+        self._append(event)
+
+    def _entities(self, kind: str, event: Event) -> Optional[Set[str]]:
+        """What a lifecycle event changes; None when it is run-wide (or unknown)."""
+        if kind == "rollout_started":
+            group = self._rollouts_of.get(event.group_id)  # type: ignore[attr-defined]
+            if group is None and len(self._rollouts_of) < MAX_TRACKED_ROLLOUTS:
+                group = self._rollouts_of[event.group_id] = []  # type: ignore[attr-defined]
+            if group is not None:
+                group.append(event.rollout_id)  # type: ignore[attr-defined]
+        entity = entity_of(event)
+        if entity is not None:
+            return {entity}
+        group_id = getattr(event, "group_id", None)
+        if group_id is None:
+            return None
+        if kind in _GROUP_ENDS:  # ends the group's live rollouts (cancelled, their calls closed)
+            rollouts = self._rollouts_of.pop(group_id, None)
+            if rollouts is None:
+                return None  # not tracked (map full): take it as run-wide
+            return set(rollouts)
+        return set()  # received / group started / group finished: only the group's own view
+
     def _append(self, event: Event) -> None:
-        # Anything queued after the open segment closes it: later events keep their order.
         q = self._q
         if len(q) >= self._maxlen:
             self.dropped += 1
             return
-        self._open = None
         q.append(event)
         if len(q) > self.max_depth_seen:
             self.max_depth_seen = len(q)
@@ -103,8 +148,12 @@ class EventQueue:
             q = self._q
             n = len(q) if max_events is None else min(max_events, len(q))
             out = [q.popleft() for _ in range(n)]
-            if self._open is not None and (not q or q[-1] is not self._open):
-                self._open = None  # handed to the consumer: nothing may fold into it any more
+            gone = False
+            for item in out:
+                if isinstance(item, Coalesced):
+                    item.drained = gone = True
+            if gone:  # handed to the consumer: nothing may fold into them any more
+                self._homes = {k: v for k, v in self._homes.items() if not v.drained}
             return out
 
     def __len__(self) -> int:

@@ -246,10 +246,12 @@ def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, tak
     assert {k: v.commands for k, v in via_queue.sandboxes.items()} == {
         k: v.commands for k, v in direct.sandboxes.items()}
     assert sum(v.commands for v in direct.sandboxes.values()) <= sum(emitted.commands.values())
-    # Lines shown are exactly the reducer's lines (same numbers, same text), just fewer.
-    by_seq = {e.seq: e for e in direct.stream}
-    shown = [e for e in via_queue.stream if e.seq in by_seq]
-    assert shown and all(asdict(e) == asdict(by_seq[e.seq]) for e in shown)
+    # Lines shown are the reducer's lines (same time, rollout, group, text), just fewer: a segment
+    # is applied before lifecycle events about other rollouts, so numbering may interleave differently.
+    oldest = direct.stream[0].ts
+    real = {(e.ts, e.rollout_id, e.group_id, e.kind, e.text) for e in direct.stream}
+    shown = [e for e in via_queue.stream if e.ts >= oldest]
+    assert len(shown) > 100 and all((e.ts, e.rollout_id, e.group_id, e.kind, e.text) in real for e in shown)
     # Bounded by count: folded events take no queue slots; what waits is the lifecycle
     # events not yet taken (each may close a segment: x2) on top of coalesce_at.
     per_step = [sum(1 for e in events[i:i + 400] if not isinstance(e, _FOLDABLE)) for i in range(0, len(events), 400)]
@@ -271,7 +273,7 @@ def test_stalled_consumer_queue_is_bounded_by_count() -> None:
     assert q.dropped == 0
     unfolded = len(events) - q.coalesced
     assert len(q) <= 256 + 2 * unfolded + 1
-    assert len(q) < 0.6 * len(events), (len(q), len(events))
+    assert len(q) < 0.3 * len(events), (len(q), len(events))  # ~0.21 here: lifecycle events are ~0.17
     state = ConsoleState()
     state.apply_all(q.drain())
     direct = ConsoleState()
