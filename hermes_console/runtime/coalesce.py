@@ -27,13 +27,12 @@ by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
-
-if TYPE_CHECKING:
-    from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime import state as st
+from hermes_console.runtime.state import ConsoleState
 
 COALESCABLE = frozenset({
     ev.TurnStarted.kind, ev.TurnFinished.kind, ev.ToolCallStarted.kind, ev.ToolCallFinished.kind,
@@ -90,7 +89,7 @@ class Coalesced:
         self.servers_first: Optional[rev.ServerStats] = None
         self.servers_last: Optional[rev.ServerStats] = None
         self.server_errors = 0  # increases between the snapshots of this segment
-        self.logs: Deque[rev.LogRecord] = deque(maxlen=_max_logs())
+        self.logs: Optional[Deque[rev.LogRecord]] = None  # made on the first log record
         self.log_errors_not_kept = 0
         self.eval_progress: Dict[str, rev.EvalProgress] = {}
 
@@ -190,20 +189,21 @@ class Coalesced:
         return True
 
     def _fold_server_stats(self, e: rev.ServerStats) -> bool:
-        from hermes_console.runtime.state import server_error_increase
-
         if self.servers_first is None:
             self.servers_first = e
         else:
             assert self.servers_last is not None
-            self.server_errors += server_error_increase(self.servers_last.servers, e.servers)
+            self.server_errors += st.server_error_increase(self.servers_last.servers, e.servers)
         self.servers_last = e
         return True
 
     def _fold_log(self, e: rev.LogRecord) -> bool:
-        if len(self.logs) == self.logs.maxlen and self.logs[0].level in ("ERROR", "CRITICAL"):
+        logs = self.logs
+        if logs is None:
+            logs = self.logs = deque(maxlen=st.MAX_LOGS)
+        if len(logs) == logs.maxlen and logs[0].level in ("ERROR", "CRITICAL"):
             self.log_errors_not_kept += 1  # the reducer counts it even though its line scrolls away
-        self.logs.append(e)
+        logs.append(e)
         return True
 
     def _fold_eval_progress(self, e: rev.EvalProgress) -> bool:
@@ -212,9 +212,7 @@ class Coalesced:
 
     # ------------------------------------------------------------------ applying (UI side)
 
-    def apply_to(self, s: "ConsoleState") -> None:
-        from hermes_console.runtime import state as st
-
+    def apply_to(self, s: ConsoleState) -> None:
         if self.count == 0:
             return
         # Timeouts whose tool state was not seen here depend on the state before this segment.
@@ -228,11 +226,11 @@ class Coalesced:
                 counted = sb.timeouts_tool_none + (sb.timeouts_unknown if rollout.current_tool is None else 0)
             if counted:
                 s.errors_by_kind["sandbox_timeout"] += counted
-        self._apply_turns(s, st)
-        self._apply_tools(s, st)
-        self._apply_sandboxes(s, st)
+        self._apply_turns(s)
+        self._apply_tools(s)
+        self._apply_sandboxes(s)
         self._apply_stream(s)
-        self._apply_latest(s, st)
+        self._apply_latest(s)
         for kind, n in self.errors.items():
             s.errors_by_kind[kind] += n
         s.events_applied += self.count
@@ -244,7 +242,7 @@ class Coalesced:
             s.first_ts = self.first_ts
         s.last_ts = self.ts if s.last_ts is None else max(s.last_ts, self.ts)
 
-    def _apply_turns(self, s: "ConsoleState", st: Any) -> None:
+    def _apply_turns(self, s: ConsoleState) -> None:
         for rollout_id, (started, finished) in self.turns.items():
             r = s.rollouts.get(rollout_id)
             if r is None:
@@ -264,7 +262,7 @@ class Coalesced:
                 t.parsed_from_text = finished.parsed_from_text
                 t.error = finished.error
 
-    def _apply_tools(self, s: "ConsoleState", st: Any) -> None:
+    def _apply_tools(self, s: ConsoleState) -> None:
         not_kept = self.closed_calls - len(self.kept_rows)
         s.tool_seq += not_kept  # rows not shown still take their sequence numbers
         s.tool_calls_total += not_kept
@@ -285,7 +283,7 @@ class Coalesced:
                 r.current_tool = tool
                 r.tool_errors += self.rollout_tool_errors.get(rollout_id, 0)
 
-    def _apply_sandboxes(self, s: "ConsoleState", st: Any) -> None:
+    def _apply_sandboxes(self, s: ConsoleState) -> None:
         for task_id, tally in self.sandboxes.items():
             sb = st._sandbox(s, task_id, tally.first_ts)
             done = tally.last_finish
@@ -307,12 +305,12 @@ class Coalesced:
                 sb.running_timeout_s = start.timeout_s
                 sb.last_activity = start.ts
 
-    def _apply_stream(self, s: "ConsoleState") -> None:
+    def _apply_stream(self, s: ConsoleState) -> None:
         s.stream_seq += self.lines - len(self.kept_lines)  # lines beyond the kept ones are a count
         for ts, rollout_id, kind, text in self.kept_lines:
             s._push_stream(ts, rollout_id, s._group_of(rollout_id), kind, text)
 
-    def _apply_latest(self, s: "ConsoleState", st: Any) -> None:
+    def _apply_latest(self, s: ConsoleState) -> None:
         if self.loop_lag is not None:
             s.loop_lag_ms = self.loop_lag.lag_ms
             s.loop_lag_max_ms = max(s.loop_lag_max_ms, self.loop_lag_max)
@@ -323,7 +321,7 @@ class Coalesced:
             s.servers = [dict(x) for x in self.servers_last.servers]
         if self.log_errors_not_kept:
             s.errors_by_kind["log_error"] += self.log_errors_not_kept
-        for record in self.logs:
+        for record in self.logs or ():
             st._on_log(s, record)
         for progress in self.eval_progress.values():
             st._on_eval_progress(s, progress)
@@ -332,12 +330,6 @@ class Coalesced:
 def entity_of(event: Any) -> Optional[str]:
     """The rollout or sandbox an event is about (they share ids), None for run-wide ones."""
     return getattr(event, "rollout_id", None) or getattr(event, "task_id", None)
-
-
-def _max_logs() -> int:
-    from hermes_console.runtime.state import MAX_LOGS
-
-    return MAX_LOGS
 
 
 _FOLDERS = {
