@@ -298,3 +298,14 @@ def test_hard_cap_refuses_and_counts() -> None:
 
 _FOLDABLE = (ev.TurnStarted, ev.TurnFinished, ev.ToolCallStarted, ev.ToolCallFinished, ev.SandboxCommandStarted,
              ev.SandboxCommandFinished, rev.LoopLag, rev.ServerStats, rev.LogRecord, rev.EvalProgress)
+
+
+def test_headless_printer_sees_error_logs_folded_into_a_segment() -> None:
+    from hermes_console.runtime.headless import _records
+
+    q = EventQueue(coalesce_at=0)  # fold from the first event
+    q.push(rev.LogRecord(level="ERROR", logger="env", message="reward server down"))
+    q.push(rev.LogRecord(level="INFO", logger="env", message="fine"))
+    items = q.drain()
+    assert len(items) == 1 and isinstance(items[0], Coalesced)
+    assert [r.message for r in _records(items)] == ["reward server down", "fine"]
