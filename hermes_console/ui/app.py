@@ -122,7 +122,8 @@ class ConsoleApp(App[int]):
         env is busy and the UI thread would take more than ``ui_cpu_share`` of a core."""
         budget = self.budget
         if budget.drain_due():
-            budget.drained(self._drain_step())
+            events, full = self._drain_step()
+            budget.drained(events, backlog=full)
         budget.update()
         if budget.redraw_due():
             budget.redrawn()
@@ -135,30 +136,32 @@ class ConsoleApp(App[int]):
         """The status bar's note while the UI is throttling its redraws."""
         return self.budget.note()
 
-    def _drain_step(self) -> int:
-        """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied."""
+    def _drain_step(self) -> "tuple[int, bool]":
+        """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
+        whether the step was full (more is waiting)."""
         config = self.config
         # Sized by the UI thread's CPU per item (not wall time, which GIL waits inflate):
         # a key never waits for more than one step's worth of reducer work.
         want = int(config.drain_budget_ms / 1000.0 / self._cost_per_event_s)
-        want = max(64, min(config.max_events_per_tick, want))
+        want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
         try:
             items = self.runtime.drain(want)
         except Exception as exc:  # noqa: BLE001
             if not self._drain_failed:
                 self._drain_failed = True
                 self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
-            return 0
+            return 0, False
         if not items:
-            return 0
+            return 0, False
         t0 = time.thread_time()
         events = self._fold(items)
         if len(items) >= 64:  # small batches measure timer noise, not the reducer
             cost = (time.thread_time() - t0) / len(items)
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        if len(items) >= want or events > len(items):
+        full = len(items) >= want
+        if full or events > len(items):
             self._flooding = True  # a backlog waits, or the queue folded lines: draw few of them
-        return events
+        return events, full
 
     def _fold(self, events: Iterable[Any]) -> int:
         """Apply queued items (events and folded segments); returns the events they stand for."""

@@ -40,6 +40,7 @@ class UiBudget:
         self.drain_s = base_drain_s
         now = wall()
         self._last_redraw = self._last_drain = -1e18
+        self._backlog = False  # the last drain step left items waiting
         self._win_wall, self._win_cpu = now, cpu()
         self._win_events = 0
         self.used_share = 0.0  # share of a core the UI thread used over the last window
@@ -48,14 +49,18 @@ class UiBudget:
     # ------------------------------------------------------------------ pacing
 
     def drain_due(self) -> bool:
-        return self._wall() - self._last_drain >= self.drain_s * 0.95  # a timer tick early is on time
+        # A step that left a backlog is followed at the base rate: the budget spaces out
+        # drawing, never the catching up that keeps the queue bounded.
+        interval = self.base_drain_s if self._backlog else self.drain_s
+        return self._wall() - self._last_drain >= interval * 0.95  # a timer tick early is on time
 
     def redraw_due(self) -> bool:
         return self._wall() - self._last_redraw >= self.redraw_s * 0.95
 
-    def drained(self, events: int) -> None:
+    def drained(self, events: int, backlog: bool = False) -> None:
         self._last_drain = self._wall()
         self._win_events += events
+        self._backlog = backlog
 
     def redrawn(self) -> None:
         self._last_redraw = self._wall()

@@ -91,3 +91,17 @@ def test_budget_zero_never_throttles() -> None:
 def test_bad_settings_are_refused_with_the_values() -> None:
     with pytest.raises(ValueError, match="share must be >= 0"):
         UiBudget(-1.0, 0.25, 0.05)
+
+
+def test_a_step_that_left_a_backlog_is_followed_at_the_base_rate() -> None:
+    clocks = Clocks()
+    b = make(clocks)
+    for _ in range(6):
+        window(b, clocks, 0.5, events=1_000)
+    assert b.drain_s == 0.5
+    b.drained(1_000, backlog=True)
+    clocks.advance(0.05, 0.0)
+    assert b.drain_due()  # catching up is never throttled
+    b.drained(10, backlog=False)
+    clocks.advance(0.05, 0.0)
+    assert not b.drain_due()
