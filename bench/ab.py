@@ -61,10 +61,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.splitlines()[0])
     ap.add_argument("module")
     ap.add_argument("--old", required=True, help="commit for the A side")
+    ap.add_argument("--new", default=None, help="commit for the B side (default: the working tree)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     args = ap.parse_args(argv)
-    sides = {"old": old_tree(args.old), "new": ROOT}
+    sides = {"old": old_tree(args.old), "new": old_tree(args.new) if args.new else ROOT}
     runs: Dict[str, List[Dict[str, Any]]] = {"old": [], "new": []}
     loads: List[Dict[str, Any]] = []
     for i in range(args.rounds):
@@ -73,7 +74,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             runs[side].append(run_once(sides[side], args.module, extra, args.timeout))
             loads.append({"round": i, "side": side, "load_before": before, "load_after": load_average()})
             print(f"round {i} {side} done", file=sys.stderr, flush=True)
-    report = {"module": args.module, "args": extra, "old": args.old, "rounds": args.rounds,
+    report = {"module": args.module, "args": extra, "old": args.old, "new": args.new or "working tree",
+              "rounds": args.rounds,
               "old_median": summarize(runs["old"]), "new_median": summarize(runs["new"]),
               "loads": loads, "runs": runs}
     print(json.dumps(report, indent=1, default=str))
