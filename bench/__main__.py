@@ -27,6 +27,7 @@ BENCHES: List[Tuple[str, str, str]] = [
     ("p4", "bench.p4_memory", "p4_memory"),
     ("p5", "bench.p5_startup", "p5_startup"),
     ("scaling", "bench.scaling", "scaling"),
+    ("peers", "bench.p7_peers", "p7_peers"),
 ]
 
 

@@ -52,7 +52,7 @@ async def _wait(pred: Any, timeout: float, step: float = 0.01) -> bool:
 
 
 async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: float,
-                   config_overrides: Dict[str, Any]) -> Dict[str, Any]:
+                   config_overrides: Dict[str, Any], coalesce: bool = True) -> Dict[str, Any]:
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.ui.app import ConsoleApp
     from hermes_console.ui.config import ConsoleConfig
@@ -60,6 +60,8 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
     tmp = bench_tmpdir("p3")
     group_size = 8
     host = RuntimeHost(_spec(rollouts, group_size, turn_sleep_s, tmp), exit_when_finished=False)
+    if not coalesce:  # A/B: the queue as before (every event queued one by one)
+        host.queue.coalesce_at = host.queue.max_depth
     app = ConsoleApp(host, config=ConsoleConfig(**config_overrides))
 
     tick_ms: List[float] = []
@@ -95,6 +97,7 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
     latencies: List[float] = []
     missed = 0
     rate = 0.0
+    ui_share = 0.0
     in_flight_seen = 0
     try:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -102,8 +105,10 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
             if not await _wait(lambda: app.state.status == "running" and host.queue.pushed > 0, 120):
                 raise RuntimeError(f"runtime did not start: {app.state.status} {app.state.status_detail}")
             await asyncio.sleep(warm_s)  # let all rollouts get going
-            p0, t0 = host.queue.pushed, time.perf_counter()
+            p0, t0, c0 = host.queue.pushed, time.perf_counter(), time.thread_time()
             await asyncio.sleep(2.0)
+            # This coroutine runs on the UI's loop: thread_time() is the UI thread's CPU.
+            ui_share = (time.thread_time() - c0) / (time.perf_counter() - t0)
             rate = (host.queue.pushed - p0) / (time.perf_counter() - t0)
             in_flight_seen = len(host.driver.in_flight) * group_size if host.driver else 0
             tick_ms.clear()  # refresh figures cover the flood, not start-up
@@ -131,16 +136,20 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
     return {
         "latencies_ms": latencies, "missed": missed, "tick_ms": tick_ms, "depth": depth, "lag_ms": lag_ms,
         "events_per_s": rate, "rollouts_in_flight": in_flight_seen, "queue_dropped": host.queue.dropped,
-        "events_applied": app.state.events_applied,
+        "events_applied": app.state.events_applied, "ui_thread_cpu_share": ui_share,
+        "queue_coalesced": host.queue.coalesced, "queue_pushed": host.queue.pushed,
+        "queue_max_depth_seen": host.queue.max_depth_seen, "ui_throttled_note": app.ui_note(),
     }
 
 
 def run(quick: bool = False, *, rollouts: Optional[int] = None, samples: Optional[int] = None,
-        turn_sleep_s: float = 0.1, config_overrides: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        turn_sleep_s: float = 0.1, config_overrides: Optional[Dict[str, Any]] = None,
+        coalesce: bool = True) -> Dict[str, Any]:
     rollouts = rollouts or (64 if quick else 1024)
     samples = samples or (3 if quick else 20)
     load_before = load_average()
-    m = asyncio.run(_measure(rollouts, samples, turn_sleep_s, 0.5 if quick else 2.0, config_overrides or {}))
+    m = asyncio.run(_measure(rollouts, samples, turn_sleep_s, 0.5 if quick else 2.0, config_overrides or {},
+                             coalesce))
     lat, ticks = m["latencies_ms"], m["tick_ms"]
     pause_p99 = pct(lat, 99)
     refresh_p99 = pct(ticks, 99)
@@ -164,6 +173,11 @@ def run(quick: bool = False, *, rollouts: Optional[int] = None, samples: Optiona
         "event_queue_max_depth": max(m["depth"]) if m["depth"] else None,
         "event_queue_last_depth": m["depth"][-1] if m["depth"] else None,
         "event_queue_dropped": m["queue_dropped"],
+        "event_queue_max_depth_seen": m["queue_max_depth_seen"],
+        "events_coalesced_share": rnd(m["queue_coalesced"] / m["queue_pushed"], 3) if m["queue_pushed"] else None,
+        "coalescing": coalesce,
+        "ui_thread_cpu_share_flood": rnd(m["ui_thread_cpu_share"], 3),
+        "ui_note_at_end": m["ui_throttled_note"],
         "ui_config": config_overrides or "defaults",
         "load_average_before": load_before,
         "load_average_after": load_average(),
@@ -185,13 +199,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--max-events-per-tick", type=int, default=None, help="override ConsoleConfig.max_events_per_tick")
     ap.add_argument("--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick")
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
+    ap.add_argument("--ui-cpu-share", type=float, default=None, help="override ConsoleConfig.ui_cpu_share (0: off)")
+    ap.add_argument("--no-coalesce", action="store_true", help="queue every event one by one (A/B)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     overrides = {k: v for k, v in (("max_events_per_tick", args.max_events_per_tick),
                                    ("max_stream_lines_per_tick", args.max_stream_lines),
-                                   ("tick_hz", args.tick_hz)) if v is not None} or None
+                                   ("tick_hz", args.tick_hz), ("ui_cpu_share", args.ui_cpu_share))
+                 if v is not None} or None
     result = run(args.quick, rollouts=args.rollouts, samples=args.samples, turn_sleep_s=args.turn_sleep,
-                 config_overrides=overrides)
+                 config_overrides=overrides, coalesce=not args.no_coalesce)
     print(json.dumps(result, indent=1, default=str))
     if not args.no_write:
         write_results(SECTION, result)

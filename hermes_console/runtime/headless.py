@@ -185,8 +185,8 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
                     _say(progress.console, progress_line(state, time.time()), wrap=False)
                 batch = runtime.drain()
                 state.apply_all(batch)
-                for event in batch:
-                    if event.kind == "log_record" and event.level in ("ERROR", "CRITICAL"):
+                for event in _records(batch):
+                    if event.level in ("ERROR", "CRITICAL"):
                         _say(progress.console, f"{event.level} {event.logger}: {event.message}")
                 acc = state.accounting
                 done = acc.completed + acc.dropped_total + acc.failed
@@ -237,3 +237,14 @@ def _force_stop(runtime: Any, state: ConsoleState) -> None:
     except Exception:  # noqa: BLE001 - the runtime is stuck: exit anyway, the recorder closes at exit
         pass
     state.apply_all(runtime.drain())
+
+
+def _records(batch: list) -> list:
+    """Log records in a drained batch, including those the queue folded into a segment."""
+    out = []
+    for item in batch:
+        if item.kind == "log_record":
+            out.append(item)
+        elif item.kind == "coalesced":
+            out.extend(item.logs or ())
+    return out

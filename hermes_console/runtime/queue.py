@@ -1,56 +1,160 @@
 """The one crossing point for events: env threads append, the UI thread drains.
 
-``collections.deque.append``/``popleft`` are atomic under the GIL, so the
-observer takes no lock and costs one bound-method call per event. The deque is
-bounded so a UI that stops draining cannot grow memory without limit; events
-pushed past the bound are counted (``dropped``) and the recorder, which has
-its own queue, still writes every one of them.
+Bounded by count at any event rate. While the UI keeps up, events pass one by one.
+Once ``coalesce_at`` items are waiting, the high-rate kinds (turns, tool calls,
+sandbox commands, lag, server stats, logs) are folded into a :class:`Coalesced`
+segment instead of appended (see ``runtime/coalesce.py``): the state they produce
+has every counter exact, stream lines beyond what can be shown become counts.
+Lifecycle events (items, groups, rollouts, sandboxes opened/closed, ...) are always
+queued as they are. Each entity (rollout / its sandbox; None for run-wide kinds) has a
+home segment its events fold into; a lifecycle event about it (or about its group, or a
+run-wide one: status, phase, eval, unknown kinds) ends that, and its next events fold
+into a segment behind the lifecycle event. A segment is applied before later lifecycle
+events about other entities, which changes nothing for the entities it holds.
+
+``max_depth`` is the hard cap on queued items; a lifecycle event that finds the
+queue full is counted in ``dropped`` (shown by the UI) rather than growing memory.
+The recorder, a tap with its own queue, still writes every event either way.
+A lock guards the tail: producers on several threads fold into the same segment.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Callable, Deque, List, Optional
+import threading
+from collections import Counter, deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Union
 
 from environments.events import Event
+from hermes_console.runtime.coalesce import COALESCABLE, Coalesced, entity_of
 
-DEFAULT_MAX_QUEUED = 1_000_000
+DEFAULT_MAX_QUEUED = 200_000  # hard cap on queued items (events + segments)
+DEFAULT_COALESCE_AT = 4_096  # waiting items from which high-rate events are folded
+MAX_TRACKED_ROLLOUTS = 100_000  # group -> rollouts map (for a group's lifecycle events); past it: run-wide
+_GROUP_ENDS = frozenset({"item_completed", "item_dropped", "item_failed", "item_cancelled"})
+
+Item = Union[Event, Coalesced]
 
 
 class EventQueue:
-    def __init__(self, maxlen: int = DEFAULT_MAX_QUEUED) -> None:
-        self._q: Deque[Event] = deque()
+    def __init__(self, maxlen: int = DEFAULT_MAX_QUEUED, coalesce_at: int = DEFAULT_COALESCE_AT) -> None:
+        if maxlen < 1 or coalesce_at < 0:
+            raise ValueError(f"EventQueue: maxlen must be >= 1 and coalesce_at >= 0, got {maxlen}, {coalesce_at}")
+        self._q: Deque[Item] = deque()
         self._maxlen = maxlen
-        self.dropped = 0
+        self.coalesce_at = min(coalesce_at, maxlen)
+        self._homes: Dict[Optional[str], Coalesced] = {}  # entity -> the segment its events fold into
+        self._rollouts_of: Dict[str, List[str]] = {}  # live group -> its rollouts
+        self._lock = threading.Lock()
+        self.dropped = 0  # lifecycle events refused at the hard cap (never silently)
         self.pushed = 0
+        self.coalesced = 0  # events folded into segments
+        self.max_depth_seen = 0
+        self.pushed_by_kind: Counter[str] = Counter()
         # Extra sinks that see every event (the recorder); called on the emitting thread.
         self._taps: List[Callable[[Event], None]] = []
+
+    @property
+    def max_depth(self) -> int:
+        return self._maxlen
 
     def add_tap(self, tap: Callable[[Event], None]) -> None:
         self._taps = [*self._taps, tap]
 
     def push(self, event: Event) -> None:
-        """The observer: cheap, lock-free, never raises."""
-        self.pushed += 1
-        if len(self._q) >= self._maxlen:
-            self.dropped += 1
-        else:
-            self._q.append(event)
+        """The observer: cheap, never raises, never blocks on the consumer."""
+        kind = type(event).kind
+        with self._lock:
+            self.pushed += 1
+            self.pushed_by_kind[kind] += 1
+            if kind in COALESCABLE:
+                if len(self._q) >= self.coalesce_at and self._fold(event):
+                    self.coalesced += 1
+                else:
+                    self._homes.pop(entity_of(event), None)  # later events about it go behind this one
+                    self._append(event)
+            else:
+                self._lifecycle(kind, event)
         for tap in self._taps:
             tap(event)
 
     __call__ = push
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
-        out: List[Event] = []
-        pop = self._q.popleft
-        n = len(self._q) if max_events is None else min(max_events, len(self._q))
-        try:
-            for _ in range(n):
-                out.append(pop())
-        except IndexError:  # raced with nothing: another drainer; harmless
-            pass
-        return out
+    def _fold(self, event: Event) -> bool:
+        entity = entity_of(event)
+        home = self._homes.get(entity)
+        if home is not None:
+            return home.add(event)
+        # No home: the segment at the tail (behind everything queued), or a new one.
+        q = self._q
+        tail = q[-1] if q else None
+        if isinstance(tail, Coalesced):
+            if not tail.add(event):
+                return False
+            self._homes[entity] = tail
+            return True
+        if len(q) >= self._maxlen:
+            return False
+        fresh = Coalesced()
+        if not fresh.add(event):
+            return False
+        q.append(fresh)
+        self._homes[entity] = fresh
+        self.max_depth_seen = max(self.max_depth_seen, len(q))
+        return True
+
+    def _lifecycle(self, kind: str, event: Event) -> None:
+        """Queue a lifecycle event; the entities it changes get their next events folded behind it."""
+        entities = self._entities(kind, event)
+        if entities is None:
+            self._homes.clear()
+        else:
+            for entity in entities:
+                self._homes.pop(entity, None)
+        self._append(event)
+
+    def _entities(self, kind: str, event: Event) -> Optional[Set[str]]:
+        """What a lifecycle event changes; None when it is run-wide (or unknown)."""
+        if kind == "rollout_started":
+            group = self._rollouts_of.get(event.group_id)  # type: ignore[attr-defined]
+            if group is None and len(self._rollouts_of) < MAX_TRACKED_ROLLOUTS:
+                group = self._rollouts_of[event.group_id] = []  # type: ignore[attr-defined]
+            if group is not None:
+                group.append(event.rollout_id)  # type: ignore[attr-defined]
+        entity = entity_of(event)
+        if entity is not None:
+            return {entity}
+        group_id = getattr(event, "group_id", None)
+        if group_id is None:
+            return None
+        if kind in _GROUP_ENDS:  # ends the group's live rollouts (cancelled, their calls closed)
+            rollouts = self._rollouts_of.pop(group_id, None)
+            if rollouts is None:
+                return None  # not tracked (map full): take it as run-wide
+            return set(rollouts)
+        return set()  # received / group started / group finished: only the group's own view
+
+    def _append(self, event: Event) -> None:
+        q = self._q
+        if len(q) >= self._maxlen:
+            self.dropped += 1
+            return
+        q.append(event)
+        if len(q) > self.max_depth_seen:
+            self.max_depth_seen = len(q)
+
+    def drain(self, max_events: Optional[int] = None) -> List[Any]:
+        """Up to ``max_events`` queued items, oldest first (events and folded segments)."""
+        with self._lock:
+            q = self._q
+            n = len(q) if max_events is None else min(max_events, len(q))
+            out = [q.popleft() for _ in range(n)]
+            gone = False
+            for item in out:
+                if isinstance(item, Coalesced):
+                    item.drained = gone = True
+            if gone:  # handed to the consumer: nothing may fold into them any more
+                self._homes = {k: v for k, v in self._homes.items() if not v.drained}
+            return out
 
     def __len__(self) -> int:
         return len(self._q)

@@ -418,6 +418,9 @@ class ConsoleState:
 
     def apply(self, event: ev.Event) -> None:
         kind = type(event).kind
+        if kind == "coalesced":  # a run of events folded by the queue (runtime/coalesce.py)
+            event.apply_to(self)  # type: ignore[attr-defined]
+            return
         handler = _HANDLERS.get(kind)
         self.events_applied += 1
         if self.first_ts is None:
@@ -833,14 +836,22 @@ def _on_eval_finished(s: ConsoleState, e: rev.EvalFinished) -> None:
 def _on_server_stats(s: ConsoleState, e: rev.ServerStats) -> None:
     # Rows carry cumulative counts; failed attempts that were retried away count as errors
     # too (by their increase; a rebuilt manager after a phase switch starts again from 0).
-    before = {str(x.get("url")): int(x.get("transport_errors") or 0) for x in s.servers}
-    for row in e.servers:
+    delta = server_error_increase(s.servers, e.servers)
+    if delta > 0:
+        s.errors_by_kind["server_http_error"] += delta
+    s.servers = [dict(x) for x in e.servers]
+
+
+def server_error_increase(before_rows: List[Dict[str, Any]], after_rows: List[Dict[str, Any]]) -> int:
+    """Transport errors added between two server snapshots (a counter that went down restarted at 0)."""
+    before = {str(x.get("url")): int(x.get("transport_errors") or 0) for x in before_rows}
+    total = 0
+    for row in after_rows:
         now = int(row.get("transport_errors") or 0)
         prev = before.get(str(row.get("url")), 0)
         delta = now - prev if now >= prev else now
-        if delta > 0:
-            s.errors_by_kind["server_http_error"] += delta
-    s.servers = [dict(x) for x in e.servers]
+        total += max(0, delta)
+    return total
 
 
 def _on_loop_lag(s: ConsoleState, e: rev.LoopLag) -> None:

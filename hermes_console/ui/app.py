@@ -17,8 +17,10 @@ from textual.app import App, SystemCommand
 from textual.screen import ModalScreen, Screen
 
 from hermes_console.runtime.api import RuntimeAPI
+from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
+from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
 from hermes_console.ui.format import duration, visible
@@ -49,8 +51,11 @@ class ConsoleApp(App[int]):
         self._start_runtime = start_runtime
         self._drain_failed = False
         self._render_key: tuple = ()
-        self._cost_per_event_s = 5e-6  # running estimate of reducer cost, sizes each drain step
-        self._steps = 0  # drain steps so far; every _redraw_every-th one also redraws
+        self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
+        drain_hz = max(self.config.drain_hz, self.config.tick_hz)
+        self.budget = UiBudget(self.config.ui_cpu_share, 1.0 / self.config.tick_hz, 1.0 / drain_hz,
+                               max_redraw_s=self.config.max_redraw_interval_s,
+                               max_drain_s=self.config.max_drain_interval_s)
         self._flooding = False  # a drain step since the last redraw left a backlog
         self.lines_per_tick = self.config.max_stream_lines_per_tick  # new stream lines / tool rows this redraw
         self.switch_peak = 0  # largest in-flight count seen during the current phase switch
@@ -81,9 +86,7 @@ class ConsoleApp(App[int]):
         if self._start_runtime:
             # start() may load the env (slow): keep it off the UI thread so the first frame shows at once.
             self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
-        drain_hz = max(self.config.drain_hz, self.config.tick_hz)
-        self._redraw_every = max(1, round(drain_hz / self.config.tick_hz))
-        self.set_interval(1.0 / drain_hz, self.tick, name="drain")
+        self.set_interval(self.budget.base_drain_s, self.tick, name="drain")
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
         self._watch_stop_signals()
 
@@ -114,42 +117,64 @@ class ConsoleApp(App[int]):
                                   title="runtime", timeout=30)
 
     def tick(self) -> None:
-        """One drain step (about ``drain_budget_ms`` of reducer work); every few steps
-        (``tick_hz``) also redraw the visible screens."""
-        self._drain_step()
-        redraw = self._steps % self._redraw_every == 0
-        self._steps += 1
-        if redraw:
+        """Drain and redraw at the pace the UI's CPU budget allows (``UiBudget``): the
+        base rates (``drain_hz``, ``tick_hz``) while that costs little, slower while the
+        env is busy and the UI thread would take more than ``ui_cpu_share`` of a core."""
+        budget = self.budget
+        if budget.drain_due():
+            events, full = self._drain_step()
+            budget.drained(events, backlog=full)
+        budget.update()
+        if budget.redraw_due():
+            budget.redrawn()
             self._redraw()
 
-    def _drain_step(self) -> None:
+    def on_key(self, _event: Any) -> None:
+        self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
+
+    def ui_note(self) -> str:
+        """The status bar's note while the UI is throttling its redraws."""
+        return self.budget.note()
+
+    def _drain_step(self) -> "tuple[int, bool]":
+        """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
+        whether the step was full (more is waiting)."""
         config = self.config
-        # Sized by time, not count: the queue stays bounded at any event rate, and a key
-        # never waits for more than one step's worth of reducer work.
+        # Sized by the UI thread's CPU per item (not wall time, which GIL waits inflate):
+        # a key never waits for more than one step's worth of reducer work.
         want = int(config.drain_budget_ms / 1000.0 / self._cost_per_event_s)
-        want = max(64, min(config.max_events_per_tick, want))
+        want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
         try:
-            events = self.runtime.drain(want)
+            items = self.runtime.drain(want)
         except Exception as exc:  # noqa: BLE001
             if not self._drain_failed:
                 self._drain_failed = True
                 self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
-            return
-        if not events:
-            return
-        t0 = time.perf_counter()
-        self._fold(events)
-        if len(events) >= 64:  # small batches measure timer noise, not the reducer
-            cost = (time.perf_counter() - t0) / len(events)
+            return 0, False
+        if not items:
+            return 0, False
+        t0 = time.thread_time()
+        events = self._fold(items)
+        if len(items) >= 64:  # small batches measure timer noise, not the reducer
+            cost = (time.thread_time() - t0) / len(items)
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        if len(events) >= want:
-            self._flooding = True
+        full = len(items) >= want
+        if full or events > len(items):
+            self._flooding = True  # a backlog waits, or the queue folded lines: draw few of them
+        return events, full
 
-    def _fold(self, events: Iterable[Any]) -> None:
+    def _fold(self, events: Iterable[Any]) -> int:
+        """Apply queued items (events and folded segments); returns the events they stand for."""
+        n = 0
         for event in events:
             self.state.apply(event)
+            if isinstance(event, Coalesced):
+                n += event.count
+                continue
+            n += 1
             if event.kind == "phase_switch":
                 self._track_switch(event)
+        return n
 
     def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
         """Apply ``events`` and redraw at once (shutdown, tests)."""

@@ -109,7 +109,10 @@ def test_event_queue_is_cheap_enough():
         q.push(e)
     rate = n / max(time.thread_time() - t0, 1e-9)
     assert rate > 100_000, f"{rate:.0f} events/s"  # P3 needs 20k/s end to end
-    assert len(q.drain()) == n and len(q) == 0
+    items = q.drain()
+    assert len(q) == 0
+    # Past coalesce_at, lag samples fold into segments: every event is still accounted for.
+    assert sum(getattr(x, "count", 1) for x in items) == n
 
 
 def test_evaluate_with_intake_paused_then_resumes(sim, tmp_path, live):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
+from hermes_console.ui.widgets.status_bar import StatusBar
 
 from tests.ui.eventlog import flood
 from tests.ui.fakes import FakeRuntime
@@ -30,6 +31,14 @@ async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_event
         # itself waits for the app to go idle, and cheap ticks keep running meanwhile.
         assert runtime.drains_at_call[runtime.names().index("pause")] - drains_before <= 10
         assert runtime.backlog > 25_000
+        # Busy and far over the UI's CPU budget (folding 1,000 events a step, no queue to fold
+        # them): the UI spaces its redraws out and the status bar says so.
+        for _ in range(400):
+            if app.budget.throttled and "UI throttled" in app.screen.query_one(StatusBar)._rendered[0]:
+                break
+            await pilot.pause(0.05)
+        assert app.budget.throttled, (app.budget.used_share, app.budget.redraw_s)
+        assert "UI throttled" in app.screen.query_one(StatusBar)._rendered[0]
         # A modal opens and answers while the flood continues.
         drains_before = runtime.drain_calls
         await pilot.press("c")
@@ -43,6 +52,9 @@ async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_event
         assert runtime.backlog > 0
         # Every tick applies at most max_events_per_tick events.
         applied, drains = app.state.events_applied, runtime.drain_calls
-        await pilot.pause(0.2)
+        for _ in range(500):  # drains are spaced out by the UI's CPU budget in a flood: wait for two
+            await pilot.pause(0.02)
+            if runtime.drain_calls - drains >= 2:
+                break
         ticks = runtime.drain_calls - drains
         assert 0 < app.state.events_applied - applied <= ticks * config.max_events_per_tick

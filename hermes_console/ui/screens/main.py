@@ -95,7 +95,7 @@ class MainScreen(Screen[None]):
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
                                               stopping=self.console.stopping, switch_peak=self.console.switch_peak,
-                                              stop_note=self.console.stop_note())
+                                              stop_note=self.console.stop_note(), ui_note=self.console.ui_note())
         self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
         self._draw("groups", (state.groups_version, state.run.worker_timeout_s, second),

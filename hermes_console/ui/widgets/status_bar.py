@@ -32,10 +32,12 @@ class StatusBar(Static):
         self._rendered: tuple = ()
 
     def update_from(self, state: ConsoleState, now: float, *, live: bool, stopping: bool,
-                    switch_peak: int = 0, stop_note: str = "") -> None:
+                    switch_peak: int = 0, stop_note: str = "", ui_note: str = "") -> None:
         lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
         if stopping and stop_note:
             lines.append(Text(f" {stop_note}", style="bold magenta"))
+        if ui_note:  # the UI is spacing its redraws out to stay within its CPU budget
+            lines.append(Text(f" {ui_note}", style="yellow"))
         progress = self._progress_line(state, switch_peak)
         if progress is not None:
             lines.append(progress)

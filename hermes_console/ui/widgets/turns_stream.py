@@ -51,11 +51,13 @@ class TurnsStream(RichLog):
         fresh = _newer_than(state.stream, self._last_seq)
         if not fresh:
             return
+        # Lines the queue folded into counts never reach the state: numbered, not stored.
+        arrived = fresh[-1].seq - self._last_seq
         self._last_seq = fresh[-1].seq
-        skipped = len(fresh) - max_new
+        fresh = fresh[-max_new:]
+        skipped = arrived - len(fresh)
         if skipped > 0:
             # A flood: show the newest lines and say how many were not drawn.
-            fresh = fresh[-max_new:]
             self._write(Text(f"… {skipped} earlier lines not shown (flood); open a rollout for its transcript",
                              style="dim yellow"))
         for entry in fresh:

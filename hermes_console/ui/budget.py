@@ -1,0 +1,108 @@
+"""The UI's CPU budget: how often to drain and redraw so the UI thread stays cheap.
+
+The UI shares one GIL with the env. While the env is busy (events keep arriving) the UI
+thread may use at most ``share`` of one core, measured on the UI thread itself with
+``time.thread_time()`` (CPU time, so waiting for the GIL is not counted as cost). Each
+window the controller compares the share used with the budget: over it, redraws and
+drains are spaced out (the queue folds what waits meanwhile, so a longer step is not a
+longer backlog to apply); well under it, they speed up again; with no events at all
+(the env idle) it returns to the fast base rates at once. A single busy window (a
+burst) changes nothing: only ``patience`` windows over budget in a row slow it down.
+
+Pure logic, no Textual: the clocks are injectable for tests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+Clock = Callable[[], float]
+
+
+class UiBudget:
+    def __init__(self, share: float, base_redraw_s: float, base_drain_s: float, *, max_redraw_s: float = 2.0,
+                 max_drain_s: float = 0.5, window_s: float = 1.0, patience: int = 2, cpu: Clock = time.thread_time,
+                 wall: Clock = time.monotonic) -> None:
+        if share < 0 or base_redraw_s <= 0 or base_drain_s <= 0:
+            raise ValueError(f"UiBudget: share must be >= 0 and intervals > 0, got share={share}, "
+                             f"redraw={base_redraw_s}, drain={base_drain_s}")
+        self.share = share  # 0 disables the budget (always the base rates)
+        self.base_redraw_s = base_redraw_s
+        self.base_drain_s = base_drain_s
+        self.max_redraw_s = max(max_redraw_s, base_redraw_s)
+        self.max_drain_s = max(max_drain_s, base_drain_s)
+        self.window_s = window_s
+        self.patience = max(1, patience)  # over-budget windows in a row before slowing down (not a burst)
+        self._over = 0
+        self._cpu, self._wall = cpu, wall
+        self.redraw_s = base_redraw_s
+        self.drain_s = base_drain_s
+        now = wall()
+        self._last_redraw = self._last_drain = -1e18
+        self._backlog = False  # the last drain step left items waiting
+        self._win_wall, self._win_cpu = now, cpu()
+        self._win_events = 0
+        self.used_share = 0.0  # share of a core the UI thread used over the last window
+        self.busy = False
+
+    # ------------------------------------------------------------------ pacing
+
+    def drain_due(self) -> bool:
+        # A step that left a backlog is followed at the base rate: the budget spaces out
+        # drawing, never the catching up that keeps the queue bounded.
+        interval = self.base_drain_s if self._backlog else self.drain_s
+        return self._wall() - self._last_drain >= interval * 0.95  # a timer tick early is on time
+
+    def redraw_due(self) -> bool:
+        return self._wall() - self._last_redraw >= self.redraw_s * 0.95
+
+    def drained(self, events: int, backlog: bool = False) -> None:
+        self._last_drain = self._wall()
+        self._win_events += events
+        self._backlog = backlog
+
+    def redrawn(self) -> None:
+        self._last_redraw = self._wall()
+
+    def kick(self) -> None:
+        """The operator did something: show its effect on the next tick."""
+        self._last_redraw = -1e18
+
+    # ------------------------------------------------------------------ control
+
+    def update(self) -> Optional[float]:
+        """Close the window if it is over; returns the share used when it adjusted the rates."""
+        now = self._wall()
+        span = now - self._win_wall
+        if span < self.window_s:
+            return None
+        cpu = self._cpu()
+        self.used_share = max(0.0, cpu - self._win_cpu) / span
+        self.busy = self._win_events > 0
+        self._win_wall, self._win_cpu, self._win_events = now, cpu, 0
+        over = bool(self.share) and self.busy and self.used_share > self.share
+        self._over = self._over + 1 if over else 0
+        if not self.share or not self.busy:
+            self.redraw_s, self.drain_s = self.base_redraw_s, self.base_drain_s  # idle: fast again
+        elif over and self._over < self.patience:
+            pass  # a burst (a log loaded, a group finishing): not yet a busy env
+        elif over:
+            factor = min(4.0, max(1.5, self.used_share / self.share))
+            self.redraw_s = min(self.max_redraw_s, self.redraw_s * factor)
+            self.drain_s = min(self.max_drain_s, self.drain_s * factor)
+        elif self.used_share < 0.5 * self.share:
+            self.redraw_s = max(self.base_redraw_s, self.redraw_s / 1.5)
+            self.drain_s = max(self.base_drain_s, self.drain_s / 1.5)
+        return self.used_share
+
+    @property
+    def throttled(self) -> bool:
+        return self.redraw_s > self.base_redraw_s * 1.01
+
+    def note(self) -> str:
+        """What the status bar says while throttling (empty otherwise)."""
+        if not self.throttled:
+            return ""
+        return (f"UI throttled: redraw every {self.redraw_s:.1f}s "
+                f"(CPU {self.used_share:.0%} of a core, budget {self.share:.0%})")
