@@ -27,7 +27,7 @@ by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -332,7 +332,7 @@ def entity_of(event: Any) -> Optional[str]:
     return getattr(event, "rollout_id", None) or getattr(event, "task_id", None)
 
 
-_FOLDERS = {
+_FOLDERS: Dict[str, Callable[[Coalesced, Any], bool]] = {
     ev.TurnStarted.kind: Coalesced._fold_turn_started,
     ev.TurnFinished.kind: Coalesced._fold_turn_finished,
     ev.ToolCallStarted.kind: Coalesced._fold_tool_started,

@@ -239,7 +239,7 @@ def _force_stop(runtime: Any, state: ConsoleState) -> None:
     state.apply_all(runtime.drain())
 
 
-def _records(batch: list) -> list:
+def _records(batch: List[Any]) -> List[Any]:
     """Log records in a drained batch, including those the queue folded into a segment."""
     out = []
     for item in batch:
