@@ -42,6 +42,7 @@ _pool_lock = threading.Lock()
 
 _ARGS_LIMIT = 200
 _HEAD_LIMIT = 200
+_RESULT_TEXT_LIMIT = 4_000  # what the transcript can expand to (the full record is in the jsonl)
 _SLOW_TOOL_S = 30.0
 _USER_TASK_LIMIT = 500
 _LOOP_ONLY_UNAVAILABLE = ("memory", "session_search")
@@ -443,6 +444,7 @@ class HermesAgentLoop:
                 rollout_id=rid, turn=turn, call_id=call_id, tool_name=name,
                 duration_s=time.monotonic() - started, result_head=safe_head(result, _HEAD_LIMIT),
                 error=safe_head(error, _HEAD_LIMIT) if error else None, error_kind=error_kind, exit_code=exit_code,
+                result_text=safe_head(result, _RESULT_TEXT_LIMIT),
             ))
         return result
 

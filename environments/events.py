@@ -92,6 +92,8 @@ class RolloutStarted(Event):
     group_id: str
     item_summary: str = ""
     phase: int = 1
+    system_prompt: str = ""  # the prompt the rollout really started from (redacted, bounded)
+    prompt: str = ""  # the user message (redacted, bounded)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -117,6 +119,8 @@ class RolloutFinished(Event):
     trained_run_logprob: List[float] = field(default_factory=list)  # Phase 2: mean logprob of each run
     reward_error: Optional[str] = None  # compute_reward raised (reward forced to 0.0)
     error: Optional[str] = None  # the loop ended on an API error / empty reply
+    reward_s: float = 0.0  # time spent in compute_reward
+    reward_details: Dict[str, Any] = field(default_factory=dict)  # the env's explanation (ctx.reward_details)
 
 
 # --------------------------------------------------------------------------- turns
@@ -167,6 +171,7 @@ class ToolCallFinished(Event):
     error: Optional[str] = None
     error_kind: Optional[str] = None  # unknown_tool | bad_json | dispatch | timeout | tool_error
     exit_code: Optional[int] = None
+    result_text: str = ""  # the result the model saw (redacted, bounded; the transcript expands it)
 
 
 # --------------------------------------------------------------------------- sandboxes

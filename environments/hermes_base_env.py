@@ -152,6 +152,31 @@ def _item_summary(item: Any) -> str:
     return safe_head(item, 120)
 
 
+_PROMPT_LIMIT = 4_000
+
+
+def _prompt_fields(messages: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The system and first user message of a rollout, for the console's transcript."""
+    out = {"system_prompt": "", "prompt": ""}
+    for msg in messages:
+        key = {"system": "system_prompt", "user": "prompt"}.get(str(msg.get("role")))
+        if key and not out[key]:
+            content = msg.get("content")
+            out[key] = safe_head(content if isinstance(content, str) else repr(content), _PROMPT_LIMIT)
+    return out
+
+
+def _reward_details(details: Any) -> Dict[str, Any]:
+    """ctx.reward_details as small plain data (numbers stay numbers, anything else is text)."""
+    if not isinstance(details, dict):
+        return {}
+    out: Dict[str, Any] = {}
+    for key, value in list(details.items())[:20]:
+        ok = isinstance(value, (int, float, bool)) or value is None
+        out[safe_head(str(key), 80)] = value if ok else safe_head(value, 300)
+    return out
+
+
 def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple[List[int], List[int]]:
     """Upstream's untrainable stand-in tokens: mask only the first position."""
     text = "\n".join(str(m.get("content")) for m in messages if m.get("content"))
@@ -576,23 +601,35 @@ class HermesAgentBaseEnv(BaseEnv):
             tools = self._current_group_tools or self._resolve_tools_for_group()
         phase = 2 if self._use_managed_server() else 1
         started = time.monotonic()
+        prompt_messages: List[Dict[str, Any]] = []
+        build_error: Optional[Exception] = None
+        try:
+            prompt_messages = self._build_messages(item)
+        except Exception as exc:  # noqa: BLE001 - raised inside the rollout's try below, handled there
+            build_error = exc
         if events.active:
             events.emit(events.RolloutStarted(rollout_id=task_id, group_id=group_id,
-                                              item_summary=_item_summary(item), phase=phase))
+                                              item_summary=_item_summary(item), phase=phase,
+                                              **_prompt_fields(prompt_messages)))
 
         messages: List[Dict[str, Any]] = []
         result: Optional[AgentResult] = None
         reward = 0.0
+        reward_s = 0.0
         reward_error: Optional[str] = None
         rollout_error: Optional[str] = None
         ctx: Optional[ToolContext] = _make_tool_context(task_id)
+        reward_details: Dict[str, Any] = {}
         try:
-            messages = self._build_messages(item)
+            if build_error is not None:
+                raise build_error
+            messages = prompt_messages
             await self.prepare_rollout(item, ctx)
             result, phase = await self._run_agent(messages, tools, task_id)
             messages = result.messages
             produced = result.turns_used > 0 and any(m.get("role") == "assistant" for m in messages)
             if produced:
+                reward_started = time.monotonic()
                 try:
                     reward = float(await self.compute_reward(item, result, ctx))
                 except Exception as exc:  # noqa: BLE001 - a broken reward scores 0, never kills the group
@@ -600,6 +637,8 @@ class HermesAgentBaseEnv(BaseEnv):
                     reward = 0.0
                     reward_error = f"{type(exc).__name__}: {exc}"
                     logger.error("[%s] compute_reward failed: %s", task_id[:8], safe_head(reward_error, 500))
+                reward_s = time.monotonic() - reward_started
+                reward_details = _reward_details(getattr(ctx, "reward_details", None))
             rollout_error = result.error
         except asyncio.CancelledError:
             # Never block a cancellation on sandbox teardown: do it in a thread.
@@ -640,6 +679,7 @@ class HermesAgentBaseEnv(BaseEnv):
                 trained_run_tokens=tok["run_tokens"], trained_run_logprob=tok["run_logprob"],
                 reward_error=safe_head(reward_error, 500) if reward_error else None,
                 error=safe_head(rollout_error, 500) if rollout_error else None,
+                reward_s=reward_s, reward_details=reward_details,
             ))
         return scored, []
 

@@ -81,6 +81,9 @@ class ToolContext:
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
+        # compute_reward may explain its score here ({"tests passed": "3/4", ...}); the console
+        # shows it beside the reward. The float compute_reward returns stays the contract.
+        self.reward_details: Dict[str, Any] = {}
 
     # ------------------------------------------------------------ tools
 

@@ -158,6 +158,63 @@ async def _errors(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
+async def _rollouts(pilot: Pilot) -> None:
+    from hermes_console.ui.screens.rollouts import RolloutQuery, RolloutsScreen
+
+    await _settle(pilot)
+    pilot.app.push_screen(RolloutsScreen(RolloutQuery(sort="score")))
+    await _settle(pilot)
+
+
+async def _transcript(pilot: Pilot) -> None:
+    from hermes_console.ui.screens.transcript import TranscriptScreen
+
+    await _settle(pilot)
+    pilot.app.push_screen(TranscriptScreen("g0095-r1"))
+    await _settle(pilot)
+    pilot.app.screen.action_toggle_results()  # tool results expanded
+    await _settle(pilot)
+
+
+async def _insight(pilot: Pilot) -> None:
+    from hermes_console.ui.screens.insight import InsightScreen
+
+    await _settle(pilot)
+    pilot.app.push_screen(InsightScreen())
+    await _settle(pilot)
+
+
+SAMPLE_CONFIG = [
+    {"section": "env", "key": "env.group_size", "value": "4", "source": "flags"},
+    {"section": "env", "key": "env.max_agent_turns", "value": "8", "source": "config_init()"},
+    {"section": "env", "key": "env.max_token_length", "value": "4096", "source": "config file 'demo.yaml'"},
+    {"section": "env", "key": "env.terminal_backend", "value": "'local'", "source": "config_init()"},
+    {"section": "env", "key": "env.use_wandb", "value": "False", "source": "process mode default (offline)"},
+    {"section": "env", "key": "env.data_path_to_save_groups", "value": "runs/terminal_tasks/groups.jsonl",
+     "source": "run dir default"},
+    {"section": "openai", "key": "openai[0].base_url", "value": "http://127.0.0.1:8100/v1",
+     "source": "config file 'demo.yaml' openai[0]"},
+    {"section": "openai", "key": "openai[0].api_key", "value": "(set, hidden)", "source": "config_init()"},
+    {"section": "phase2", "key": "phase2[0].server_type", "value": "'vllm'", "source": "phase 1 server as token-level (vllm)"},
+    {"section": "run", "key": "run.phase", "value": "1", "source": "derived from the server types"},
+]
+
+
+async def _config(pilot: Pilot) -> None:
+    from hermes_console.runtime import events as rev
+    from hermes_console.ui.screens.config_view import ConfigScreen
+
+    await _settle(pilot)
+    # The fixture logs predate the config rows: give the run its resolved config as a live run would.
+    run = pilot.app.state.run
+    pilot.app.apply_events([rev.RunConfigured(ts=pilot.app.now(), env_name=run.env_name, mode=run.mode,
+                                              phase=run.phase, group_size=run.group_size,
+                                              max_in_flight=run.max_in_flight, worker_timeout_s=run.worker_timeout_s,
+                                              config=SAMPLE_CONFIG)])
+    pilot.app.push_screen(ConfigScreen())
+    await _settle(pilot)
+
+
 @dataclass(frozen=True)
 class Scene:
     log: str
@@ -174,6 +231,14 @@ SCENES: Dict[str, Scene] = {
     "phase_switch": Scene("phase_switch.jsonl", (200, 50), _main),
     "errors": Scene("errors.jsonl", (200, 50), _errors),
     "serve": Scene("serve.jsonl", (200, 50), _main),
+    "rollouts": Scene("main.jsonl", (200, 50), _rollouts),
+    "rollouts_80x24": Scene("main.jsonl", (80, 24), _rollouts),
+    "transcript": Scene("main.jsonl", (160, 45), _transcript),
+    "transcript_120x40": Scene("main.jsonl", (120, 40), _transcript),
+    "insight": Scene("errors.jsonl", (200, 50), _insight),
+    "insight_120x40": Scene("errors.jsonl", (120, 40), _insight),
+    "config": Scene("main.jsonl", (160, 45), _config),
+    "main_120x40": Scene("main.jsonl", (120, 40), _main),
 }
 
 

@@ -72,6 +72,9 @@ class ResolvedRun:
     notes: List[str] = field(default_factory=list)
     phase: int = 1  # the phase that runs first: spec.phase, else derived from the server types
     shard: Optional[Any] = None  # runtime.shard.Shard, or None: every item is this host's
+    # "env.group_size" -> where its value came from (flags, config file, mode default...);
+    # values not listed come from the env's config_init() (the config view shows both).
+    sources: Dict[str, str] = field(default_factory=dict)
 
     def servers_for(self, phase: int) -> List[Any]:
         return self.phase1_servers if phase == 1 else self.phase2_servers
@@ -264,8 +267,10 @@ def _friendly(exc: ValidationError, model: type, source_of: Dict[str, str], pref
     return ConfigError(head + "\n  ".join(lines))
 
 
-def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, Any]]], prefix: str) -> Any:
-    """Merge ``layers`` (source name, values) over ``base`` and validate with ``model``."""
+def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, Any]]], prefix: str,
+           sources: Optional[Dict[str, str]] = None) -> Any:
+    """Merge ``layers`` (source name, values) over ``base`` and validate with ``model``.
+    ``sources`` (if given) learns which layer set each value, keyed ``prefix + field``."""
     merged = dict(base)
     source_of: Dict[str, str] = {}
     for source, values in layers:
@@ -273,6 +278,8 @@ def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, 
         for k, v in values.items():
             merged[k] = v
             source_of[k] = source
+    if sources is not None:
+        sources.update({prefix + k: v for k, v in source_of.items()})
     try:
         return model(**merged)
     except ValidationError as exc:
@@ -328,6 +335,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     yaml_src = f"config file {spec.config_path!r}"
     flags = parse_flags(spec.flags)
     notes: List[str] = []
+    sources: Dict[str, str] = {}
 
     try:
         init_env, init_servers = env_cls.config_init()
@@ -343,9 +351,13 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
         if spec.mode == "process":
             base["ensure_scores_are_not_same"] = False
             base["include_messages"] = True
+            sources.update({"env.ensure_scores_are_not_same": "process mode default",
+                            "env.include_messages": "process mode default"})
         base["use_wandb"] = False
+        sources["env.use_wandb"] = f"{spec.mode} mode default (offline)"
     if base.get("tokenizer_name") in (None, "", _HUB_DEFAULT_TOKENIZER) and "tokenizer_name" not in explicit:
         base["tokenizer_name"] = local_tokenizer_path()
+        sources["env.tokenizer_name"] = "local tokenizer (the Hub default needs the network)"
         notes.append("tokenizer_name: using the local tokenizer (the Hub default needs the network)")
     env_config = _build(
         env_model,
@@ -356,6 +368,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
             ("overrides", dict(spec.env_overrides)),
         ],
         "env.",
+        sources,
     )
 
     env_name = getattr(env_cls, "name", None) or env_cls.__name__
@@ -363,6 +376,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     if spec.mode in ("process", "serve") and getattr(env_config, "data_path_to_save_groups", None) is None:
         run_dir = default_run_dir(spec.runs_dir, env_name)
         env_config.data_path_to_save_groups = str(run_dir / "groups.jsonl")
+        sources["env.data_path_to_save_groups"] = "run dir default"
     elif getattr(env_config, "data_path_to_save_groups", None):
         run_dir = Path(env_config.data_path_to_save_groups).parent
     else:
@@ -392,6 +406,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
                 template.model_dump(),
                 [(f"{yaml_src} openai[{i}]", dict(entry)), ("flags", oai_flags), ("overrides", dict(spec.openai_overrides))],
                 f"openai[{i}].",
+                sources,
             )
         )
     try:
@@ -421,7 +436,10 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
             base2,
             [(f"{yaml_src} phase2", common), (f"{yaml_src} phase2[{i}]", dict(entry)), ("flags", p2_flags)],
             f"phase2[{i}].",
+            sources,
         )
+        sources.setdefault(f"phase2[{i}].server_type", "phase 1 server as token-level (vllm)")
+        sources.setdefault(f"phase2[{i}].tokenizer_name", "env.tokenizer_name")
         if cfg.server_type not in _PHASE2_TYPES:
             raise ConfigError(
                 f"phase2[{i}].server_type = {cfg.server_type!r}: phase 2 needs a token-level server; expected one of {', '.join(_PHASE2_TYPES)}"
@@ -470,6 +488,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
         notes=notes,
         phase=phase,
         shard=resolve_shard(spec.shard),
+        sources=sources,
     )
 
 

@@ -29,6 +29,8 @@ class RunConfigured(Event):
     jsonl_path: Optional[str] = None
     servers: List[str] = field(default_factory=list)
     shard: str = ""  # "i/n (source)" when this host takes a share of the items
+    # The resolved config, one {section, key, value, source} per value (secrets hidden).
+    config: List[Dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

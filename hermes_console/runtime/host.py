@@ -282,6 +282,7 @@ class RuntimeHost:
                 jsonl_path=self.driver.jsonl_path,
                 servers=[f"{c.server_type} {c.base_url}" for c in servers],
                 shard=f"{resolved.shard} ({resolved.shard.source})" if resolved.shard else "",
+                config=_config_rows(resolved),
             )
         )
         for note in resolved.notes:
@@ -474,3 +475,14 @@ def _cleanup_sandboxes() -> None:
                 fn()
             except Exception as exc:  # noqa: BLE001
                 logger.warning("sandboxes.%s() failed: %s", name, exc)
+
+
+def _config_rows(resolved: ResolvedRun) -> List[Dict[str, str]]:
+    """The config view's rows; never lets a config that cannot be shown stop the run."""
+    from hermes_console.runtime.config_rows import config_rows
+
+    try:
+        return config_rows(resolved)
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("config view: could not list the resolved config: %s", exc)
+        return []

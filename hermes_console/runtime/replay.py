@@ -87,6 +87,10 @@ class ReplaySource:
         self._events: List[Event] = list(read_events(path, self.warnings.append))  # errors surface here, before any UI
         self._pos = 0
         self._t0: Optional[float] = None
+        # The timeline: at monotonic time _t0 the replay stood at log time _base_ts.
+        self._base_ts: Optional[float] = self._events[0].ts if self._events else None
+        self.paused = False
+        self._until: Optional[int] = None  # a seek releases up to here at once, then holds
         self._done: "Future[None]" = Future()
         if not self._events:
             self._done.set_result(None)
@@ -116,11 +120,14 @@ class ReplaySource:
 
     def drain(self, max_events: Optional[int] = None) -> List[Event]:
         end = len(self._events)
-        if self.speed is not None and self._pos < end:
+        if self._until is not None:
+            end = self._until  # a seek: everything up to the target at once
+        elif self.paused:
+            end = self._pos
+        elif self.speed is not None and self._pos < end:
             if self._t0 is None:
                 return []
-            first = self._events[0].ts
-            horizon = first + (time.monotonic() - self._t0) * self.speed
+            horizon = self._horizon()
             hi = self._pos
             while hi < end and self._events[hi].ts <= horizon:
                 hi += 1
@@ -129,9 +136,75 @@ class ReplaySource:
             end = min(end, self._pos + max_events)
         out = self._events[self._pos : end]
         self._pos = end
+        if self._until is not None and self._pos >= self._until:
+            self._until = None  # arrived: hold here (paused) until resumed
         if self._pos >= len(self._events) and not self._done.done():
             self._done.set_result(None)
         return out
+
+    # ------------------------------------------------------------------ the replay's own controls
+
+    def _horizon(self) -> float:
+        """Log time the replay has reached (timed replay)."""
+        if self._base_ts is None or self._t0 is None or self.speed is None:
+            return float("inf")
+        return self._base_ts + (time.monotonic() - self._t0) * self.speed
+
+    def _rebase(self) -> None:
+        """Keep the log time reached so far when pausing, resuming or changing speed."""
+        if self.speed is not None and self._t0 is not None and not self.paused:
+            self._base_ts = min(self._horizon(), self._events[-1].ts if self._events else 0.0)
+        elif self._pos and self._events:
+            self._base_ts = self._events[self._pos - 1].ts
+        self._t0 = time.monotonic()
+
+    def set_paused(self, paused: bool) -> None:
+        if paused == self.paused:
+            return
+        self._rebase()
+        self.paused = paused
+
+    def set_speed(self, speed: Optional[float]) -> None:
+        """``None``: everything left at once; else log seconds per wall second."""
+        if speed is not None and speed <= 0:
+            raise ValueError(f"speed must be positive (1.0 = real time), got {speed!r}")
+        self._rebase()
+        self.speed = speed
+
+    def seek(self, index: int) -> None:
+        """Replay again from the start up to event ``index`` at once, then hold (paused) there.
+        The caller starts from an empty state: the events before ``index`` come again."""
+        index = max(0, min(int(index), len(self._events)))
+        self._pos = 0
+        self._until = index
+        self.paused = True
+        self._base_ts = self._events[index - 1].ts if index and self._events else self._base_ts
+        self._t0 = time.monotonic()
+
+    def position(self) -> Dict[str, Any]:
+        """Where the replay stands: events released, their total, and log times."""
+        events = self._events
+        pos = self._until if self._until is not None else self._pos
+        return {
+            "pos": pos,
+            "total": len(events),
+            "ts": events[pos - 1].ts if pos and events else None,
+            "first_ts": events[0].ts if events else None,
+            "last_ts": events[-1].ts if events else None,
+            "speed": self.speed,
+            "paused": self.paused,
+        }
+
+    def index_at(self, ts: float) -> int:
+        """Index of the first event after log time ``ts`` (bisect over recorded times)."""
+        lo, hi = 0, len(self._events)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._events[mid].ts <= ts:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     pause = _unavailable("pause")
     resume = _unavailable("resume")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Optional
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
+from hermes_console.runtime.history import History
 
 # Bounds. Finished things are evicted oldest-first beyond these.
 MAX_FINISHED_GROUPS = 500
@@ -61,6 +62,7 @@ class ToolCallView:
     error: Optional[str] = None
     error_kind: Optional[str] = None
     exit_code: Optional[int] = None
+    result_text: str = ""  # longer than result_head; kept for the latest rollouts only (history.py)
 
 
 @dataclass
@@ -92,6 +94,8 @@ class RolloutView:
     trained_run_logprob: List[float] = field(default_factory=list)
     error: Optional[str] = None
     reward_error: Optional[str] = None
+    system_prompt: str = ""
+    prompt: str = ""
 
 
 @dataclass
@@ -270,6 +274,7 @@ class RunInfo:
     jsonl_path: Optional[str] = None
     servers: List[str] = field(default_factory=list)
     shard: str = ""
+    config: List[Dict[str, str]] = field(default_factory=list)  # the config view's rows
 
 
 def percentile(sorted_values: List[float], q: float) -> float:
@@ -336,6 +341,8 @@ class ConsoleState:
         self._finished_groups: Deque[str] = deque()
         self._finished_rollouts: Deque[str] = deque()
         self._closed_sandboxes: Deque[str] = deque()
+        # Rollout history, readable ids, time split and errors by kind (runtime/history.py).
+        self.history = History()
 
     # ------------------------------------------------------------------ queries
 
@@ -428,6 +435,7 @@ class ConsoleState:
         self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
         if handler is not None:
             handler(self, event)
+        self.history.apply(self, event)
         for section in _SECTIONS.get(kind, ()):
             setattr(self, section, getattr(self, section) + 1)
         self.version += 1
@@ -511,6 +519,7 @@ def _on_run_configured(s: ConsoleState, e: rev.RunConfigured) -> None:
         jsonl_path=e.jsonl_path,
         servers=list(e.servers),
         shard=e.shard,
+        config=list(e.config),
     )
 
 
@@ -584,7 +593,8 @@ def _on_group_finished(s: ConsoleState, e: ev.GroupFinished) -> None:
 
 def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     s.rollouts[e.rollout_id] = RolloutView(
-        rollout_id=e.rollout_id, group_id=e.group_id, phase=e.phase, started_at=e.ts, item_summary=e.item_summary
+        rollout_id=e.rollout_id, group_id=e.group_id, phase=e.phase, started_at=e.ts, item_summary=e.item_summary,
+        system_prompt=e.system_prompt, prompt=e.prompt,
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
@@ -714,6 +724,7 @@ def _on_tool_finished(s: ConsoleState, e: ev.ToolCallFinished) -> None:
     row.status = "error" if e.error else "ok"
     row.duration_s = e.duration_s
     row.result_head = e.result_head
+    row.result_text = e.result_text
     row.error = e.error
     row.error_kind = e.error_kind
     row.exit_code = e.exit_code

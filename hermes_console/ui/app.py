@@ -10,7 +10,7 @@ import math
 import sys
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional, Set, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Set, Union
 
 from textual.css.query import NoMatches
 from textual.app import App, SystemCommand
@@ -23,7 +23,7 @@ from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
-from hermes_console.ui.format import duration, visible
+from hermes_console.ui.format import bar, duration, visible
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.help import HelpScreen
@@ -63,6 +63,7 @@ class ConsoleApp(App[int]):
         # finishes afterwards opens the results screen.
         self._evals_before: Optional[Set[str]] = None
         self._eval_result: Optional[dict] = None
+        self.frozen = False  # `z`: events keep being read, the screens keep what they show
 
     # ------------------------------------------------------------------ clock
 
@@ -182,6 +183,8 @@ class ConsoleApp(App[int]):
         self._redraw(force=force)
 
     def _redraw(self, *, force: bool = False) -> None:
+        if self.frozen and not force:
+            return
         self._maybe_open_eval_results()
         # In a flood, draw few new lines per redraw; the stream summarizes the rest.
         self.lines_per_tick = self.config.flood_lines_per_tick if self._flooding \
@@ -274,6 +277,11 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ operator actions
 
     def action_toggle_pause(self) -> None:
+        if self._replay_controls():
+            source: Any = self.runtime
+            source.set_paused(not source.paused)
+            self._redraw(force=True)
+            return
         if self.state.status in ("paused", "draining"):
             self.send("resume", self.runtime.resume, success="intake resumed")
         else:
@@ -368,6 +376,93 @@ class ConsoleApp(App[int]):
         self.send("extend sandbox", lambda: self.runtime.extend_sandbox(task_id, seconds),
                   success=lambda lifetime: f"sandbox {task_id}: lifetime now {duration(lifetime)}"
                   if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
+
+    # ------------------------------------------------------------------ replay: position, pause, seek, speed
+
+    def _replay_controls(self) -> bool:
+        return not self.runtime.is_live and hasattr(self.runtime, "seek")
+
+    def replay_note(self) -> str:
+        """The replay's position for the status bar (empty for a live run)."""
+        if not self._replay_controls():
+            return ""
+        pos: Dict[str, Any] = self.runtime.position()  # type: ignore[attr-defined]
+        first, last, ts = pos["first_ts"], pos["last_ts"], pos["ts"]
+        span = (last - first) if first is not None and last is not None else 0.0
+        done = ((ts - first) / span) if span > 0 and ts is not None else (1.0 if pos["pos"] else 0.0)
+        speed = "all at once" if pos["speed"] is None else f"×{pos['speed']:g}"
+        state = "PAUSED" if pos["paused"] else "playing"
+        at = duration((ts - first) if ts is not None and first is not None else 0.0)
+        return (f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos['pos']}/{pos['total']}"
+                f"  {speed}  {state}   p pause · [ ] seek 10% · - + speed · read-only")
+
+    def _replay_speed(self, factor: float) -> None:
+        if not self._replay_controls():
+            self.notify("Replay speed: only while replaying a log.", severity="warning")
+            return
+        source: Any = self.runtime
+        current = source.speed if source.speed is not None else 64.0
+        source.set_speed(min(1024.0, max(0.125, current * factor)))
+        self._redraw(force=True)
+
+    def action_replay_faster(self) -> None:
+        self._replay_speed(2.0)
+
+    def action_replay_slower(self) -> None:
+        self._replay_speed(0.5)
+
+    async def _replay_seek(self, fraction: float) -> None:
+        if not self._replay_controls():
+            self.notify("Seek: only while replaying a log.", severity="warning")
+            return
+        source: Any = self.runtime
+        pos = source.position()
+        if pos["first_ts"] is None:
+            return
+        span = pos["last_ts"] - pos["first_ts"]
+        at = pos["ts"] if pos["ts"] is not None else pos["first_ts"]
+        target = source.index_at(at + fraction * span)
+        # A quiet stretch of the log still moves the position by at least one event.
+        if fraction < 0 and target >= pos["pos"]:
+            target = max(0, pos["pos"] - 1)
+        elif fraction > 0 and target <= pos["pos"]:
+            target = min(pos["total"], pos["pos"] + 1)
+        # Replayed from the start into a fresh state: the reducer only goes forward.
+        source.seek(target)
+        self.state = ConsoleState()
+        self.switch_peak = 0
+        self._render_key = ()
+        # A fresh main screen: its widgets remember what they drew from the old state.
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
+        await self.push_screen(MainScreen())
+
+    async def action_replay_back(self) -> None:
+        await self._replay_seek(-0.1)
+
+    async def action_replay_forward(self) -> None:
+        await self._replay_seek(0.1)
+
+    def action_toggle_freeze(self) -> None:
+        self.frozen = not self.frozen
+        if self.frozen:
+            self.notify("Display frozen: events are still read. z: unfreeze.", title="frozen", timeout=24 * 3600)
+        else:
+            self.clear_notifications()
+            self._redraw(force=True)
+            self.notify("Display live again.", title="frozen", timeout=2)
+
+    def action_insight(self) -> None:
+        from hermes_console.ui.screens.insight import InsightScreen
+
+        if not isinstance(self.screen, InsightScreen):
+            self.push_screen(InsightScreen())
+
+    def action_config(self) -> None:
+        from hermes_console.ui.screens.config_view import ConfigScreen
+
+        if not isinstance(self.screen, ConfigScreen):
+            self.push_screen(ConfigScreen())
 
     def _live_or_notice(self, label: str) -> bool:
         if self.runtime.is_live:

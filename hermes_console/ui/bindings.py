@@ -19,14 +19,14 @@ class ControlSpec:
     action: str
     label: str  # short footer text
     description: str  # help screen / command palette text
-    scope: str  # app | main | sandbox | drilldown — where the binding lives
+    scope: str  # app | main | sandbox | drilldown | rollouts | transcript — where the binding lives
     show: bool = True
     priority: bool = False
 
 
 CONTROLS: List[ControlSpec] = [
     # ---- app-wide: operator commands and global navigation
-    ControlSpec("pause", "p", "toggle_pause", "Pause", "Pause / resume intake (in-flight groups drain)", "app"),
+    ControlSpec("pause", "p", "toggle_pause", "Pause", "Pause / resume intake (in-flight groups drain); in a replay: pause / play", "app"),
     ControlSpec("cancel-in-flight", "c", "cancel_in_flight", "Cancel", "Cancel every in-flight group (confirm)", "app"),
     ControlSpec("switch-phase", "P", "switch_phase", "Phase", "Switch Phase 1 ↔ 2 after draining (confirm)", "app"),
     ControlSpec("evaluate", "e", "evaluate", "Eval", "Run an evaluation now; results open when done", "app"),
@@ -49,6 +49,29 @@ CONTROLS: List[ControlSpec] = [
     ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend this sandbox's lifetime", "sandbox"),
     ControlSpec("run-diagnostic", "d", "focus_diagnostic", "Diagnose", "Run a diagnostic command in this sandbox", "sandbox"),
     ControlSpec("refresh-details", "R", "refresh_details", "Reload", "Reload process tree and recent commands", "sandbox"),
+    # ---- history, transcripts, run insight
+    ControlSpec("history", "h", "history", "History", "Finished rollouts (the focused group's, or the histogram bin's)", "main"),
+    ControlSpec("insight", "w", "insight", "Time", "Where the time goes, errors by kind, graphs", "app"),
+    ControlSpec("config", "d", "config", "Config", "The resolved env / openai / phase2 config and each value's source", "app", show=False),
+    ControlSpec("freeze", "z", "toggle_freeze", "Freeze", "Freeze / unfreeze the display (events keep being read)", "app", show=False),
+    ControlSpec("replay-back", "left_square_bracket", "replay_back", "Back 10%", "Replay: seek back 10% of the log", "app", show=False),
+    ControlSpec("replay-forward", "right_square_bracket", "replay_forward", "Fwd 10%", "Replay: seek forward 10% of the log", "app", show=False),
+    ControlSpec("replay-slower", "minus", "replay_slower", "Slower", "Replay: half the speed", "app", show=False),
+    ControlSpec("replay-faster", "plus", "replay_faster", "Faster", "Replay: double the speed", "app", show=False),
+    ControlSpec("open-rollout", "enter", "open_rollout", "Open", "Open the rollout's transcript", "rollouts"),
+    ControlSpec("filter-rollouts", "slash", "filter_rollouts", "Filter", "Filter by words over task / item / ids / errors", "rollouts"),
+    ControlSpec("quick-zero", "0", "quick_zero", "Score 0", "Only rollouts that scored 0 (again: all)", "rollouts"),
+    ControlSpec("quick-errors", "E", "quick_errors", "Errors", "Only rollouts with errors (again: all)", "rollouts"),
+    ControlSpec("quick-dropped", "D", "quick_dropped", "Dropped", "Only rollouts of dropped / failed groups (again: all)", "rollouts"),
+    ControlSpec("clear-filters", "a", "clear_filters", "All", "Clear every filter", "rollouts"),
+    ControlSpec("sort-next", "s", "sort_next", "Sort", "Sort by the next column (or click a header)", "rollouts"),
+    ControlSpec("sort-reverse", "S", "sort_reverse", "Reverse", "Reverse the sort order", "rollouts"),
+    ControlSpec("filter-config", "slash", "filter_config", "Filter", "Filter the config by key / value / source", "config"),
+    ControlSpec("sort-config", "s", "sort_config", "Sort", "Sort the config (again: reverse, then next column)", "config"),
+    ControlSpec("next-sibling", "n", "next_sibling", "Next sib", "Next rollout of the same group", "transcript"),
+    ControlSpec("previous-sibling", "N", "previous_sibling", "Prev sib", "Previous rollout of the same group", "transcript"),
+    ControlSpec("toggle-results", "t", "toggle_results", "Results", "Expand / collapse tool results", "transcript"),
+    ControlSpec("toggle-diff", "v", "toggle_diff", "Diff", "Diff against the best sibling (again: transcript)", "transcript"),
 ]
 
 

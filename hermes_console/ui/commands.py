@@ -10,7 +10,10 @@ from textual.dom import DOMNode
 
 from hermes_console.ui.bindings import CONTROLS, ControlSpec
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.screens.config_view import ConfigScreen
 from hermes_console.ui.screens.main import MainScreen
+from hermes_console.ui.screens.rollouts import RolloutsScreen
+from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 
 
@@ -29,6 +32,12 @@ class ConsoleCommands(Provider):
             elif spec.scope == "sandbox" and isinstance(screen, SandboxScreen):
                 target = screen
             elif spec.scope == "drilldown" and isinstance(screen, DrillDownScreen):
+                target = screen
+            elif spec.scope == "rollouts" and isinstance(screen, RolloutsScreen):
+                target = screen
+            elif spec.scope == "transcript" and isinstance(screen, TranscriptScreen):
+                target = screen
+            elif spec.scope == "config" and isinstance(screen, ConfigScreen):
                 target = screen
             if target is None:
                 continue

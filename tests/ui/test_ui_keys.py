@@ -90,9 +90,13 @@ def test_run_console_refuses_a_bad_default_keymap(monkeypatch, tmp_path: Path, c
 
 def test_every_control_has_an_action_the_app_or_a_screen_implements() -> None:
     from hermes_console.ui.screens.drilldown import DrillDownScreen
+    from hermes_console.ui.screens.config_view import ConfigScreen
+    from hermes_console.ui.screens.rollouts import RolloutsScreen
     from hermes_console.ui.screens.sandbox import SandboxScreen
+    from hermes_console.ui.screens.transcript import TranscriptScreen
 
-    owners = {"app": ConsoleApp, "main": MainScreen, "drilldown": DrillDownScreen, "sandbox": SandboxScreen}
+    owners = {"app": ConsoleApp, "main": MainScreen, "drilldown": DrillDownScreen, "sandbox": SandboxScreen,
+              "rollouts": RolloutsScreen, "transcript": TranscriptScreen, "config": ConfigScreen}
     for spec in CONTROLS:
         owner = owners[spec.scope]
         assert hasattr(owner, f"action_{spec.action}"), f"{spec.id}: {owner.__name__} lacks action_{spec.action}"

@@ -10,7 +10,9 @@ from textual.widgets import DataTable, Label
 
 from hermes_console.ui.bindings import unique_controls
 
-SCOPE_NAMES = {"app": "everywhere", "main": "main screen", "drilldown": "drill-downs", "sandbox": "sandbox screen"}
+SCOPE_NAMES = {"app": "everywhere", "main": "main screen", "drilldown": "drill-downs", "sandbox": "sandbox screen",
+               "rollouts": "rollouts history", "transcript": "transcript",
+               "config": "config view"}
 
 
 class HelpScreen(ModalScreen[None]):

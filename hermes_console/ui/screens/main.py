@@ -21,7 +21,8 @@ from textual.widgets import DataTable, Footer, Tab, Tabs
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.screens.filter_modal import FilterModal
-from hermes_console.ui.screens.rollout import RolloutScreen
+from hermes_console.ui.screens.rollouts import RolloutQuery, RolloutsScreen, bin_query
+from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
@@ -244,11 +245,11 @@ class MainScreen(Screen[None]):
                 self.app.notify("This group has no rollouts yet.", severity="warning")
                 return
             running = [r for r in group.rollout_ids if r in state.rollouts and state.rollouts[r].status == "running"]
-            self.app.push_screen(RolloutScreen((running or group.rollout_ids)[0]))
+            self.app.push_screen(TranscriptScreen((running or group.rollout_ids)[0]))
         elif isinstance(panel, ToolCallsTable):
             rollout_id = panel.selected_rollout()
             if rollout_id:
-                self.app.push_screen(RolloutScreen(rollout_id))
+                self.app.push_screen(TranscriptScreen(rollout_id))
         elif isinstance(panel, SandboxesTable):
             task_id = panel.selected_key()
             if task_id:
@@ -259,13 +260,25 @@ class MainScreen(Screen[None]):
                 error = last_error(server) or "no error recorded"
                 self.app.notify(f"{server.get('url', '?')}: {error}", title="server",
                                 severity="information" if server.get("healthy", True) else "error")
+        elif isinstance(panel, RewardsPanel):
+            self.app.push_screen(RolloutsScreen(bin_query(*panel.selected_bin())))
         elif isinstance(panel, TurnsStream):
             latest = next((e for e in reversed(state.stream) if e.rollout_id and self.filter.matches(
                 e.rollout_id, e.group_id)), None)
             if latest is not None:
-                self.app.push_screen(RolloutScreen(latest.rollout_id))
+                self.app.push_screen(TranscriptScreen(latest.rollout_id))
         else:
             self.app.notify("Focus a group, tool call or sandbox row first.", severity="warning")
+
+    def action_history(self) -> None:
+        """Finished rollouts: the focused group's, the highlighted histogram bin's, or all."""
+        panel = self._panel_of(self.focused)
+        query = RolloutQuery()
+        if isinstance(panel, GroupsTable) and panel.selected_key():
+            query = RolloutQuery(group_id=panel.selected_key(), sort="score")
+        elif isinstance(panel, RewardsPanel):
+            query = bin_query(*panel.selected_bin())
+        self.app.push_screen(RolloutsScreen(query))
 
     # ------------------------------------------------------------------ sandbox controls
 

@@ -24,18 +24,18 @@ class GroupsTable(KeyedTable):
         timeout = state.run.worker_timeout_s
         rows: Dict[str, Row] = {}
         for group in state.active_groups():
-            rows[group.group_id] = self._row(group, now, timeout)
+            rows[group.group_id] = self._row(group, now, timeout, state.history.group_label_of(group.group_id))
         self.sync(rows)
         title = f"Active groups ({len(rows)})"
         if self.border_title != title:
             self.border_title = title
 
     @staticmethod
-    def _row(group: GroupView, now: float, timeout: float) -> Row:
+    def _row(group: GroupView, now: float, timeout: float, label: str = "") -> Row:
         total = group.group_size or len(group.rollout_ids) or 0
         stage_style = {"scoring": "cyan", "sending": "green", "queued": "dim"}.get(group.stage, "")
         return (
-            Text(head(group.group_id, 12), style="bold"),
+            Text(head(label or group.group_id, 12), style="bold"),  # readable: g0033 (h: its rollouts)
             head(group.item_summary or "–", 36),
             f"{group.rollouts_done}/{total or '?'}",
             Text(group.stage, style=stage_style),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 Cell = Text | str
@@ -26,14 +28,42 @@ class KeyedTable(DataTable):
     """
 
     COLUMNS: Sequence[Tuple[str, str, Optional[int]]] = ()  # (key, label, width)
+    # DataTable's own enter is hidden from the footer; show it while a table has focus.
+    BINDINGS = [Binding("enter", "select_cursor", "Open", show=True)]
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: Dict[str, Tuple[object, ...]] = {}
+        self.sort_column: Optional[str] = None  # a header click sorts by it; again: reverse
+        self.sort_reverse = False
 
     def on_mount(self) -> None:
         for key, label, width in self.COLUMNS:
             self.add_column(label, key=key, width=width)
+
+    # ------------------------------------------------------------------ sort (click a header)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = str(event.column_key.value)
+        if column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, False
+        for key, label, _ in self.COLUMNS:
+            arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
+            for column_key, col in self.columns.items():
+                if column_key.value == key:
+                    col.label = Text(label + arrow)
+        self._resort()
+
+    def _resort(self) -> None:
+        if self.sort_column is None or not self.row_count:
+            return
+        selected = self.selected_key()
+        self.sort(self.sort_column, key=sort_value, reverse=self.sort_reverse)
+        if selected is not None and selected in self._shown:
+            self.move_cursor(row=self.get_row_index(selected), animate=False)
 
     def sync(self, rows: Mapping[str, Sequence[Cell]]) -> bool:
         """Make the table show exactly ``rows`` (in insertion order for new keys).
@@ -57,6 +87,8 @@ class KeyedTable(DataTable):
                         self.update_cell(key, column, cell)
                 changed = True
             self._shown[key] = rendered
+        if changed:
+            self._resort()  # new rows land at the end: put them in their sorted place
         if changed and selected is not None and selected in self._shown:
             index = self.get_row_index(selected)
             if index != self.cursor_row:
@@ -85,3 +117,34 @@ class KeyedTable(DataTable):
 
     def keys(self) -> List[str]:
         return list(self._shown)
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?(?=$|[\s/])")
+
+
+def _leading_seconds(text: str) -> Optional[float]:
+    """A cell that starts with a duration as ui.format writes it (850ms, 4.2s, 3m05s, 2h04m)."""
+    m = _DURATION.match(text.strip())
+    if not m or not any(m.groups()):
+        return None
+    h, mins, secs, ms = m.groups()
+    return int(h or 0) * 3600 + int(mins or 0) * 60 + float(secs or 0) + int(ms or 0) / 1000
+
+
+def sort_value(cell: object) -> Tuple[object, ...]:
+    """Natural order of a cell's text: durations and numbers compare as numbers
+    ("9/10" < "10/10", "45s" < "2m05s")."""
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    seconds = _leading_seconds(text)
+    if seconds is not None:
+        return ((0, seconds), (1, text.lower()))
+    parts: List[object] = []
+    pos = 0
+    for match in _NUMBER.finditer(text):
+        parts += [(1, text[pos:match.start()].lower()), (0, float(match.group()))]
+        pos = match.end()
+    parts.append((1, text[pos:].lower()))
+    return tuple(parts)

@@ -16,6 +16,20 @@ class RewardHistogram(Widget):
         self.counts: List[int] = []
         self.lo = 0.0
         self.hi = 1.0
+        self.selected = 0  # the bin `enter` opens (highlighted while the panel has focus)
+        self.show_selection = False
+
+    def select(self, index: int) -> None:
+        """Move the selection to bin ``index`` (clamped)."""
+        index = max(0, min(index, max(0, len(self.counts) - 1)))
+        if index != self.selected:
+            self.selected = index
+            self.refresh()
+
+    def set_show_selection(self, shown: bool) -> None:
+        if shown != self.show_selection:
+            self.show_selection = shown
+            self.refresh()
 
     def set_counts(self, counts: List[int], lo: float, hi: float) -> None:
         if counts != self.counts or (lo, hi) != (self.lo, self.hi):
@@ -33,11 +47,12 @@ class RewardHistogram(Widget):
         rows: List[Text] = []
         for level in range(height, 0, -1):
             row = Text()
-            for count in self.counts:
+            for index, count in enumerate(self.counts):
                 eighths = round(count / peak * height * 8)
                 filled = eighths - (level - 1) * 8
                 glyph = BLOCKS[min(8, max(0, filled))]
-                row.append((glyph * max(1, col - 1)) + " ", style="magenta")
+                picked = self.show_selection and index == self.selected
+                row.append((glyph * max(1, col - 1)) + " ", style="bold yellow" if picked else "magenta")
             rows.append(row)
         axis = f"{self.lo:<{col * bins // 2}.1f}{self.hi:>{col * bins - col * bins // 2 - 1}.1f}"
         rows.append(Text(axis, style="dim"))

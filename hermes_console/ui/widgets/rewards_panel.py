@@ -8,6 +8,7 @@ from typing import List
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline, Static
 
@@ -20,6 +21,23 @@ HIST_BINS = 10
 
 class RewardsPanel(Horizontal):
     can_focus = True
+    # left / right pick a histogram bin; enter (the screen's drill-down) opens its rollouts.
+    BINDINGS = [Binding("left", "bin(-1)", "Bin ←", show=False), Binding("right", "bin(1)", "Bin →", show=False)]
+
+    def action_bin(self, step: int) -> None:
+        histogram = self.query_one(RewardHistogram)
+        histogram.select(histogram.selected + step)
+
+    def on_focus(self) -> None:
+        self.query_one(RewardHistogram).set_show_selection(True)
+
+    def on_blur(self) -> None:
+        self.query_one(RewardHistogram).set_show_selection(False)
+
+    def selected_bin(self) -> tuple:
+        """(index, bins, lo, hi) of the highlighted histogram bin."""
+        histogram = self.query_one(RewardHistogram)
+        return histogram.selected, len(histogram.counts) or HIST_BINS, histogram.lo, histogram.hi
 
     def compose(self) -> ComposeResult:
         yield RewardHistogram(id="reward-histogram")

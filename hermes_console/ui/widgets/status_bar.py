@@ -42,7 +42,8 @@ class StatusBar(Static):
         if progress is not None:
             lines.append(progress)
         if not live:
-            lines.append(Text("REPLAY — read-only: pause, cancel, phase, eval and sandbox controls are disabled",
+            note = getattr(self.app, "replay_note", lambda: "")()
+            lines.append(Text(note or "REPLAY — read-only: pause, cancel, phase, eval and sandbox controls are disabled",
                               style="bold black on yellow"))
         text = Text("\n").join(lines)
         key = (text.plain, tuple(text.spans))

@@ -1,0 +1,95 @@
+"""The history reducer (runtime/history.py): readable ids, one record per finished rollout
+with its group's fate, where the time went, errors by kind. Oracle: the events themselves."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy
+
+from environments import events as ev
+from hermes_console.runtime import events as rev
+from hermes_console.runtime import history as history_module
+from hermes_console.runtime.state import ConsoleState
+
+from tests.ui.eventlog import error_run, main_run
+
+
+def _state(events) -> ConsoleState:
+    s = ConsoleState()
+    s.apply_all(events)
+    return s
+
+
+def test_every_finished_rollout_has_a_record_matching_its_event() -> None:
+    events = main_run(finished=8)
+    s = _state(events)
+    finished = {e.rollout_id: e for e in events if isinstance(e, ev.RolloutFinished)}
+    assert set(s.history.records) == set(finished)
+    dropped = {e.group_id: e.reason for e in events if isinstance(e, ev.ItemDropped)}
+    kept = {e.group_id for e in events if isinstance(e, rev.ItemCompleted)}
+    for rid, e in finished.items():
+        r = s.history.records[rid]
+        assert (r.score, r.turns, r.duration_s, r.group_id) == (e.reward, e.turns_used, e.duration_s, e.group_id)
+        assert r.outcome == ("dropped" if e.group_id in dropped else "kept" if e.group_id in kept else "pending")
+        assert r.drop_reason == dropped.get(e.group_id, "")
+        # generation / tool time are the sums of the rollout's turn latencies and tool durations
+        gen = sum(t.latency_s for t in events if isinstance(t, ev.TurnFinished) and t.rollout_id == rid)
+        tools = sum(t.duration_s for t in events if isinstance(t, ev.ToolCallFinished) and t.rollout_id == rid)
+        assert math.isclose(r.generation_s, gen) and math.isclose(r.tool_s, tools)
+    totals = s.history.totals
+    assert totals["rollouts"] == len(finished)
+    assert math.isclose(totals["duration_s"], sum(e.duration_s for e in finished.values()))
+    # LLM latency percentiles over every successful call (fewer than the bound here)
+    latencies = sorted(t.latency_s for t in events if isinstance(t, ev.TurnFinished) and not t.error)
+    p50, p95 = s.history.latency_percentiles()
+    assert math.isclose(p50, statistics.median(latencies))
+    assert math.isclose(p95, float(numpy.percentile(latencies, 95)))
+
+
+def test_readable_ids_for_uuid_groups_and_rollouts() -> None:
+    s = ConsoleState()
+    for i, gid in enumerate(("9f3c2a1b0d4e", "77aa01bc23de")):
+        s.apply(rev.ItemReceived(ts=1.0 + i, group_id=gid))
+        for r in range(2):
+            s.apply(ev.RolloutStarted(ts=2.0 + i, rollout_id=f"{gid}-uuid-{r}", group_id=gid))
+    assert s.history.label_of("9f3c2a1b0d4e-uuid-1") == "g0001-r1"
+    assert s.history.label_of("77aa01bc23de-uuid-0") == "g0002-r0"
+    assert s.history.resolve("g0002-r0") == "77aa01bc23de-uuid-0"
+    assert s.history.siblings("77aa01bc23de-uuid-0") == ["77aa01bc23de-uuid-0", "77aa01bc23de-uuid-1"]
+
+
+def test_errors_by_kind_count_each_error_once() -> None:
+    events = error_run()
+    s = _state(events)
+    counts = s.history.error_counts
+    tool_errors = [e for e in events if isinstance(e, ev.ToolCallFinished) and e.error]
+    assert counts["tool"] + counts["timeout"] >= len(tool_errors)
+    assert counts["tool"] == sum(1 for e in tool_errors if e.error_kind != "timeout")
+    assert counts["reward"] == sum(1 for e in events if isinstance(e, ev.RolloutFinished) and e.reward_error)
+    items = [e for e in events if isinstance(e, (ev.ItemDropped, ev.ItemFailed))]
+    timeouts = sum(1 for e in tool_errors if e.error_kind == "timeout") + sum(
+        1 for e in items if isinstance(e, ev.ItemFailed) and e.error_kind == "timeout") + sum(
+        1 for e in events if isinstance(e, ev.TurnFinished) and e.error and "timeout" in e.error.lower())
+    assert counts["timeout"] == timeouts
+    assert sum(counts.values()) == len(s.history.errors)  # fewer than the bound: every one is listed
+    assert all(r.cause for r in s.history.errors)
+
+
+def test_records_are_bounded_oldest_first(monkeypatch) -> None:
+    monkeypatch.setattr(history_module, "MAX_RECORDS", 10)
+    events = main_run(finished=6)
+    s = _state(events)
+    finished = [e.rollout_id for e in sorted((e for e in events if isinstance(e, ev.RolloutFinished)),
+                                             key=lambda e: e.ts)]
+    assert list(s.history.records) == finished[-10:]
+    assert s.history.totals["rollouts"] == len(finished)  # run totals still count every rollout
+
+
+def test_same_events_same_history() -> None:
+    events = error_run()
+    a, b = _state(events), _state(events)
+    assert a.history.records == b.history.records
+    assert list(a.history.errors) == list(b.history.errors)
+    assert [x.rollouts for x in a.history.buckets] == [x.rollouts for x in b.history.buckets]
