@@ -155,7 +155,7 @@ def _item_summary(item: Any) -> str:
 _PROMPT_LIMIT = 4_000
 
 
-def _prompt_fields(messages: List[Dict[str, Any]]) -> Dict[str, str]:
+def _prompt_fields(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The system and first user message of a rollout, for the console's transcript."""
     out = {"system_prompt": "", "prompt": ""}
     for msg in messages:

@@ -232,7 +232,7 @@ class History:
             # Empty slices are kept as zero points so the graphs' time axis is honest.
             if self.buckets:
                 gap = int((start - self.buckets[-1].start) / BUCKET_S) - 1
-                for i in range(min(gap, MAX_BUCKETS)):
+                for _ in range(min(gap, MAX_BUCKETS)):
                     self.buckets.append(Bucket(self.buckets[-1].start + BUCKET_S))
             self.buckets.append(Bucket(start))
             return self.buckets[-1]
@@ -417,7 +417,7 @@ def _on_eval_finished(h: History, s: "ConsoleState", e: rev.EvalFinished) -> Non
         _close_group(h, s, group_id, e.ts)
 
 
-def _on_sandbox_cmd_finished(h: History, s: "ConsoleState", e: ev.SandboxCommandFinished) -> None:
+def _on_sandbox_cmd_finished(h: History, s: "ConsoleState", e: ev.SandboxCommandFinished) -> Optional[bool]:
     if not e.timed_out:
         return False
     rollout = s.rollouts.get(e.task_id)
@@ -427,7 +427,7 @@ def _on_sandbox_cmd_finished(h: History, s: "ConsoleState", e: ev.SandboxCommand
     return None
 
 
-def _on_sandbox_closed(h: History, s: "ConsoleState", e: ev.SandboxClosed) -> None:
+def _on_sandbox_closed(h: History, s: "ConsoleState", e: ev.SandboxClosed) -> Optional[bool]:
     if not e.error:
         return False
     h._error(e.ts, "sandbox", f"sandbox_{e.reason}", e.error, h.label_of(e.task_id))
@@ -447,7 +447,7 @@ def _on_server_stats(h: History, s: "ConsoleState", e: rev.ServerStats) -> None:
                 h._error(e.ts, "server", "server_http_error", cause, key)
 
 
-def _on_trainer(h: History, s: "ConsoleState", e: rev.TrainerStatus) -> None:
+def _on_trainer(h: History, s: "ConsoleState", e: rev.TrainerStatus) -> Optional[bool]:
     grew = e.send_errors - h._send_errors
     h._send_errors = e.send_errors
     for _ in range(max(0, min(grew, 20))):
@@ -455,7 +455,7 @@ def _on_trainer(h: History, s: "ConsoleState", e: rev.TrainerStatus) -> None:
     return None if grew > 0 else False
 
 
-def _on_log(h: History, s: "ConsoleState", e: rev.LogRecord) -> None:
+def _on_log(h: History, s: "ConsoleState", e: rev.LogRecord) -> Optional[bool]:
     return False  # logged errors are shown in the log panel; they repeat the causes above
 
 

@@ -11,7 +11,7 @@ import json
 import time
 import warnings
 from concurrent.futures import Future
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as _runtime_events  # noqa: F401 - registers runtime event kinds

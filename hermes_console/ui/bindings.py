@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ CONTROLS: List[ControlSpec] = [
 
 
 
-def bindings_for(scope: str) -> List[Binding]:
+def bindings_for(scope: str) -> List[BindingType]:
     return [
         Binding(
             spec.key,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from rich.text import Text
 from textual import on
@@ -25,7 +25,7 @@ from hermes_console.ui.format import duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 
 # (key, label, width, sort key)
-COLUMNS: List[Tuple[str, str, Optional[int], Callable[[RolloutRecord], object]]] = [
+COLUMNS: List[Tuple[str, str, Optional[int], Callable[[RolloutRecord], Any]]] = [
     ("id", "rollout", 11, lambda r: r.label),
     ("item", "item / task", 30, lambda r: r.item.lower()),
     ("score", "score", 6, lambda r: -math.inf if r.score is None else r.score),

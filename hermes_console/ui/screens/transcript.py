@@ -58,7 +58,7 @@ class TranscriptScreen(RolloutScreen):
         log.clear()  # type: ignore[attr-defined]
         lines = self._diff(rollout, state) if self.diffing else self._lines(rollout, state, self.expanded)
         # Wrap at the panel's width (RichLog would measure against the console's, 80 when headless).
-        width = log.scrollable_content_region.width or None  # type: ignore[attr-defined]
+        width = log.scrollable_content_region.width or None
         for line in lines:
             log.write(line, width=width)  # type: ignore[attr-defined]
 
