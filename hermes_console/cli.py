@@ -69,6 +69,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON lines; .gz to compress)")
     p.add_argument("--drain-deadline", type=_number(float, 0), default=10.0, metavar="S",
                    help="on stop, wait this long for in-flight groups before cancelling them (default 10)")
+    p.add_argument("--sigterm-exit-code", type=_number(int, 0), default=0, metavar="N",
+                   help="headless: exit code after a SIGTERM that drained with nothing lost (default 0; "
+                        "143 makes a Kubernetes Job retry the shard)")
     _keys_flag(p)
 
 
@@ -155,7 +158,8 @@ def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float 
     return True
 
 
-def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file: Optional[str] = None) -> int:
+def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file: Optional[str] = None,
+               sigterm_exit_code: int = 0) -> int:
     if not headless:
         from hermes_console.ui.app import run_console
         from hermes_console.ui.config import KeymapError, load_console_config
@@ -184,7 +188,7 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
             return int(result or 0) if stopped else 1
     from hermes_console.runtime.headless import run_headless
 
-    return run_headless(runtime, drain_deadline_s=drain_deadline_s)
+    return run_headless(runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code)
 
 
 def _run(args: argparse.Namespace, extra: List[str]) -> int:
@@ -210,12 +214,12 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
     if not args.listen:
         if args.listen_token_file:
             raise UsageError("--listen-token-file needs --listen ADDR (where to serve events and controls)")
-        return _front_end(host, args.headless, args.drain_deadline, args.keys)
+        return _front_end(host, args.headless, args.drain_deadline, args.keys, args.sigterm_exit_code)
     from hermes_console.runtime.listener import start_listener
 
     listener = start_listener(host, args.listen, args.listen_token_file, lambda text: print(text, file=sys.stderr))
     try:
-        return _front_end(host, args.headless, args.drain_deadline, args.keys)
+        return _front_end(host, args.headless, args.drain_deadline, args.keys, args.sigterm_exit_code)
     finally:
         listener.stop()
 
@@ -254,7 +258,7 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
         )
         host = RuntimeHost(spec, exit_when_finished=args.headless, prepare=start_sim)
         print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
-        return _front_end(host, args.headless, args.drain_deadline, args.keys)
+        return _front_end(host, args.headless, args.drain_deadline, args.keys, args.sigterm_exit_code)
     finally:
         sim = holder.get("sim")
         if sim is not None:

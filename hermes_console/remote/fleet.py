@@ -143,7 +143,7 @@ class FleetScreen(Screen[None]):
         Binding("enter", "filter_host", "Only this host", id="fleet-filter-host"),
         Binding("A", "all_hosts", "All hosts", id="fleet-all-hosts"),
         Binding("s", "stop_host", "Stop host", id="fleet-stop-host"),
-        Binding("escape,h", "back", "Back", id="fleet-back"),
+        Binding("escape,H", "back", "Back", id="fleet-back"),
     ]
 
     def __init__(self) -> None:
@@ -247,7 +247,7 @@ class FleetScreen(Screen[None]):
 class FleetConsoleApp(ConsoleApp):
     """ConsoleApp over a :class:`FleetRuntime`; ``self.state`` is the merged state or one host's."""
 
-    BINDINGS = [*ConsoleApp.BINDINGS, Binding("h", "show_hosts", "Hosts", id="fleet-hosts")]
+    BINDINGS = [*ConsoleApp.BINDINGS, Binding("H", "show_hosts", "Hosts", id="fleet-hosts")]
     CSS_PATH = str(Path(ui_app.__file__).with_name("console.tcss"))  # the console's own look
 
     def __init__(self, fleet: FleetRuntime, *, config: Optional[ConsoleConfig] = None, now: Any = None) -> None:

@@ -2,6 +2,10 @@
 
 Exit codes: 0 finished, 1 fatal error (bad env/config, server unreachable, setup
 raised), 128+N stopped by signal N after a graceful stop (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+A SIGTERM (what Slurm, Kubernetes and systemd send) that drained with nothing lost -- no group
+cancelled, none left in flight, every kept group confirmed by the trainer -- exits
+``sigterm_exit_code`` (0 by default: the stop was asked for and done; 143 makes a Kubernetes
+Job retry the shard).
 """
 
 from __future__ import annotations
@@ -136,7 +140,8 @@ def _progress_every() -> float:
         return PROGRESS_EVERY_S
 
 
-def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0) -> int:
+def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0,
+                 sigterm_exit_code: int = EXIT_OK) -> int:
     """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
 
     The first SIGINT/SIGTERM/SIGHUP stops gracefully (drain up to ``drain_deadline_s``); a
@@ -226,7 +231,20 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
         pass
     if state.status == "error" or getattr(runtime, "fatal", None) is not None:
         return EXIT_FATAL
-    return 128 + received[0] if interrupted else EXIT_OK
+    if not interrupted:
+        return EXIT_OK
+    if received == [signal.SIGTERM] and lost_nothing(state):
+        return sigterm_exit_code
+    return 128 + received[0]
+
+
+def lost_nothing(state: ConsoleState) -> bool:
+    """After a graceful stop: nothing cancelled or left in flight, and (serve mode) every kept
+    group confirmed by the trainer -- none failed, none with an unknown outcome."""
+    acc = state.accounting
+    if acc.in_flight or acc.cancelled:
+        return False
+    return state.trainer is None or not state.trainer.send_errors
 
 
 def _force_stop(runtime: Any, state: ConsoleState) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 import pytest
 import yaml
 
-from hermes_console.tools.fake_trainer import TrainerRun, run_trainer
+from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
 from scaleout_helpers import VENV_BIN, child_env
 

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from hermes_console.tools.fake_trainer import TrainerRun, run_trainer
+from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
 from scaleout_helpers import VENV_BIN, child_env
 
@@ -98,7 +98,6 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
-    assert code_a == 128 + signal.SIGTERM, a_log.read_text()[-3000:]  # headless: 128+N after a graceful stop
     assert code_b == 0, b_log.read_text()[-3000:]
     run = result["run"]
     assert len(run.batches) == STEPS
@@ -129,5 +128,10 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
         assert last["groups_sent"] == len(confirmed), (name, last)
         statuses = [e["status"] for e in events if e["kind"] == "runtime_status"]
         assert statuses[-1] == ("stopped" if name == "a" else "finished"), (name, statuses[-5:])
+        if name == "a":
+            # the stop asked for and done exits 0; 143 only when something was cancelled or left
+            # unconfirmed (read from the event log, not from the host's own verdict)
+            lost = any(e["kind"] == "item_cancelled" for e in events) or unsent or last["send_errors"]
+            assert code_a == (128 + signal.SIGTERM if lost else 0), (lost, a_log.read_text()[-3000:])
     assert set(received) <= kept["a"] | kept["b"], "the trainer got a group no host recorded"
     assert set(received) & kept["b"]  # b carried the run on

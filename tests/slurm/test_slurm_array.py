@@ -224,7 +224,10 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
     kept: Dict[int, Set[str]] = {}
     for t in tasks:
         out = t.output()
-        assert "host exited with code 143" in out, out[-3000:]  # SIGTERM'd, drained, exited by itself
+        # SIGTERM'd, drained, exited by itself: 0 when that lost nothing, 143 when it cancelled or
+        # left a group unconfirmed (read from the event log, not from the host's verdict)
+        lost = any(e["kind"] == "item_cancelled" for e in t.events()) or t.trainer().get("send_errors", 0)
+        assert f"host exited with code {143 if lost else 0}" in out, out[-3000:]
         assert ("SIGUSR1: stopping the host" in out) == (t.index == 0), out[-3000:]
         assert f"{t.index}/2 ({SHARD_SOURCE})" in out, out[-3000:]  # the shard, in the summary
         events = t.events()
