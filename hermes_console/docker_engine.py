@@ -387,7 +387,8 @@ def run(cmd: List[str], state: Path = DEFAULT_STATE, prepare: Optional[List[str]
         if engine.host is not None:
             env["DOCKER_HOST"] = engine.host
             env.pop(UNAVAILABLE_VAR, None)
-            env.update(_prepare_images(engine.host, prepare or []))
+            with _flock(state / "images.lock", fcntl.LOCK_EX):  # one build at a time; the next finds it cached
+                env.update(_prepare_images(engine.host, prepare or []))
             if default_image and "HERMES_SANDBOX_IMAGE" in env:
                 env.setdefault("TERMINAL_DOCKER_IMAGE", env["HERMES_SANDBOX_IMAGE"])
         else:
