@@ -373,7 +373,11 @@ def stop_private_engine(layout: Layout) -> bool:
         clean_private_engine(layout.host)
     _terminate(pid, STOP_TIMEOUT_S)
     if not _alive(pid):  # its sockets and state dirs go with it (a busy mount point just stays)
-        shutil.rmtree(layout.run_dir, ignore_errors=True)
+        end = time.monotonic() + 5.0  # its containerd may still be tidying up in there
+        while layout.run_dir.exists() and time.monotonic() < end:
+            shutil.rmtree(layout.run_dir, ignore_errors=True)
+            if layout.run_dir.exists():
+                time.sleep(0.2)
     return True
 
 
