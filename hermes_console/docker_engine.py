@@ -373,7 +373,11 @@ def stop_private_engine(layout: Layout) -> bool:
         clean_private_engine(layout.host)
     _terminate(pid, STOP_TIMEOUT_S)
     if not _alive(pid):  # its sockets and state dirs go with it (a busy mount point just stays)
-        shutil.rmtree(layout.run_dir, ignore_errors=True)
+        end = time.monotonic() + 5.0  # its containerd may still be tidying up in there
+        while layout.run_dir.exists() and time.monotonic() < end:
+            shutil.rmtree(layout.run_dir, ignore_errors=True)
+            if layout.run_dir.exists():
+                time.sleep(0.2)
     return True
 
 
@@ -387,7 +391,8 @@ def run(cmd: List[str], state: Path = DEFAULT_STATE, prepare: Optional[List[str]
         if engine.host is not None:
             env["DOCKER_HOST"] = engine.host
             env.pop(UNAVAILABLE_VAR, None)
-            env.update(_prepare_images(engine.host, prepare or []))
+            with _flock(state / "images.lock", fcntl.LOCK_EX):  # one build at a time; the next finds it cached
+                env.update(_prepare_images(engine.host, prepare or []))
             if default_image and "HERMES_SANDBOX_IMAGE" in env:
                 env.setdefault("TERMINAL_DOCKER_IMAGE", env["HERMES_SANDBOX_IMAGE"])
         else:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 from environments.redact import redact, truncate
-from environments.sandboxes import procfs
+from environments.sandboxes import procfs, quota
 from environments.sandboxes.stale import discard_owner
 from environments.sandboxes.base import (
     MARKER_VAR,
@@ -382,6 +382,8 @@ class DockerSandbox(BashSessionSandbox):
             limits=settings,  # enforced by the engine (run argv); kept for the notes and the drill-down
         )
         self.container = container_name(task_id)
+        # the whole workspace bounded in sum, as on bwrap: a sized tmpfs on the host dir we bind
+        self._ws_tmpfs = quota.mount_tmpfs(host_ws, settings.workspace_size_mb)
         argv = build_run_argv(
             docker=self._docker,
             name=self.container,
@@ -410,6 +412,8 @@ class DockerSandbox(BashSessionSandbox):
         if failure is not None:
             self._closed = True
             self._discard_half_made()
+            if self._ws_tmpfs:
+                quota.unmount(host_ws)
             for path in (host_ws, state):
                 shutil.rmtree(path, ignore_errors=True)
             if self._owner_record is not None:
@@ -434,6 +438,8 @@ class DockerSandbox(BashSessionSandbox):
             "memory": f"{lim.memory_mb} MB, no swap (docker --memory)",
             "cpu_time": f"{lim.cpu_time_s} s per process (docker --ulimit cpu)",
             "file_size": f"{lim.file_size_mb} MB per file (docker --ulimit fsize)",
+            "workspace": (f"{lim.workspace_size_mb} MB in all (tmpfs)" if self._ws_tmpfs
+                          else "unbounded in sum (a sized tmpfs needs root)"),
             "root": "read-only image root" if lim.docker_read_only else "writable container layer (gone at cleanup)",
             "image": self._image,
             "enforced_by": "docker",
@@ -451,6 +457,7 @@ class DockerSandbox(BashSessionSandbox):
     # ------------------------------------------------------------ pids
 
     _init_pid: Optional[int] = None
+    _ws_tmpfs = False
 
     def _container_pidns(self) -> Optional[str]:
         """The container's pid namespace as this host sees it, when the engine runs on this
@@ -610,6 +617,8 @@ class DockerSandbox(BashSessionSandbox):
             failure = "" if proc.returncode == 0 or "no such container" in proc.stderr.lower() else proc.stderr
         except (OSError, subprocess.TimeoutExpired) as exc:
             failure = str(exc)
+        if self._ws_tmpfs:
+            quota.unmount(self._host_ws)  # lazily: a container that lingers keeps only its own view
         if failure:
             _remember_for_removal(self._docker, self.container)  # retried when the engine answers again
             raise RuntimeError(f"docker rm -f {self.container} failed (retried later): {failure.strip()[:300]}")

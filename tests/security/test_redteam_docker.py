@@ -29,8 +29,11 @@ def _host_still_forks() -> None:
 
 
 def test_limits_bind_and_say_which(tmp_path: Path) -> None:
-    """CPU time, file size and /tmp size in one container; each hit is named in the output."""
-    box = DockerBox("limits", SandboxSettings(sandbox_root=tmp_path, cpu_time_s=1, file_size_mb=1, tmp_size_mb=8))
+    """CPU time, file size, /tmp size and the workspace's size in all, in one container; each
+    hit is named in the output (or by the kernel's ENOSPC)."""
+    box = DockerBox("limits", SandboxSettings(sandbox_root=tmp_path, cpu_time_s=1, file_size_mb=1, tmp_size_mb=8,
+                                              workspace_size_mb=4))
+    workspace = box._host_ws
     try:
         cpu = box.execute("python3 -c 'while True: pass'", 60)
         big = box.execute("head -c 5M /dev/zero > big", 30)
@@ -38,6 +41,8 @@ def test_limits_bind_and_say_which(tmp_path: Path) -> None:
         # files under the per-file limit, more than /tmp holds in all
         tmp = box.execute("for i in $(seq 1 12); do head -c 900K /dev/zero > /tmp/f$i || echo FULL; done; "
                           "du -sm /tmp | cut -f1", 30)
+        ws = box.execute("for i in 1 2 3 4 5 6; do head -c 900K /dev/zero > w$i || echo FULL; done", 30)
+        used = sum(p.stat().st_size for p in workspace.iterdir()) if os.geteuid() == 0 else 0
         summary = box.limits_summary()
     finally:
         box.cleanup()
@@ -47,6 +52,9 @@ def test_limits_bind_and_say_which(tmp_path: Path) -> None:
     assert "No space left on device" in tmp.output and "FULL" in tmp.output
     assert int(tmp.output.strip().splitlines()[-1]) <= 8
     assert summary["enforced_by"] == "docker" and summary["pids"].startswith("256")
+    if os.geteuid() == 0:  # the sized workspace tmpfs needs root (mount)
+        assert "FULL" in ws.output and used <= 4 << 20 and summary["workspace"] == "4 MB in all (tmpfs)"
+        assert str(workspace) not in Path("/proc/self/mounts").read_text() and not workspace.exists()
 
 
 def test_fork_bomb_is_bounded_by_the_pids_limit(tmp_path: Path) -> None:
