@@ -25,6 +25,7 @@ from hermes_console.sim.server import SimServer
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
+from tests.ui.helpers import quit_and_wait
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.filter_modal import FilterModal
 from hermes_console.ui.screens.help import HelpScreen
@@ -198,14 +199,7 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
             assert acc.received == acc.completed + acc.dropped_total + acc.failed + acc.cancelled + acc.in_flight
 
             # ---- quit: confirm, graceful stop, the app exits
-            await pilot.press("q")
-            await pilot.pause()
-            if isinstance(app.screen, ConfirmModal):
-                await pilot.press("y")
-            end = time.monotonic() + 30
-            while app.is_running and time.monotonic() < end:
-                await pilot.pause(0.1)
-            assert not app.is_running
+            await quit_and_wait(pilot)
         assert host.done.done()
     finally:
         host.stop(0.5).result(timeout=30)
