@@ -41,6 +41,15 @@ class ScriptedRuntime:
 
     def __init__(self, events: List[Event]) -> None:
         self._events = list(events)
+        self.fatal: Optional[BaseException] = None
+        self._finished: "Future[None]" = Future()
+
+    @property
+    def done(self) -> "Future[None]":
+        return self._finished
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        return True
 
     @property
     def is_live(self) -> bool:
@@ -65,7 +74,9 @@ class ScriptedRuntime:
         return future
 
     def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
-        return self._done()
+        if not self._finished.done():
+            self._finished.set_result(None)
+        return self._finished
 
     def pause(self) -> "Future[None]":
         return self._done()

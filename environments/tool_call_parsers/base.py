@@ -72,7 +72,7 @@ class _ReadsLikeADict:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
-            return self.model_dump() == dict(other)  # type: ignore[attr-defined]
+            return bool(self.model_dump() == dict(other))  # type: ignore[attr-defined]
         return super().__eq__(other)
 
     __hash__ = None  # type: ignore[assignment, unused-ignore]  # mutable, like the dict it stands for

@@ -11,7 +11,7 @@ import copy
 import json
 import logging
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from environments import toolsets as _toolsets
 from environments.tools.coercion import coerce_and_validate
@@ -49,8 +49,8 @@ def _as_names(value: Optional[Iterable[str]]) -> Optional[Tuple[str, ...]]:
     return tuple(value)
 
 
-def _resolve(names: Tuple[str, ...], role: str, quiet: bool) -> set:
-    tools: set = set()
+def _resolve(names: Tuple[str, ...], role: str, quiet: bool) -> Set[str]:
+    tools: Set[str] = set()
     for name in names:
         if not _toolsets.validate_toolset(name):
             logger.warning(

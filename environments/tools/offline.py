@@ -8,7 +8,7 @@ so they never reach the model's tool list; a direct call gets a clear error.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from environments.toolsets import BROWSER_TOOLS
 from environments.tools.registry import register
@@ -35,13 +35,13 @@ def _loop_handler(name: str) -> Callable[..., Dict[str, Any]]:
     return handler
 
 
-def _obj(props: Dict[str, Any], required: list) -> Dict[str, Any]:
+def _obj(props: Dict[str, Any], required: List[str]) -> Dict[str, Any]:
     return {"type": "object", "properties": props, "required": required}
 
 
 _STR = {"type": "string"}
 
-_NETWORK_TOOLS: Dict[str, tuple] = {
+_NETWORK_TOOLS: Dict[str, Tuple[str, str, Dict[str, Any]]] = {
     "web_search": ("web", "Search the web.", _obj({"query": _STR}, ["query"])),
     "web_extract": (
         "web",
@@ -70,7 +70,7 @@ _BROWSER_PARAMS: Dict[str, Dict[str, Any]] = {
     "browser_vision": _obj({"question": _STR}, ["question"]),
 }
 
-_LOOP_TOOLS: Dict[str, tuple] = {
+_LOOP_TOOLS: Dict[str, Tuple[str, str, Dict[str, Any]]] = {
     "memory": ("memory", "Persistent memory.", _obj({"action": _STR, "content": _STR}, [])),
     "session_search": ("session_search", "Search earlier sessions.", _obj({"query": _STR}, ["query"])),
     "delegate_task": ("delegation", "Delegate a sub-task to another agent.", _obj({"goal": _STR}, ["goal"])),

@@ -15,7 +15,7 @@ import os
 import re
 import shlex
 import uuid
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from environments.redact import REDACTED, _TOKEN_RE, redact, redact_known
 from environments.tools import sandbox_access
@@ -26,7 +26,7 @@ HEAD_SHARE = 0.4  # of MAX_OUTPUT_CHARS kept from the start; the rest from the e
 DEFAULT_MAX_FOREGROUND_TIMEOUT = 600.0
 BACKGROUND_LOG_DIR = ".hermes-bg"
 # Backends where a detached job cannot outlive its command (none: every backend is a machine).
-NO_BACKGROUND_BACKENDS: frozenset = frozenset()
+NO_BACKGROUND_BACKENDS: FrozenSet[str] = frozenset()
 _BG_AMP_RE = re.compile(r"(?<![&>|<])&(?![&>])")
 _OUT_REDIRECT_RE = re.compile(r"(&>|(?<![0-9&<>])>|\b1>)")
 _ERR_REDIRECT_RE = re.compile(r"(&>|\b2>)")

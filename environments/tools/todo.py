@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from environments.tools.registry import register
 
@@ -63,7 +63,7 @@ def _validate(todos: Any, merge: bool) -> Tuple[List[Dict[str, Any]], Optional[s
     if not isinstance(todos, list):
         return [], f"'todos' must be an array of {{id, content, status}} objects, got {type(todos).__name__}"
     clean: List[Dict[str, Any]] = []
-    seen: set = set()
+    seen: Set[Any] = set()
     for i, item in enumerate(todos):
         if not isinstance(item, dict):
             return [], f"todos[{i}] must be an object with id, content, status; got {type(item).__name__} {item!r:.80}"

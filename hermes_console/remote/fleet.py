@@ -28,6 +28,7 @@ from hermes_console.runtime.listener import read_token_file, trainer_counts
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui import app as ui_app
 from hermes_console.ui.app import ConsoleApp
+from hermes_console.ui.bindings import ScopedBindings
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.format import head
 from hermes_console.ui.screens.confirm import ConfirmModal
@@ -247,7 +248,8 @@ class FleetScreen(Screen[None]):
 class FleetConsoleApp(ConsoleApp):
     """ConsoleApp over a :class:`FleetRuntime`; ``self.state`` is the merged state or one host's."""
 
-    BINDINGS = [*ConsoleApp.BINDINGS, Binding("H", "show_hosts", "Hosts", id="fleet-hosts")]
+    # same scope as the app's (the palette offers the app's controls here too), plus the Hosts screen
+    BINDINGS = ScopedBindings("app", [*ConsoleApp.BINDINGS, Binding("H", "show_hosts", "Hosts", id="fleet-hosts")])
     CSS_PATH = str(Path(ui_app.__file__).with_name("console.tcss"))  # the console's own look
 
     def __init__(self, fleet: FleetRuntime, *, config: Optional[ConsoleConfig] = None, now: Any = None) -> None:

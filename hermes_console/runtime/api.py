@@ -40,6 +40,16 @@ class RuntimeAPI(EventSource, Protocol):
         """False for replay: controls are shown disabled."""
         ...
 
+    # ---- the end of the run (what front ends wait on)
+    fatal: Optional[BaseException]  # the error that ended the run (setup/config or a crash), if any
+
+    @property
+    def done(self) -> "Future[None]":
+        """Resolves once the run has ended and everything is closed."""
+        ...
+
+    def join(self, timeout: Optional[float] = None) -> bool: ...  # True once the runtime thread is gone
+
     # ---- intake gate
     def pause(self) -> "Future[None]": ...  # stop calling get_next_item; in-flight groups finish (drain)
     def resume(self) -> "Future[None]": ...

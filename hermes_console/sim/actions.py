@@ -38,19 +38,18 @@ class Action:
 
 def result_text(raw: Any) -> str:
     """The useful text of a tool result: terminal ``output``, read_file ``content``, or the raw string."""
-    if not isinstance(raw, str):
-        raw = json.dumps(raw) if raw is not None else ""
+    text: str = raw if isinstance(raw, str) else (json.dumps(raw) if raw is not None else "")
     try:
-        obj = json.loads(raw)
+        obj = json.loads(text)
     except ValueError:
-        return raw
+        return text
     if isinstance(obj, dict):
         for key in ("output", "content", "stdout", "result", "error"):
             val = obj.get(key)
             if isinstance(val, str) and (val or key == "error"):
                 return _LINE_NO.sub("", val) if key == "content" else val
-        return raw
-    return raw if not isinstance(obj, (int, float)) else str(obj)
+        return text
+    return text if not isinstance(obj, (int, float)) else str(obj)
 
 
 def first_number(text: str) -> str | None:

@@ -22,7 +22,7 @@ def digest(*parts: object) -> bytes:
 def unit(*parts: object) -> float:
     """A float in [0, 1) determined by ``parts``."""
     (n,) = struct.unpack_from("<Q", digest(*parts))
-    return (n >> 11) * (1.0 / (1 << 53))
+    return float((n >> 11) * (1.0 / (1 << 53)))
 
 
 def rng(*parts: object) -> random.Random:

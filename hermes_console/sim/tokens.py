@@ -8,7 +8,7 @@ repeated texts (scripted replies, system prompts) are memoised.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, cast
 
 from environments.tokenizer import load_tokenizer, local_tokenizer_path
 
@@ -45,18 +45,18 @@ class SimTokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no special tokens added). Do not mutate the result."""
         if len(text) > 4096:  # long tool outputs rarely repeat: don't let them fill the cache
-            return self.fast.encode(text, add_special_tokens=False).ids
+            return cast(List[int], self.fast.encode(text, add_special_tokens=False).ids)
         ids = self._ids.get(text)
         if ids is None:
             ids = self.fast.encode(text, add_special_tokens=False).ids
             self._ids.put(text, ids)
-        return ids
+        return cast(List[int], ids)
 
     def count(self, text: str) -> int:
         return len(self.encode(text)) if text else 0
 
     def decode(self, ids: list[int]) -> str:
-        return self.fast.decode(ids, skip_special_tokens=False)
+        return str(self.fast.decode(ids, skip_special_tokens=False))
 
     def token_text(self, token_id: int) -> str:
-        return self.fast.decode([token_id], skip_special_tokens=False)
+        return str(self.fast.decode([token_id], skip_special_tokens=False))

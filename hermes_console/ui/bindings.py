@@ -7,7 +7,7 @@ list these same specs, so the three can never drift apart.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Set
 
 from textual.binding import Binding, BindingType
 
@@ -76,8 +76,16 @@ CONTROLS: List[ControlSpec] = [
 
 
 
-def bindings_for(scope: str) -> List[BindingType]:
-    return [
+class ScopedBindings(List[BindingType]):
+    """A screen's BINDINGS, remembering which CONTROLS scope they came from."""
+
+    def __init__(self, scope: str, bindings: Iterable[BindingType]) -> None:
+        super().__init__(bindings)
+        self.scope = scope
+
+
+def bindings_for(scope: str) -> ScopedBindings:
+    return ScopedBindings(scope, (
         Binding(
             spec.key,
             spec.action,
@@ -89,7 +97,18 @@ def bindings_for(scope: str) -> List[BindingType]:
         )
         for spec in CONTROLS
         if spec.scope == scope
-    ]
+    ))
+
+
+def scopes_of(node: Any) -> Set[str]:
+    """The CONTROLS scopes a screen (or the app) binds, its base classes' included: what the
+    command palette offers there, found without importing any screen class."""
+    scopes: Set[str] = set()
+    for cls in type(node).__mro__:
+        scope = getattr(vars(cls).get("BINDINGS"), "scope", None)
+        if scope is not None:
+            scopes.add(scope)
+    return scopes
 
 
 def binding_ids() -> List[str]:

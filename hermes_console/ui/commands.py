@@ -8,18 +8,13 @@ from typing import Iterator, Tuple
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
-from hermes_console.ui.bindings import CONTROLS, ControlSpec
-from hermes_console.ui.screens.drilldown import DrillDownScreen
-from hermes_console.ui.screens.config_view import ConfigScreen
-from hermes_console.ui.screens.main import MainScreen
-from hermes_console.ui.screens.rollouts import RolloutsScreen
-from hermes_console.ui.screens.transcript import TranscriptScreen
-from hermes_console.ui.screens.sandbox import SandboxScreen
+from hermes_console.ui.bindings import CONTROLS, ControlSpec, scopes_of
 
 
 class ConsoleCommands(Provider):
     def _available(self) -> Iterator[Tuple[str, ControlSpec, DOMNode]]:
         screen = self.screen
+        screen_scopes = scopes_of(screen)
         seen = set()
         for spec in CONTROLS:
             if spec.action == "command_palette" or spec.id in seen:
@@ -27,17 +22,7 @@ class ConsoleCommands(Provider):
             target: DOMNode | None = None
             if spec.scope == "app":
                 target = self.app
-            elif spec.scope == "main" and isinstance(screen, MainScreen):
-                target = screen
-            elif spec.scope == "sandbox" and isinstance(screen, SandboxScreen):
-                target = screen
-            elif spec.scope == "drilldown" and isinstance(screen, DrillDownScreen):
-                target = screen
-            elif spec.scope == "rollouts" and isinstance(screen, RolloutsScreen):
-                target = screen
-            elif spec.scope == "transcript" and isinstance(screen, TranscriptScreen):
-                target = screen
-            elif spec.scope == "config" and isinstance(screen, ConfigScreen):
+            elif spec.scope in screen_scopes:
                 target = screen
             if target is None:
                 continue

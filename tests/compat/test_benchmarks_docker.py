@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import pytest
 
 from hermes_console.runtime.config import RunSpec
-from runtime_helpers import Pump
+from tests.runtime.runtime_helpers import Pump
 from tests.docker_support import docker, managed_containers, needs_engine, sandbox_image, task_image
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

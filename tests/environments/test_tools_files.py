@@ -10,31 +10,12 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Optional
 
 import pytest
 
 from environments.sandboxes import cleanup_vm, get_sandbox
 from environments.tools import handle_function_call, sandbox_access
-
-
-class ShellOnly:
-    """A real sandbox that pretends to have no host view (like docker)."""
-
-    host_workspace: Optional[Path] = None
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.task_id, self.backend, self.workspace = inner.task_id, "docker", inner.workspace
-
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None):
-        return self._inner.execute(command, timeout, stdin_data=stdin_data)
-
-    def cwd(self) -> str:
-        return self._inner.cwd()
-
-    def to_host_path(self, path: str) -> Path:
-        raise NotImplementedError("no host view")
+from tests.helpers.sandboxes import ShellOnly
 
 
 @pytest.fixture(params=["host", "shell"])

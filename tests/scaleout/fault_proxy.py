@@ -5,7 +5,8 @@ Modes (switchable while running):
 - ``store_then_504``: forward ``POST /scored_data*`` (run-api stores it), answer 504 —
   what a load balancer does when run-api is slow to answer;
 - ``reject_400``: answer 400 to every ``POST /scored_data*`` without forwarding;
-- ``down``: close the listening socket (connections refused) — ``up()`` listens again
+- ``down``: close the listening socket (connections refused) and cut kept-alive
+  connections; a post already connected is still forwarded — ``up()`` listens again
   on the same port.
 The upstream can be switched (``retarget``) to stand in for a run-api restart behind a
 stable address. It counts what it forwarded, so tests can compare with what the trainer got.
@@ -98,10 +99,14 @@ class FaultProxy:
             await self._session.close()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if self._down and request.transport is not None:
+        is_post = request.method == "POST" and request.path.startswith("/scored_data")
+        # Down: kept-alive connections (the host's polling session) are cut, the whole API is
+        # away. A post comes on a fresh connection, so one seen here was connected before the
+        # outage: it is forwarded, never cut half-way (the delivery tests must not depend on
+        # whether a post happened to be in flight at the moment of down()).
+        if self._down and not is_post and request.transport is not None:
             request.transport.close()
             raise ConnectionResetError("the fault proxy is down")
-        is_post = request.method == "POST" and request.path.startswith("/scored_data")
         if is_post and self.mode == "reject_400":
             return web.json_response({"detail": "rejected by the fault proxy"}, status=400)
         body = await request.read()

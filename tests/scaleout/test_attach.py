@@ -21,7 +21,7 @@ from hermes_console.remote.client import FleetRuntime, parse_targets
 from hermes_console.remote.fleet import FleetConsoleApp, FleetScreen, HostsTable
 from hermes_console.ui.config import ConsoleConfig
 
-from scaleout_helpers import VENV_BIN, child_env
+from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(180)
 TOKEN = "fleet-test-token-1"

@@ -21,7 +21,7 @@ import yaml
 
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
-from scaleout_helpers import VENV_BIN, child_env
+from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(200)
 RECIPE = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "hermes-hosts.yaml"

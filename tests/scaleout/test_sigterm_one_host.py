@@ -21,7 +21,7 @@ import pytest
 
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 
-from scaleout_helpers import VENV_BIN, child_env
+from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(200)
 STEPS = 6

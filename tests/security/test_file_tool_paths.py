@@ -11,31 +11,14 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Optional
 
 import pytest
 
 from environments.sandboxes import cleanup_vm, get_sandbox
 from environments.tools import handle_function_call, sandbox_access
+from tests.helpers.sandboxes import ShellOnly
 
 SECRET = "top-secret-outside-content"
-
-
-class ShellOnly:
-    host_workspace: Optional[Path] = None
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.task_id, self.backend, self.workspace = inner.task_id, "docker", inner.workspace
-
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None):
-        return self._inner.execute(command, timeout, stdin_data=stdin_data)
-
-    def cwd(self) -> str:
-        return self._inner.cwd()
-
-    def to_host_path(self, path: str) -> Path:
-        raise NotImplementedError
 
 
 @pytest.fixture(params=["host", "shell"])

@@ -61,6 +61,8 @@ class FakeRuntime:
         self.drain_calls = 0
         self.drains_at_call: List[int] = []  # drain_calls when each command arrived (parallel to calls)
         self.started = False
+        self.fatal: Optional[BaseException] = None
+        self._finished: Future = Future()  # resolved when a stop command resolves
 
     # ------------------------------------------------------------------ test helpers
 
@@ -99,6 +101,13 @@ class FakeRuntime:
     def is_live(self) -> bool:
         return self._live
 
+    @property
+    def done(self) -> Future:
+        return self._finished
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        return True
+
     def _command(self, name: str, *args: Any, **kwargs: Any) -> Future:
         self.calls.append((name, args, kwargs))
         self.drains_at_call.append(self.drain_calls)
@@ -114,7 +123,9 @@ class FakeRuntime:
         return future
 
     def stop(self, drain_deadline_s: float = 10.0) -> Future:
-        return self._command("stop", drain_deadline_s)
+        future = self._command("stop", drain_deadline_s)
+        future.add_done_callback(lambda _: self._finished.done() or self._finished.set_result(None))
+        return future
 
     def pause(self) -> Future:
         return self._command("pause")

@@ -5,12 +5,14 @@ addressed from the repo root, which ``python -m pytest`` puts on sys.path.)"""
 
 from __future__ import annotations
 
+import time
 from typing import List, Optional
 
 from textual.pilot import Pilot
 
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
+from hermes_console.ui.screens.confirm import ConfirmModal
 
 from tests.ui.eventlog import END, T0, SCENARIOS
 from tests.ui.fakes import FakeRuntime
@@ -36,3 +38,16 @@ def messages(app: ConsoleApp, severity: Optional[str] = None) -> List[str]:
 
 def scenario(name: str) -> list:
     return SCENARIOS[name]()
+
+
+async def quit_and_wait(pilot: Pilot, within: float = 60.0) -> None:
+    """Press q (confirming if groups are still draining) and wait for the app to exit;
+    the ceiling is generous, a graceful stop normally takes a second or two."""
+    await pilot.press("q")
+    await pilot.pause()
+    if isinstance(pilot.app.screen, ConfirmModal):
+        await pilot.press("y")
+    end = time.monotonic() + within
+    while pilot.app.is_running and time.monotonic() < end:
+        await pilot.pause(0.1)
+    assert not pilot.app.is_running, f"the app did not exit within {within}s of quit"

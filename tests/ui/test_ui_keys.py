@@ -102,6 +102,19 @@ def test_every_control_has_an_action_the_app_or_a_screen_implements() -> None:
         assert hasattr(owner, f"action_{spec.action}"), f"{spec.id}: {owner.__name__} lacks action_{spec.action}"
 
 
+def test_the_palette_finds_each_screen_s_controls_from_its_bindings() -> None:
+    """commands.py imports no screen: it reads the scopes a screen binds (base classes too)."""
+    from hermes_console.ui.bindings import scopes_of
+    from hermes_console.ui.screens.evaluation import EvaluationScreen
+    from hermes_console.ui.screens.rollout import RolloutScreen
+    from hermes_console.ui.screens.sandbox import SandboxScreen
+
+    expected = {ConsoleApp: {"app"}, MainScreen: {"main"}, SandboxScreen: {"sandbox", "drilldown"},
+                RolloutScreen: {"drilldown"}, EvaluationScreen: {"drilldown"}}
+    for cls, scopes in expected.items():
+        assert scopes_of(object.__new__(cls)) == scopes, cls.__name__
+
+
 async def test_command_palette_lists_and_runs_console_actions(main_events) -> None:
     runtime = FakeRuntime(main_events)
     app = make_app(runtime)

@@ -16,7 +16,7 @@ from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
-from hermes_console.ui.screens.confirm import ConfirmModal
+from tests.ui.helpers import quit_and_wait
 
 
 async def wait_for(pilot: Pilot, pred: Callable[[ConsoleState], bool], what: str, timeout: float = 40.0) -> None:
@@ -47,14 +47,7 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
             assert app.state.run.env_name in str(app.screen.query_one("#status").render())
             await pilot.press("p")
             await wait_for(pilot, lambda s: s.status in ("paused", "draining"), "intake paused")
-            await pilot.press("q")
-            await pilot.pause()
-            if isinstance(app.screen, ConfirmModal):  # groups may still be draining
-                await pilot.press("y")
-            end = time.monotonic() + 20
-            while app.is_running and time.monotonic() < end:
-                await pilot.pause(0.1)
-            assert not app.is_running
+            await quit_and_wait(pilot)  # confirms if groups are still draining
         assert host.done.done()
     finally:
         host.stop(0.5).result(timeout=30)

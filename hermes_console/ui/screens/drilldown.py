@@ -10,7 +10,7 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 
 if TYPE_CHECKING:
-    from hermes_console.ui.app import ConsoleApp
+    from hermes_console.ui.console_api import ConsoleHost
 
 
 class DrillDownScreen(Screen[None]):
@@ -18,8 +18,8 @@ class DrillDownScreen(Screen[None]):
     ready = False  # set by subclasses once composed; the app tick skips them until then
 
     @property
-    def console(self) -> "ConsoleApp":
-        return cast("ConsoleApp", self.app)
+    def console(self) -> "ConsoleHost":
+        return cast("ConsoleHost", self.app)
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
         """Called by the app tick with the latest state; override to redraw what changed."""

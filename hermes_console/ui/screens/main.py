@@ -35,7 +35,7 @@ from hermes_console.ui.widgets.trainer_panel import TrainerPanel
 from hermes_console.ui.widgets.turns_stream import TurnsStream
 
 if TYPE_CHECKING:
-    from hermes_console.ui.app import ConsoleApp
+    from hermes_console.ui.console_api import ConsoleHost
 
 PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandboxes", "Sandboxes"),
           ("rewards", "Rewards"), ("trainer", "Trainer"), ("servers", "Servers")]
@@ -59,8 +59,8 @@ class MainScreen(Screen[None]):
         self._drawn: Dict[str, Hashable] = {}
 
     @property
-    def console(self) -> "ConsoleApp":
-        return cast("ConsoleApp", self.app)
+    def console(self) -> "ConsoleHost":
+        return cast("ConsoleHost", self.app)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")

@@ -1,0 +1,40 @@
+"""What screens may ask of the console app: a narrow protocol, so no screen imports
+``ConsoleApp`` (and the app can import every screen without an import circle).
+Enforced by an import-linter contract."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Callable, Optional, Protocol, Union
+
+from hermes_console.runtime.api import RuntimeAPI
+from hermes_console.runtime.state import ConsoleState
+
+
+class ConsoleHost(Protocol):
+    """The app as its screens see it: the state to draw, the clock, and commands to send."""
+
+    state: ConsoleState
+    runtime: RuntimeAPI
+    stopping: bool
+    lines_per_tick: int  # new stream lines / tool rows a redraw may add
+    switch_peak: int  # largest in-flight count seen during the current phase switch
+
+    def now(self) -> float: ...
+
+    def stop_note(self) -> str: ...
+
+    def send(
+        self,
+        label: str,
+        call: Callable[[], "Future[Any]"],
+        *,
+        success: Union[str, Callable[[Any], str], None] = None,
+        on_result: Optional[Callable[[Any], None]] = None,
+        on_error: Optional[Callable[[BaseException], None]] = None,
+        quiet_replay: bool = False,
+    ) -> bool: ...
+
+    def kill_sandbox(self, task_id: str) -> None: ...
+
+    def extend_sandbox(self, task_id: str) -> None: ...
