@@ -114,7 +114,8 @@ class _Live:
 
 class History:
     def __init__(self) -> None:
-        self.version = 0
+        self.version = 0  # any change (timing, errors, records)
+        self.records_version = 0  # a record was added or its group's fate reached it
         self.records: "OrderedDict[str, RolloutRecord]" = OrderedDict()
         self.group_labels: "OrderedDict[str, str]" = OrderedDict()
         self.rollout_labels: "OrderedDict[str, str]" = OrderedDict()
@@ -264,6 +265,7 @@ class History:
         if group is not None and group.status != "running":
             record.outcome, record.drop_reason = _outcome(group.status), group.reason or ""
         self.records[rollout_id] = record
+        self.records_version += 1
         while len(self.records) > MAX_RECORDS:
             self.records.popitem(last=False)
         return record
@@ -391,6 +393,7 @@ def _close_group(h: History, s: "ConsoleState", group_id: str, ts: float) -> Non
             record.tool_errors = r.tool_errors
         record.outcome = _outcome(status)
         record.drop_reason = reason
+        h.records_version += 1
 
 
 def _on_item_completed(h: History, s: "ConsoleState", e: rev.ItemCompleted) -> None:

@@ -21,6 +21,7 @@ from hermes_console.runtime.history import ERROR_KINDS, History
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, clock, duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.throttle import Throttle
 from hermes_console.ui.widgets.run_graphs import RunGraphs
 
 RECENT_ERRORS = 50
@@ -39,6 +40,7 @@ class InsightScreen(DrillDownScreen):
     def __init__(self) -> None:
         super().__init__(classes="drilldown")
         self._drawn: Optional[Tuple[object, ...]] = None
+        self._throttle = Throttle()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="insight-body"):
@@ -67,6 +69,9 @@ class InsightScreen(DrillDownScreen):
         h = state.history
         key = (h.version, state.rewards_version, int(now))
         if key == self._drawn:
+            return
+        if self._drawn is not None and not self._throttle.due():  # at most once a second
+            self._throttle.later(self, lambda: self.refresh_view(self.console.state, self.console.now()))
             return
         self._drawn = key
         self.query_one("#insight-time", Static).update(time_text(h, state))
