@@ -149,6 +149,16 @@ class History:
             return text
         return self._by_label.get(text)
 
+    def resolve_any(self, text: str) -> str:
+        """The raw id a readable label stands for (rollout g0033-r2 or group g0033); else ``text``."""
+        rollout = self._by_label.get(text)
+        if rollout is not None:
+            return rollout
+        for group_id, label in reversed(self.group_labels.items()):
+            if label == text:
+                return group_id
+        return text
+
     def siblings(self, rollout_id: str) -> List[str]:
         """Rollout ids of the same group, in start order (including ``rollout_id``)."""
         record = self.records.get(rollout_id)

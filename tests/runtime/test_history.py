@@ -57,6 +57,9 @@ def test_readable_ids_for_uuid_groups_and_rollouts() -> None:
     assert s.history.label_of("9f3c2a1b0d4e-uuid-1") == "g0001-r1"
     assert s.history.label_of("77aa01bc23de-uuid-0") == "g0002-r0"
     assert s.history.resolve("g0002-r0") == "77aa01bc23de-uuid-0"
+    assert s.history.resolve_any("g0002-r0") == "77aa01bc23de-uuid-0"  # the `/` filter takes labels
+    assert s.history.resolve_any("g0001") == "9f3c2a1b0d4e"
+    assert s.history.resolve_any("ls -la") == "ls -la"
     assert s.history.siblings("77aa01bc23de-uuid-0") == ["77aa01bc23de-uuid-0", "77aa01bc23de-uuid-1"]
 
 

@@ -330,6 +330,8 @@ class MainScreen(Screen[None]):
         self.app.push_screen(FilterModal(self.filter.text), apply)
 
     def set_filter(self, text: str) -> None:
+        # A readable label (g0033-r2, g0033) filters by the id it stands for.
+        text = self.console.state.history.resolve_any(text.strip()) if text.strip() else text
         self.filter.text = text
         stream = self.query_one(TurnsStream)
         tools = self.query_one(ToolCallsTable)
