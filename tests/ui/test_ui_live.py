@@ -47,7 +47,7 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
             assert app.state.run.env_name in str(app.screen.query_one("#status").render())
             await pilot.press("p")
             await wait_for(pilot, lambda s: s.status in ("paused", "draining"), "intake paused")
-            await _history_transcript_config_and_insight(pilot)
+            await _history_transcript_and_config(pilot)
             await pilot.press("q")
             await pilot.pause()
             if isinstance(app.screen, ConfirmModal):  # groups may still be draining
@@ -63,14 +63,13 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
         sim.stop()
 
 
-async def _history_transcript_config_and_insight(pilot: Pilot) -> None:
+async def _history_transcript_and_config(pilot: Pilot) -> None:
     """The new views over real events (uuid ids, the env's real prompt, the resolved config)."""
     import re
 
     from textual.widgets import DataTable, RichLog
 
     from hermes_console.ui.screens.config_view import ConfigScreen
-    from hermes_console.ui.screens.insight import InsightScreen
     from hermes_console.ui.screens.rollouts import RolloutsScreen
     from hermes_console.ui.screens.transcript import TranscriptScreen
 
@@ -93,7 +92,4 @@ async def _history_transcript_config_and_insight(pilot: Pilot) -> None:
     keys = {app.screen.query_one("#config-table", DataTable).get_row_at(i)[0].plain
             for i in range(app.screen.query_one("#config-table", DataTable).row_count)}
     assert {"env.group_size", "openai[0].base_url", "phase2[0].server_type"} <= keys
-    await pilot.press("escape", "w")
-    await pilot.pause(0.3)
-    assert isinstance(app.screen, InsightScreen)
     await pilot.press("escape")
