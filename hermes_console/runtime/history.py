@@ -316,6 +316,8 @@ def _on_group_started(h: History, s: "ConsoleState", e: ev.GroupStarted) -> None
 def _on_rollout_started(h: History, s: "ConsoleState", e: ev.RolloutStarted) -> None:
     h._rollout_label(e.rollout_id, e.group_id)
     h._live[e.rollout_id] = _Live()
+    while len(h._live) > MAX_LABELS:  # a rollout that never reported an end (its state was evicted)
+        h._live.pop(next(iter(h._live)))
 
 
 def _on_turn_finished(h: History, s: "ConsoleState", e: ev.TurnFinished) -> None:

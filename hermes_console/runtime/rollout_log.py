@@ -19,7 +19,7 @@ from environments import events as ev
 from hermes_console.runtime import events as rev
 
 logger = logging.getLogger(__name__)
-MAX_OPEN = 10_000  # running rollouts whose time is being summed (a bound, not a limit in practice)
+MAX_OPEN = 10_000  # running rollouts whose time is summed; past it the oldest (never finished) go
 
 
 class RolloutLog:
@@ -43,9 +43,12 @@ class RolloutLog:
     def _on(self, e: ev.Event) -> None:
         if isinstance(e, ev.RolloutStarted):
             with self._lock:
-                if len(self._time) < MAX_OPEN:
-                    self._time[e.rollout_id] = {"generation_s": 0.0, "tool_s": 0.0, "llm_calls": 0}
-                    self._item[e.rollout_id] = e.item_summary
+                self._time[e.rollout_id] = {"generation_s": 0.0, "tool_s": 0.0, "llm_calls": 0}
+                self._item[e.rollout_id] = e.item_summary
+                while len(self._time) > MAX_OPEN:  # rollouts of cancelled groups never finish
+                    oldest = next(iter(self._time))
+                    self._time.pop(oldest)
+                    self._item.pop(oldest, None)
         elif isinstance(e, ev.TurnFinished):
             with self._lock:
                 t = self._time.get(e.rollout_id)
