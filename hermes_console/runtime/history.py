@@ -183,8 +183,9 @@ class History:
                 "other": other, "queue": t["queue_s"]}
 
     def tokens_per_s(self) -> float:
-        gen = self.totals["generation_s"]
-        return self.totals["generated_tokens"] / gen if gen > 0 else math.nan
+        """Generated (trained) tokens per second of generation; NaN until tokens are reported."""
+        gen, tokens = self.totals["generation_s"], self.totals["generated_tokens"]
+        return tokens / gen if gen > 0 and tokens > 0 else math.nan
 
     def bottleneck(self) -> str:
         """One line naming where most rollout time goes (like serve mode's)."""
