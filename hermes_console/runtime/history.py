@@ -114,7 +114,8 @@ class _Live:
 
 class History:
     def __init__(self) -> None:
-        self.version = 0
+        self.version = 0  # any change (timing, errors, records)
+        self.records_version = 0  # a record was added or its group's fate reached it
         self.records: "OrderedDict[str, RolloutRecord]" = OrderedDict()
         self.group_labels: "OrderedDict[str, str]" = OrderedDict()
         self.rollout_labels: "OrderedDict[str, str]" = OrderedDict()
@@ -148,6 +149,16 @@ class History:
             return text
         return self._by_label.get(text)
 
+    def resolve_any(self, text: str) -> str:
+        """The raw id a readable label stands for (rollout g0033-r2 or group g0033); else ``text``."""
+        rollout = self._by_label.get(text)
+        if rollout is not None:
+            return rollout
+        for group_id, label in reversed(self.group_labels.items()):
+            if label == text:
+                return group_id
+        return text
+
     def siblings(self, rollout_id: str) -> List[str]:
         """Rollout ids of the same group, in start order (including ``rollout_id``)."""
         record = self.records.get(rollout_id)
@@ -172,8 +183,9 @@ class History:
                 "other": other, "queue": t["queue_s"]}
 
     def tokens_per_s(self) -> float:
-        gen = self.totals["generation_s"]
-        return self.totals["generated_tokens"] / gen if gen > 0 else math.nan
+        """Generated (trained) tokens per second of generation; NaN until tokens are reported."""
+        gen, tokens = self.totals["generation_s"], self.totals["generated_tokens"]
+        return tokens / gen if gen > 0 and tokens > 0 else math.nan
 
     def bottleneck(self) -> str:
         """One line naming where most rollout time goes (like serve mode's)."""
@@ -264,6 +276,7 @@ class History:
         if group is not None and group.status != "running":
             record.outcome, record.drop_reason = _outcome(group.status), group.reason or ""
         self.records[rollout_id] = record
+        self.records_version += 1
         while len(self.records) > MAX_RECORDS:
             self.records.popitem(last=False)
         return record
@@ -304,6 +317,8 @@ def _on_group_started(h: History, s: "ConsoleState", e: ev.GroupStarted) -> None
 def _on_rollout_started(h: History, s: "ConsoleState", e: ev.RolloutStarted) -> None:
     h._rollout_label(e.rollout_id, e.group_id)
     h._live[e.rollout_id] = _Live()
+    while len(h._live) > MAX_LABELS:  # a rollout that never reported an end (its state was evicted)
+        h._live.pop(next(iter(h._live)))
 
 
 def _on_turn_finished(h: History, s: "ConsoleState", e: ev.TurnFinished) -> None:
@@ -391,6 +406,7 @@ def _close_group(h: History, s: "ConsoleState", group_id: str, ts: float) -> Non
             record.tool_errors = r.tool_errors
         record.outcome = _outcome(status)
         record.drop_reason = reason
+        h.records_version += 1
 
 
 def _on_item_completed(h: History, s: "ConsoleState", e: rev.ItemCompleted) -> None:

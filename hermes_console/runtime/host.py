@@ -45,6 +45,7 @@ class RuntimeHost:
         self._prepare = prepare
         self.queue = EventQueue()
         self.recorder: Any = None
+        self.rollout_log: Any = None  # rollouts.jsonl in the run dir (set once the run dir is known)
         self.env: Any = None
         self.driver: Any = None
         self.resolved: Optional[ResolvedRun] = None
@@ -223,6 +224,8 @@ class RuntimeHost:
             events.remove_observer(self.queue.push)
             if self.recorder is not None:
                 self.recorder.close()
+            if self.rollout_log is not None:
+                self.rollout_log.close()
             if not self._done.done():
                 self._done.set_result(None)
 
@@ -266,6 +269,10 @@ class RuntimeHost:
             atropos_bridge.enter_process_mode(env, env.config.total_steps, env.config.group_size)
         self.env = env
         self.driver = Driver(env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
+        from hermes_console.runtime.rollout_log import RolloutLog
+
+        self.rollout_log = RolloutLog(self.driver.run_dir / "rollouts.jsonl")  # every rollout, on disk
+        self.queue.add_tap(self.rollout_log.tap)
         settings = _sandbox_settings()
         events.emit(
             rev.RunConfigured(

@@ -10,7 +10,7 @@ import math
 import sys
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterable, Optional, Set, Union
+from typing import Any, Callable, Iterable, Optional, Set, Union
 
 from textual.css.query import NoMatches
 from textual.app import App, SystemCommand
@@ -23,17 +23,18 @@ from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
-from hermes_console.ui.format import bar, duration, visible
+from hermes_console.ui.format import duration, visible
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
+from hermes_console.ui.replay_controls import ReplayControls
 
 Clock = Union[float, Callable[[], float], None]
 PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(ReplayControls, App[int]):
     TITLE = "hermes-console"
     CSS_PATH = "console.tcss"
     BINDINGS = bindings_for("app")
@@ -376,72 +377,6 @@ class ConsoleApp(App[int]):
         self.send("extend sandbox", lambda: self.runtime.extend_sandbox(task_id, seconds),
                   success=lambda lifetime: f"sandbox {task_id}: lifetime now {duration(lifetime)}"
                   if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
-
-    # ------------------------------------------------------------------ replay: position, pause, seek, speed
-
-    def _replay_controls(self) -> bool:
-        return not self.runtime.is_live and hasattr(self.runtime, "seek")
-
-    def replay_note(self) -> str:
-        """The replay's position for the status bar (empty for a live run)."""
-        if not self._replay_controls():
-            return ""
-        pos: Dict[str, Any] = self.runtime.position()  # type: ignore[attr-defined]
-        first, last, ts = pos["first_ts"], pos["last_ts"], pos["ts"]
-        span = (last - first) if first is not None and last is not None else 0.0
-        done = ((ts - first) / span) if span > 0 and ts is not None else (1.0 if pos["pos"] else 0.0)
-        speed = "all at once" if pos["speed"] is None else f"×{pos['speed']:g}"
-        state = "PAUSED" if pos["paused"] else "playing"
-        at = duration((ts - first) if ts is not None and first is not None else 0.0)
-        return (f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos['pos']}/{pos['total']}"
-                f"  {speed}  {state}   p pause · [ ] seek 10% · - + speed · read-only")
-
-    def _replay_speed(self, factor: float) -> None:
-        if not self._replay_controls():
-            self.notify("Replay speed: only while replaying a log.", severity="warning")
-            return
-        source: Any = self.runtime
-        current = source.speed if source.speed is not None else 64.0
-        source.set_speed(min(1024.0, max(0.125, current * factor)))
-        self._redraw(force=True)
-
-    def action_replay_faster(self) -> None:
-        self._replay_speed(2.0)
-
-    def action_replay_slower(self) -> None:
-        self._replay_speed(0.5)
-
-    async def _replay_seek(self, fraction: float) -> None:
-        if not self._replay_controls():
-            self.notify("Seek: only while replaying a log.", severity="warning")
-            return
-        source: Any = self.runtime
-        pos = source.position()
-        if pos["first_ts"] is None:
-            return
-        span = pos["last_ts"] - pos["first_ts"]
-        at = pos["ts"] if pos["ts"] is not None else pos["first_ts"]
-        target = source.index_at(at + fraction * span)
-        # A quiet stretch of the log still moves the position by at least one event.
-        if fraction < 0 and target >= pos["pos"]:
-            target = max(0, pos["pos"] - 1)
-        elif fraction > 0 and target <= pos["pos"]:
-            target = min(pos["total"], pos["pos"] + 1)
-        # Replayed from the start into a fresh state: the reducer only goes forward.
-        source.seek(target)
-        self.state = ConsoleState()
-        self.switch_peak = 0
-        self._render_key = ()
-        # A fresh main screen: its widgets remember what they drew from the old state.
-        while len(self.screen_stack) > 1:
-            await self.pop_screen()
-        await self.push_screen(MainScreen())
-
-    async def action_replay_back(self) -> None:
-        await self._replay_seek(-0.1)
-
-    async def action_replay_forward(self) -> None:
-        await self._replay_seek(0.1)
 
     def action_toggle_freeze(self) -> None:
         self.frozen = not self.frozen

@@ -57,6 +57,9 @@ def test_readable_ids_for_uuid_groups_and_rollouts() -> None:
     assert s.history.label_of("9f3c2a1b0d4e-uuid-1") == "g0001-r1"
     assert s.history.label_of("77aa01bc23de-uuid-0") == "g0002-r0"
     assert s.history.resolve("g0002-r0") == "77aa01bc23de-uuid-0"
+    assert s.history.resolve_any("g0002-r0") == "77aa01bc23de-uuid-0"  # the `/` filter takes labels
+    assert s.history.resolve_any("g0001") == "9f3c2a1b0d4e"
+    assert s.history.resolve_any("ls -la") == "ls -la"
     assert s.history.siblings("77aa01bc23de-uuid-0") == ["77aa01bc23de-uuid-0", "77aa01bc23de-uuid-1"]
 
 
@@ -93,3 +96,30 @@ def test_same_events_same_history() -> None:
     assert a.history.records == b.history.records
     assert list(a.history.errors) == list(b.history.errors)
     assert [x.rollouts for x in a.history.buckets] == [x.rollouts for x in b.history.buckets]
+
+
+def test_rollout_log_writes_every_rollout_and_group_fate_and_stays_bounded(tmp_path, monkeypatch) -> None:
+    import json
+
+    from hermes_console.runtime import rollout_log
+    from hermes_console.runtime.rollout_log import RolloutLog
+
+    monkeypatch.setattr(rollout_log, "MAX_OPEN", 8)
+    events = main_run(finished=4)
+    log = RolloutLog(tmp_path / "run" / "rollouts.jsonl")
+    for e in events:
+        log.tap(e)
+    log.close()
+    lines = [json.loads(x) for x in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    finished = [e for e in events if isinstance(e, ev.RolloutFinished)]
+    rollouts = [r for r in lines if r["kind"] == "rollout"]
+    assert [r["rollout_id"] for r in rollouts] == [e.rollout_id for e in finished]
+    assert [r["score"] for r in rollouts] == [e.reward for e in finished]
+    for r in rollouts[-4:]:  # still tracked under the small bound: time summed from the events
+        gen = sum(t.latency_s for t in events if isinstance(t, ev.TurnFinished) and t.rollout_id == r["rollout_id"])
+        assert math.isclose(r["generation_s"], round(gen, 4))
+    assert len(log._time) <= 8  # the running rollouts at the end of the log, at most the bound
+    groups = [r for r in lines if r["kind"] == "group"]
+    fates = {e.group_id: ("dropped" if isinstance(e, ev.ItemDropped) else "kept") for e in events
+             if isinstance(e, (ev.ItemDropped, rev.ItemCompleted))}
+    assert {g["group_id"]: g["outcome"] for g in groups} == fates

@@ -63,6 +63,15 @@ def test_faulty_run_accounts_everything_and_replays_exactly(sim, tmp_path, live)
     if acc.completed:
         assert jsonl.with_suffix(".html").exists()
 
+    # rollouts.jsonl: every finished rollout with its score, every group with its fate
+    lines = [json.loads(line) for line in jsonl.with_name("rollouts.jsonl").read_text().splitlines()]
+    finished = {e.rollout_id: e for e in p.of("rollout_finished")}
+    rollouts = {r["rollout_id"]: r for r in lines if r["kind"] == "rollout"}
+    assert set(rollouts) == set(finished)
+    assert all(rollouts[k]["score"] == e.reward and rollouts[k]["turns"] == e.turns_used for k, e in finished.items())
+    fates = Counter(r["outcome"] for r in lines if r["kind"] == "group")
+    assert (fates["kept"], fates["dropped"], fates["failed"]) == (acc.completed, acc.dropped_total, acc.failed)
+
     # replay: the recorded log folds into exactly the same state
     replay = ReplaySource(str(log))
     replay.start()

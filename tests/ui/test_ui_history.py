@@ -157,6 +157,7 @@ def _rollout_with_prompt_and_details() -> list:
         ev.RolloutStarted(ts=t + 1, rollout_id="7d1c-uuid-a", group_id="3f2a9c1d0b7e", item_summary="count lines",
                           system_prompt="You are a careful shell agent.", prompt="Count the lines in data.txt"),
         ev.RolloutStarted(ts=t + 1, rollout_id="9e0f-uuid-b", group_id="3f2a9c1d0b7e", item_summary="count lines"),
+        ev.SandboxCreated(ts=t + 1, task_id="9e0f-uuid-b", backend="local", lifetime_s=300.0),
         ev.TurnStarted(ts=t + 2, rollout_id="7d1c-uuid-a", turn=1),
         ev.TurnFinished(ts=t + 4, rollout_id="7d1c-uuid-a", turn=1, latency_s=2.0, tool_calls=1),
         ev.ToolCallStarted(ts=t + 4, rollout_id="7d1c-uuid-a", turn=1, call_id="c1", tool_name="terminal",
@@ -178,6 +179,11 @@ async def test_transcript_shows_real_prompt_full_results_reward_details_and_read
         # uuid-style ids get readable, linked labels: g0001 and g0001-r0 / -r1 by start order
         assert app.state.history.label_of("7d1c-uuid-a") == "g0001-r0"
         assert app.state.history.label_of("9e0f-uuid-b") == "g0001-r1"
+        # the linked ids show where the rollouts are: groups table and the rollout's sandbox row
+        from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
+
+        assert app.screen.query_one(GroupsTable).get_row("3f2a9c1d0b7e")[0].plain == "g0001"
+        assert app.screen.query_one(SandboxesTable).get_row("9e0f-uuid-b")[0].plain == "g0001-r1"
         app.push_screen(TranscriptScreen("g0001-r0"))  # a label opens the rollout too
         await settle(pilot)
         text = _transcript_text(app)

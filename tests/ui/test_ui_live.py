@@ -47,9 +47,42 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
             assert app.state.run.env_name in str(app.screen.query_one("#status").render())
             await pilot.press("p")
             await wait_for(pilot, lambda s: s.status in ("paused", "draining"), "intake paused")
+            await _history_transcript_and_config(pilot)
             await quit_and_wait(pilot)  # confirms if groups are still draining
         assert host.done.done()
     finally:
         host.stop(0.5).result(timeout=30)
         host.join(10)
         sim.stop()
+
+
+async def _history_transcript_and_config(pilot: Pilot) -> None:
+    """The new views over real events (uuid ids, the env's real prompt, the resolved config)."""
+    import re
+
+    from textual.widgets import DataTable, RichLog
+
+    from hermes_console.ui.screens.config_view import ConfigScreen
+    from hermes_console.ui.screens.rollouts import RolloutsScreen
+    from hermes_console.ui.screens.transcript import TranscriptScreen
+
+    app = pilot.app
+    app.screen.query_one("#turns").focus()  # not a group: all rollouts
+    await pilot.press("h")
+    await pilot.pause(0.3)
+    assert isinstance(app.screen, RolloutsScreen)
+    table = app.screen.query_one("#rollouts-table", DataTable)
+    assert table.row_count >= 2
+    assert re.fullmatch(r"g\d{4}-r\d+", table.get_row_at(0)[0].plain)  # readable ids over uuid ones
+    await pilot.press("enter")
+    await pilot.pause(0.3)
+    assert isinstance(app.screen, TranscriptScreen)
+    text = "\n".join(strip.text for strip in app.screen.query_one("#transcript", RichLog).lines)
+    assert "user       " in text and "(not recorded)" not in text.split("\n── turn")[0].split("user")[1]
+    await pilot.press("escape", "escape", "d")
+    await pilot.pause(0.3)
+    assert isinstance(app.screen, ConfigScreen)
+    keys = {app.screen.query_one("#config-table", DataTable).get_row_at(i)[0].plain
+            for i in range(app.screen.query_one("#config-table", DataTable).row_count)}
+    assert {"env.group_size", "openai[0].base_url", "phase2[0].server_type"} <= keys
+    await pilot.press("escape")

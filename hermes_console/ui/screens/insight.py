@@ -15,15 +15,18 @@ from typing import Optional, Tuple
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.events import Resize
 from textual.widgets import DataTable, Footer, Static
 
 from hermes_console.runtime.history import ERROR_KINDS, History
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, clock, duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.throttle import Throttle
 from hermes_console.ui.widgets.run_graphs import RunGraphs
 
 RECENT_ERRORS = 50
+NARROW_WIDTH = 110  # below: no graphs (the error tables get the width)
 ERROR_HELP = {
     "server": "inference: API errors, empty replies, transport failures",
     "tool": "tool calls that failed (exit codes, bad args, unknown tools)",
@@ -39,6 +42,7 @@ class InsightScreen(DrillDownScreen):
     def __init__(self) -> None:
         super().__init__(classes="drilldown")
         self._drawn: Optional[Tuple[object, ...]] = None
+        self._throttle = Throttle()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="insight-body"):
@@ -60,13 +64,21 @@ class InsightScreen(DrillDownScreen):
         for key, label, width in (("time", "time", 8), ("kind", "kind", 8), ("where", "where", 16),
                                   ("detail", "detail", 18), ("cause", "cause", None)):
             recent.add_column(label, key=key, width=width)
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
+
+    def on_resize(self, event: Resize) -> None:
+        # Narrow terminals: the error tables need the width more than the graphs do.
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
         h = state.history
         key = (h.version, state.rewards_version, int(now))
         if key == self._drawn:
+            return
+        if self._drawn is not None and not self._throttle.due():  # at most once a second
+            self._throttle.later(self, lambda: self.refresh_view(self.console.state, self.console.now()))
             return
         self._drawn = key
         self.query_one("#insight-time", Static).update(time_text(h, state))

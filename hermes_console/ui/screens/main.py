@@ -41,6 +41,7 @@ PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandbo
           ("rewards", "Rewards"), ("trainer", "Trainer"), ("servers", "Servers")]
 OPTIONAL_PANELS = ("trainer", "servers")
 COMPACT_WIDTH = 120
+MEDIUM_WIDTH = 166  # below: tool calls and sandboxes stack (each full width) instead of side by side
 COMPACT_HEIGHT = 34
 
 
@@ -164,9 +165,17 @@ class MainScreen(Screen[None]):
         was_compact = self.compact
         self.compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
         self.set_class(self.compact, "-compact")
-        # Keep the age / timeout columns on screen at 80 columns by narrowing the free-text ones.
-        self.query_one(GroupsTable).set_column_width("item", max(12, min(36, width - 62)))
-        self.query_one(SandboxesTable).set_column_width("command", max(10, min(22, width - 80)))
+        # Keep the stage / age / timeout columns on screen by narrowing the free-text ones:
+        # a panel is the whole width in compact mode, half of it (groups) or 3/5 (sandboxes) in rows.
+        medium = not self.compact and width < MEDIUM_WIDTH
+        self.set_class(medium, "-medium")
+        groups_w = width if self.compact else width // 2
+        sandboxes_w = width if self.compact or medium else width // 2
+        self.query_one(GroupsTable).set_column_width("item", max(6, min(36, groups_w - GroupsTable.FIXED_WIDTH)))
+        sandboxes = self.query_one(SandboxesTable)
+        sandboxes.set_column_width("task", 9)  # g0033-r2
+        # task + backend + state + elapsed + idle, each with its padding, + border and scrollbar
+        sandboxes.set_column_width("command", max(6, min(22, sandboxes_w - (9 + 7 + 7 + 16 + 22 + 12 + 4))))
         if self.compact and not self.query(".panel.-current"):
             self._show_panel(self._current_panel_id() or "groups")
         if was_compact and not self.compact and self.ready:
@@ -321,6 +330,8 @@ class MainScreen(Screen[None]):
         self.app.push_screen(FilterModal(self.filter.text), apply)
 
     def set_filter(self, text: str) -> None:
+        # A readable label (g0033-r2, g0033) filters by the id it stands for.
+        text = self.console.state.history.resolve_any(text.strip()) if text.strip() else text
         self.filter.text = text
         stream = self.query_one(TurnsStream)
         tools = self.query_one(ToolCallsTable)

@@ -23,6 +23,7 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.throttle import Throttle
 
 # (key, label, width, sort key)
 COLUMNS: List[Tuple[str, str, Optional[int], Callable[[RolloutRecord], Any]]] = [
@@ -119,6 +120,7 @@ class RolloutsScreen(DrillDownScreen):
         super().__init__(classes="drilldown")
         self.query_spec = query or RolloutQuery()
         self._drawn: Optional[Tuple[object, ...]] = None
+        self._throttle = Throttle()
         self.shown: List[str] = []  # rollout ids in table order
 
     def compose(self) -> ComposeResult:
@@ -154,8 +156,13 @@ class RolloutsScreen(DrillDownScreen):
                 self._drawn = None  # cells are cropped when added: rebuild at the new width
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
-        key = (state.history.version, self.query_spec)
+        key = (state.history.records_version, self.query_spec)
         if key == self._drawn:
+            return
+        # A busy run finishes rollouts every tick: rebuild a long table at most once a second
+        # (a changed query redraws at once).
+        if self._drawn is not None and self._drawn[1] == self.query_spec and not self._throttle.due():
+            self._throttle.later(self, lambda: self.refresh_view(self.console.state, self.console.now()))
             return
         self._drawn = key
         records = select(list(state.history.records.values()), self.query_spec)
@@ -203,7 +210,7 @@ class RolloutsScreen(DrillDownScreen):
         text = Text("Rollouts", style="bold")
         text.append(f"   {len(records)} shown of {total} in memory", style="")
         if state.history.totals["rollouts"] > total or total >= MAX_RECORDS:
-            text.append(f" (last {MAX_RECORDS}; every group is on disk: groups.jsonl / dropped.jsonl)", style="dim")
+            text.append(f" (last {MAX_RECORDS}; every rollout is on disk: rollouts.jsonl in the run dir)", style="dim")
         text.append("\nfilter ", style="dim")
         text.append(q.describe(state.history.group_label_of(q.group_id or "")), style="bold cyan")
         text.append("   sort ", style="dim")

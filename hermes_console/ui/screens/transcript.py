@@ -38,14 +38,18 @@ class TranscriptScreen(RolloutScreen):
         # Labels (g0033-r2) are accepted wherever an id is.
         self.rollout_id = state.history.resolve(self.rollout_id) or self.rollout_id
         rollout = state.rollouts.get(self.rollout_id)
-        signature = (self._signature_of(rollout, now), self.expanded, self.diffing, state.history.version
-                     if rollout is None or rollout.status != "running" else 0)
+        # Redrawn only when something it shows changed: its own events, its group's fate, its
+        # siblings' scores (not on every event of the run: the operator may be scrolling).
+        record = state.history.records.get(self.rollout_id)
+        siblings = tuple(getattr(state.history.records.get(sid), "score", None)
+                         for sid in state.history.siblings(self.rollout_id))
+        signature = (self._signature_of(rollout, now), self.expanded, self.diffing,
+                     (record.outcome, record.drop_reason) if record else None, siblings)
         if signature == self._signature:
             return
         self._signature = signature
         header = self.query_one("#rollout-header")
         log = self.query_one("#transcript")
-        record = state.history.records.get(self.rollout_id)
         label = state.history.label_of(self.rollout_id)
         log.border_title = f"Transcript {label}" + ("  (diff against the best sibling)" if self.diffing else "")
         if rollout is None:
@@ -70,7 +74,8 @@ class TranscriptScreen(RolloutScreen):
         if record is not None:
             score = "–" if record.score is None else f"{record.score:.3f}"
             text.append(f"\nscore {score}   turns {record.turns}   {record.outcome} {record.drop_reason}", style="")
-        text.append("\nIts group's full record is on disk: groups.jsonl (kept) or dropped.jsonl in the run dir.",
+        text.append("\nOn disk in the run dir: rollouts.jsonl (its line), groups.jsonl / dropped.jsonl "
+                    "(its group's sequences).",
                     style="dim")
         return text
 

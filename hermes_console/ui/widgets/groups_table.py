@@ -13,12 +13,15 @@ from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 
 class GroupsTable(KeyedTable):
     COLUMNS = (
-        ("group", "group", 12),
+        ("group", "group", 9),
         ("item", "item", 36),
-        ("rollouts", "done", 6),
-        ("stage", "stage", 12),
-        ("age", "age / worker timeout", 22),
+        ("rollouts", "done", 5),
+        ("stage", "stage", 11),
+        ("age", "age / timeout", 14),
     )
+    # Everything but the free-text item column, with each column's padding (1 + 1) and the
+    # panel's border and scrollbar: the item column gets what is left (MainScreen._apply_size).
+    FIXED_WIDTH = 9 + 5 + 11 + 14 + 2 * 5 + 4
 
     def update_from(self, state: ConsoleState, now: float) -> None:
         timeout = state.run.worker_timeout_s
@@ -35,7 +38,7 @@ class GroupsTable(KeyedTable):
         total = group.group_size or len(group.rollout_ids) or 0
         stage_style = {"scoring": "cyan", "sending": "green", "queued": "dim"}.get(group.stage, "")
         return (
-            Text(head(label or group.group_id, 12), style="bold"),  # readable: g0033 (h: its rollouts)
+            Text(head(label or group.group_id, 9), style="bold"),  # readable: g0033 (h: its rollouts)
             head(group.item_summary or "–", 36),
             f"{group.rollouts_done}/{total or '?'}",
             Text(group.stage, style=stage_style),

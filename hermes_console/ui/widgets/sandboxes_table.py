@@ -24,14 +24,14 @@ class SandboxesTable(KeyedTable):
     def update_from(self, state: ConsoleState, now: float) -> None:
         rows: Dict[str, Row] = {}
         for sandbox in state.live_sandboxes():
-            rows[sandbox.task_id] = self._row(sandbox, now)
+            rows[sandbox.task_id] = self._row(sandbox, now, state.history.label_of(sandbox.task_id))
         self.sync(rows)
         title = f"Sandboxes ({len(rows)} live)"
         if self.border_title != title:
             self.border_title = title
 
     @staticmethod
-    def _row(sb: SandboxView, now: float) -> Row:
+    def _row(sb: SandboxView, now: float, label: str = "") -> Row:
         running = sb.state == "running"
         if running and sb.running_since is not None:
             elapsed: Text = budget(now - sb.running_since, sb.running_timeout_s)
@@ -49,7 +49,7 @@ class SandboxesTable(KeyedTable):
         else:
             idle = Text("no lifetime", style="dim")
         return (
-            Text(head(sb.task_id, 10), style="bold"),
+            Text(head(label or sb.task_id, 10), style="bold"),  # a rollout's sandbox: its readable id
             sb.backend,
             Text(sb.state, style="cyan" if running else "dim"),
             head(sb.running_command or "", 22),
