@@ -58,6 +58,7 @@ def _cpu(who: int) -> float:
 # them). So, just before each cleanup, sum the CPU of the machine's live processes from
 # /proc (own + reaped children) below the top process, which the console reaps itself.
 _LIVE_MS: List[float] = [0.0]
+_PROBE_MS: List[float] = [0.0]
 
 
 def _machine_cpu_ms(box: Any) -> float:
@@ -87,7 +88,9 @@ def _count_machine_cpu() -> None:
 
     def cleanup(self: Any) -> None:
         if not self.closed:
+            t0 = time.thread_time()
             _LIVE_MS[0] += _machine_cpu_ms(self)
+            _PROBE_MS[0] += 1000 * (time.thread_time() - t0)  # the bench's own /proc scan: not the env's
         original(self)
 
     cleanup._bench_wrapped = True  # type: ignore[attr-defined]
@@ -95,12 +98,15 @@ def _count_machine_cpu() -> None:
 
 
 async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
-    p0, c0, m0, l0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(), _LIVE_MS[0]
+    p0, c0, m0, l0, b0 = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(),
+                          _LIVE_MS[0], _PROBE_MS[0])
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
     wall = time.perf_counter() - t0
     # CPU per rollout: this process (all threads), its loop thread, and the bash children it waited for.
-    cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n)
+    probe = (_PROBE_MS[0] - b0) / n
+    cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n - probe)
+    cpu.setdefault("bench_probe_ms", []).append(probe)
     cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n)
     # sandbox processes: those reaped by the console + the machines' own, read before cleanup
     reaped = 1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n
