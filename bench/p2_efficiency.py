@@ -20,7 +20,7 @@ import os
 import resource
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from bench.common import (
     SimProcess,
@@ -79,12 +79,14 @@ def _machine_cpu_ms(box: Any) -> float:
     return 1000.0 * total / tck
 
 
-def _count_machine_cpu() -> None:
+def _count_machine_cpu() -> Callable[[], None]:
+    """Wrap every sandbox's cleanup with the probe; returns the undo (the smoke test runs
+    this bench inside pytest: the wrapper must not outlive the run)."""
     from environments.sandboxes.base import BashSessionSandbox
 
     original = BashSessionSandbox.cleanup
     if getattr(original, "_bench_wrapped", False):
-        return
+        return lambda: None
 
     def cleanup(self: Any) -> None:
         if not self.closed:
@@ -95,6 +97,11 @@ def _count_machine_cpu() -> None:
 
     cleanup._bench_wrapped = True  # type: ignore[attr-defined]
     BashSessionSandbox.cleanup = cleanup  # type: ignore[method-assign]
+
+    def undo() -> None:
+        BashSessionSandbox.cleanup = original  # type: ignore[method-assign]
+
+    return undo
 
 
 async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
@@ -166,14 +173,17 @@ def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float |
     repeats = repeats or (1 if quick else 2)
     tmp = bench_tmpdir("p2")
     import environments.hermes_base_env  # noqa: F401 - applies environments.patches as any env does
-    _count_machine_cpu()
+    undo_probe = _count_machine_cpu()
     from bench import lean_openai
 
     if full_transform:  # A/B: the env without the openai request fast path
         lean_openai.remove()
     load_before = load_average()
-    with SimProcess(latency_ms, solve_rate=1.0) as sim:
-        m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+    try:
+        with SimProcess(latency_ms, solve_rate=1.0) as sim:
+            m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+    finally:
+        undo_probe()
     solo = median(m["solo_walls_s"])
     wall = median(m["concurrent_walls_s"])
     efficiency = solo / wall if wall else float("nan")

@@ -625,7 +625,7 @@ class BashSessionSandbox(ABC):
             how = f"killed by signal {code - 128}" if code is not None and code > 128 else f"exit {code}"
         return (
             f"\n[The shell ended ({how}); a fresh shell took over: files, background processes and cwd kept; "
-            "exported variables kept unless the shell was killed; functions, aliases and unexported variables reset]"
+            "exported variables kept unless it was SIGKILLed or exec'd; functions, aliases and unexported variables reset]"
         )
 
     def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":
