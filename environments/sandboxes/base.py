@@ -212,6 +212,12 @@ class BashSessionSandbox(ABC):
         q = "'" + path.replace("'", "'\\''") + "'"
         self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
 
+    def _cgroup_inescapable(self) -> bool:
+        """Can no process of this sandbox leave its cgroup? Then killing the cgroup's members
+        kills all of them and the /proc sweep at cleanup is redundant. Not on local (a root
+        process can write another group's cgroup.procs); bwrap says yes."""
+        return False
+
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
         return True
@@ -374,7 +380,9 @@ class BashSessionSandbox(ABC):
             procfs.kill_group(proc.pid, signal.SIGKILL)
         if self._cgroup is not None:
             self._cgroup.kill_all()  # every member, however it forked or setsid'd
-        procfs.kill_all(self._marker, (), {m.pid for m in machines})
+        if not (self._cgroup is not None and self._cgroup.has_pids and self._cgroup_inescapable()):
+            # the safety net: stat + environ of every process on the host (ms with hundreds of sandboxes)
+            procfs.kill_all(self._marker, (), {m.pid for m in machines})
         for proc in machines:
             _reap(proc)
         # A command in flight sees its machine gone and returns; only then close its fds
