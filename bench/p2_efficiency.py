@@ -20,7 +20,7 @@ import os
 import resource
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 from bench.common import (
     SimProcess,
@@ -58,6 +58,7 @@ def _cpu(who: int) -> float:
 # them). So, just before each cleanup, sum the CPU of the machine's live processes from
 # /proc (own + reaped children) below the top process, which the console reaps itself.
 _LIVE_MS: List[float] = [0.0]
+_PROBE_MS: List[float] = [0.0]
 
 
 def _machine_cpu_ms(box: Any) -> float:
@@ -78,29 +79,41 @@ def _machine_cpu_ms(box: Any) -> float:
     return 1000.0 * total / tck
 
 
-def _count_machine_cpu() -> None:
+def _count_machine_cpu() -> Callable[[], None]:
+    """Wrap every sandbox's cleanup with the probe; returns the undo (the smoke test runs
+    this bench inside pytest: the wrapper must not outlive the run)."""
     from environments.sandboxes.base import BashSessionSandbox
 
     original = BashSessionSandbox.cleanup
     if getattr(original, "_bench_wrapped", False):
-        return
+        return lambda: None
 
     def cleanup(self: Any) -> None:
         if not self.closed:
+            t0 = time.thread_time()
             _LIVE_MS[0] += _machine_cpu_ms(self)
+            _PROBE_MS[0] += 1000 * (time.thread_time() - t0)  # the bench's own /proc scan: not the env's
         original(self)
 
     cleanup._bench_wrapped = True  # type: ignore[attr-defined]
     BashSessionSandbox.cleanup = cleanup  # type: ignore[method-assign]
 
+    def undo() -> None:
+        BashSessionSandbox.cleanup = original  # type: ignore[method-assign]
+
+    return undo
+
 
 async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
-    p0, c0, m0, l0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(), _LIVE_MS[0]
+    p0, c0, m0, l0, b0 = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(),
+                          _LIVE_MS[0], _PROBE_MS[0])
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
     wall = time.perf_counter() - t0
     # CPU per rollout: this process (all threads), its loop thread, and the bash children it waited for.
-    cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n)
+    probe = (_PROBE_MS[0] - b0) / n
+    cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n - probe)
+    cpu.setdefault("bench_probe_ms", []).append(probe)
     cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n)
     # sandbox processes: those reaped by the console + the machines' own, read before cleanup
     reaped = 1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n
@@ -160,14 +173,17 @@ def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float |
     repeats = repeats or (1 if quick else 2)
     tmp = bench_tmpdir("p2")
     import environments.hermes_base_env  # noqa: F401 - applies environments.patches as any env does
-    _count_machine_cpu()
+    undo_probe = _count_machine_cpu()
     from bench import lean_openai
 
     if full_transform:  # A/B: the env without the openai request fast path
         lean_openai.remove()
     load_before = load_average()
-    with SimProcess(latency_ms, solve_rate=1.0) as sim:
-        m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+    try:
+        with SimProcess(latency_ms, solve_rate=1.0) as sim:
+            m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+    finally:
+        undo_probe()
     solo = median(m["solo_walls_s"])
     wall = median(m["concurrent_walls_s"])
     efficiency = solo / wall if wall else float("nan")

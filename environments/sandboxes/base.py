@@ -217,6 +217,12 @@ class BashSessionSandbox(ABC):
         """Limit-hit counters (oom_kill, pids_max) of the sandbox's cgroup, when it has one."""
         return self._cgroup.counters() if self._cgroup is not None else {}
 
+    def _cgroup_inescapable(self) -> bool:
+        """Can no process of this sandbox leave its cgroup? Then killing the cgroup's members
+        kills all of them and the /proc sweep at cleanup is redundant. Not on local (a root
+        process can write another group's cgroup.procs); bwrap says yes."""
+        return False
+
     def _wants_cgroup(self) -> bool:
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
         return True
@@ -379,7 +385,9 @@ class BashSessionSandbox(ABC):
             procfs.kill_group(proc.pid, signal.SIGKILL)
         if self._cgroup is not None:
             self._cgroup.kill_all()  # every member, however it forked or setsid'd
-        procfs.kill_all(self._marker, (), {m.pid for m in machines})
+        if not (self._cgroup is not None and self._cgroup.has_pids and self._cgroup_inescapable()):
+            # the safety net: stat + environ of every process on the host (ms with hundreds of sandboxes)
+            procfs.kill_all(self._marker, (), {m.pid for m in machines})
         for proc in machines:
             _reap(proc)
         # A command in flight sees its machine gone and returns; only then close its fds
@@ -630,7 +638,7 @@ class BashSessionSandbox(ABC):
             how = f"killed by signal {code - 128}" if code is not None and code > 128 else f"exit {code}"
         return (
             f"\n[The shell ended ({how}); a fresh shell took over: files, background processes and cwd kept; "
-            "exported variables kept unless the shell was killed; functions, aliases and unexported variables reset]"
+            "exported variables kept unless it was SIGKILLed or exec'd; functions, aliases and unexported variables reset]"
         )
 
     def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":

@@ -253,5 +253,10 @@ class BwrapSandbox(BashSessionSandbox):
     def _env(self) -> Dict[str, str]:
         return self._host_env
 
+    def _cgroup_inescapable(self) -> bool:
+        # no /sys inside the machine and every capability dropped: no way to write any
+        # cgroup.procs; and the pid namespace dies with its init anyway
+        return True
+
     def _spawn_error(self, exc: OSError) -> Exception:
         return SandboxUnavailable(f"bwrap backend: cannot run {self._bwrap} ({exc}); {INSTALL_HINT}")

@@ -81,7 +81,7 @@ __h_post() {
   [ -z "$__h_sync" ] || builtin printf '\0HS %s %s\0' "$__h_n" "$__h_seq" >&7
   builtin printf 'T %s %s %s %s\n' "$__h_n" "$__h_seq" "$1" "${PWD//$'\n'/}" >&2
 }
-__h_save() { [ -n "$__h_st" ] && { builtin export -p; builtin printf 'builtin cd -- %q\n' "$PWD"; } >"$__h_st" 2>/dev/null; }
+__h_save() { [[ -n $__h_st && ! -L $__h_st ]] && { builtin export -p; builtin printf 'builtin cd -- %q\n' "$PWD"; } >"$__h_st" 2>/dev/null; }
 trap '__h_save' EXIT
 trap '__h_abort=1' USR1
 trap '[ -z "$__h_abort" ] || [ -z "$__h_ineval" ] || [ "${FUNCNAME[0]}" = __h_post ] || [[ $BASH_COMMAND == "__h_post "* ]]' DEBUG

@@ -388,6 +388,13 @@ def test_bwrap_machine_has_no_capabilities_to_remount_the_system(tmp_path: Path)
         # (no remount+write probe here: on a broken build it would write to the host's /usr)
         tried = box.execute("umount /bin 2>/dev/null && echo UNMOUNTED || echo refused; ls /bin/bash", 10)
         assert tried.output == "refused\n/bin/bash\n"
+        # nor can it leave its cgroup (cleanup relies on that: it kills the cgroup, no /proc sweep):
+        # no cgroupfs inside, and mounting one is refused
+        leave = box.execute("cat /proc/mounts | grep -c cgroup; mkdir -p /mnt/cg; "
+                            "mount -t cgroup -o pids none /mnt/cg 2>/dev/null && echo MOUNTED", 10)
+        assert leave.output == "0\n", leave.output
+        if box._cgroup is not None and box._cgroup.has_pids:  # oracle: the host's view of the group
+            assert box._cgroup_inescapable() and box._agent.shell_pid in box._cgroup.pids()
     finally:
         box.cleanup()
 
