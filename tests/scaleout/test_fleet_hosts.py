@@ -144,6 +144,11 @@ def two_hosts():
     hosts = _Hosts(2)
     for rt, name in zip(hosts.rts, ("alpha", "beta")):
         _same_ids_run(rt.queue, name)
+    # trainer: host 0's last group was confirmed at step 1, the trainer is at step 4 (12 s
+    # later on host 0's clock); host 1 never had one confirmed
+    for step, sent, ts in ((0, 0, 1000.0), (1, 1, 1001.0), (4, 1, 1013.0)):
+        hosts.rts[0].queue.push(rev.TrainerStatus(state="running", current_step=step, groups_sent=sent, ts=ts))
+    hosts.rts[1].queue.push(rev.TrainerStatus(state="running", current_step=4, groups_sent=0, ts=1013.0))
     yield hosts
     hosts.stop()
 
@@ -211,8 +216,8 @@ def _column_labels(table: Any) -> List[str]:
 
 def test_main_screen_host_column(two_hosts: _Hosts) -> None:
     """Attached to two hosts, the groups, tool calls, sandboxes and turns panels say which
-    host each row is from; attached to one, the panels have exactly the local columns."""
-    from hermes_console.remote.fleet import FleetConsoleApp
+    host each row is from; the Hosts screen's trainer table shows each host's staleness."""
+    from hermes_console.remote.fleet import FleetConsoleApp, TrainerHostsTable
     from hermes_console.ui.config import ConsoleConfig
     from hermes_console.ui.widgets.groups_table import GroupsTable
     from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
@@ -242,7 +247,12 @@ def test_main_screen_host_column(two_hosts: _Hosts) -> None:
             seen["turns"] = [strip.text for strip in turns.lines]
             seen["columns"] = {"groups": _column_labels(groups), "tools": _column_labels(tools),
                                "sandboxes": _column_labels(sandboxes)}
-            await pilot.press("q")
+            await pilot.press("H")
+            await pilot.pause(0.2)
+            trainer = app.screen.query_one(TrainerHostsTable)
+            seen["stale"] = {k: _cells(trainer, k)[-1] for k in trainer.keys()}
+            seen["stale_help"] = str(trainer.border_subtitle)
+            await pilot.press("escape", "q")
 
     asyncio.run(drive())
     fleet.join(10)
@@ -257,6 +267,8 @@ def test_main_screen_host_column(two_hosts: _Hosts) -> None:
     assert seen["columns"]["groups"][:2] == ["host", "group"]
     assert seen["columns"]["tools"][:2] == ["host", "time"]
     assert seen["columns"]["sandboxes"][:2] == ["host", "task"]
+    assert seen["stale"] == {"a": "3 · 12s", "b": "never"}
+    assert "trainer steps" in seen["stale_help"]
 
 
 def test_one_attached_host_has_no_host_column() -> None:
