@@ -57,7 +57,7 @@ def tag_event(event: Event, label: str) -> Event:
     fields = _id_fields_of.get(type(event))
     if fields is None:
         fields = _id_fields_of[type(event)] = tuple(f for f in ID_FIELDS if hasattr(event, f))
-    changes = {f: host_key(getattr(event, f), label) for f in fields if getattr(event, f)}
+    changes: Dict[str, Any] = {f: host_key(getattr(event, f), label) for f in fields if getattr(event, f)}
     return replace(event, **changes) if changes else event
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import Future
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
