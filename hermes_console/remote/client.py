@@ -5,9 +5,10 @@ gives a snapshot then live events; a host that goes away is shown as disconnecte
 and retried, and on reconnect only the events after the last one seen are asked for
 (``?since=``). ``drain()`` (the UI thread) folds each host's events into that host's
 own :class:`ConsoleState` and returns one merged stream for the console's state:
-per-group events as they are (group ids are unique per host), status-like events
-(status, trainer, servers, loop lag) replaced by one fleet-wide aggregate, log lines
-prefixed with the host. Never imports textual.
+per-group events with their ids tagged with the host (``ID@LABEL``, see :func:`host_key`;
+two hosts may use the same ids, e.g. one host attached twice or replayed runs) when more
+than one host is attached, status-like events (status, trainer, servers, loop lag)
+replaced by one fleet-wide aggregate, log lines prefixed with the host. Never imports textual.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as rev
@@ -33,6 +34,55 @@ REFUSED_RETRY_S = 5.0
 READ_TIMEOUT_S = 10.0  # several pings (every 2 s) missed: the host is gone or frozen
 COMMAND_TIMEOUT_S = 30.0
 AGGREGATED = {"runtime_status", "trainer_status", "server_stats", "loop_lag"}
+ID_FIELDS = ("group_id", "rollout_id", "task_id", "eval_id")  # the ids the console's state is keyed by
+HOST_SEP = "@"  # ID@LABEL: a suffix, so id prefixes the state relies on ("eval-") still hold
+_id_fields_of: Dict[type, Tuple[str, ...]] = {}
+
+
+def host_key(raw_id: str, label: str) -> str:
+    """The merged console's key for ``raw_id`` of host ``label`` (an empty id stays empty)."""
+    return f"{raw_id}{HOST_SEP}{label}" if raw_id else raw_id
+
+
+def split_host_key(key: str, labels: Iterable[str]) -> Tuple[Optional[str], str]:
+    """``(label, raw id)`` of a merged key; ``(None, key)`` when it names none of ``labels``."""
+    raw, sep, label = key.rpartition(HOST_SEP)
+    if sep and raw and label in labels:
+        return label, raw
+    return None, key
+
+
+def tag_event(event: Event, label: str) -> Event:
+    """``event`` with every id it carries tagged with host ``label``."""
+    fields = _id_fields_of.get(type(event))
+    if fields is None:
+        fields = _id_fields_of[type(event)] = tuple(f for f in ID_FIELDS if hasattr(event, f))
+    changes: Dict[str, Any] = {f: host_key(getattr(event, f), label) for f in fields if getattr(event, f)}
+    return replace(event, **changes) if changes else event
+
+
+@dataclass
+class ConfirmClock:
+    """When the trainer API last confirmed a group from one host, read off the host's
+    TrainerStatus stream (``groups_sent`` = groups the API confirmed). Staleness is how
+    many trainer steps (and seconds, on the host's own clock) have passed since then."""
+
+    confirmed: int = -1  # groups_sent of the last status seen; -1 = none seen yet
+    step: Optional[int] = None  # trainer step of the status where it last rose
+    ts: Optional[float] = None
+    exact: bool = True  # False: the first status seen already counted groups (confirmed at or before it)
+
+    def observe(self, t: rev.TrainerStatus) -> None:
+        if t.groups_sent > max(self.confirmed, 0):
+            self.exact = self.confirmed >= 0
+            self.step, self.ts = t.current_step, t.ts
+        self.confirmed = t.groups_sent
+
+    def staleness(self, t: Optional[rev.TrainerStatus]) -> Optional[Tuple[int, float, bool]]:
+        """``(steps, seconds, exact)`` since the last confirmed group; None when none was."""
+        if t is None or self.step is None or self.ts is None:
+            return None
+        return max(0, t.current_step - self.step), max(0.0, t.ts - self.ts), self.exact
 
 
 @dataclass
@@ -49,6 +99,7 @@ class HostLink:
     last_seq: int = 0  # the last event seq folded (UI thread); the follower asks from here
     name: str = ""  # the host's own name (hostname:pid)
     connects: int = 0
+    confirm: ConfirmClock = field(default_factory=ConfirmClock)
 
     @property
     def connected(self) -> bool:
@@ -98,6 +149,11 @@ class FleetRuntime:
 
     def __init__(self, targets: List[Tuple[str, ListenAddress]], token: Optional[str] = None) -> None:
         self.hosts = [HostLink(i, label, address) for i, (label, address) in enumerate(targets)]
+        # More than one host: the merged state's ids carry their host (ID@LABEL) and the
+        # console shows a host column; one host looks exactly like a local console.
+        self.multi_host = len(self.hosts) > 1
+        self._labels = frozenset(h.label for h in self.hosts)
+        self.host_width = max([4, *(len(h.label) for h in self.hosts)])
         self.token = token
         self.selected: Optional[int] = None  # host filter: commands go to this host only
         self.fatal: Optional[BaseException] = None
@@ -257,13 +313,15 @@ class FleetRuntime:
                 host.last_seq = seq
                 host.state.apply(event)
                 if event.kind in AGGREGATED:
+                    if event.kind == "trainer_status":
+                        host.confirm.observe(event)
                     dirty = True
                 elif event.kind == "log_record":
                     out.append(replace(event, logger=f"{host.label} {event.logger}"))
                 elif event.kind == "run_configured":  # the fleet's run: no one host's shard or jsonl
                     out.append(replace(event, shard="", jsonl_path=None))
                 else:
-                    out.append(event)
+                    out.append(tag_event(event, host.label) if self.multi_host else event)
             elif what == "link":
                 link, detail = payload
                 if (link, detail) != (host.link, host.link_detail):
@@ -289,7 +347,27 @@ class FleetRuntime:
         gone = [g.group_id for g in host.state.active_groups()]
         host.state = ConsoleState()
         host.last_seq = 0
-        return [rev.ItemCancelled(group_id=g, reason=f"{host.label} restarted") for g in gone]
+        host.confirm = ConfirmClock()
+        out: List[Event] = [rev.ItemCancelled(group_id=g, reason=f"{host.label} restarted") for g in gone]
+        return [tag_event(e, host.label) for e in out] if self.multi_host else out
+
+    # ------------------------------------------------------------------ host of a merged key
+
+    def split_key(self, key: str) -> Tuple[Optional[HostLink], str]:
+        """The host a merged-state id comes from, and the id as that host knows it.
+        An untagged id (one host attached, or the console filtered to one host's own
+        state) belongs to the filtered host when there is one."""
+        label, raw = split_host_key(key, self._labels) if self.multi_host else (None, key)
+        if label is not None:
+            return next(h for h in self.hosts if h.label == label), raw
+        if self.selected is not None:
+            return self.hosts[self.selected], key
+        return (self.hosts[0], key) if not self.multi_host else (None, key)
+
+    def host_of(self, key: str) -> str:
+        """The host column's text for a row keyed by ``key`` ("" when it names no host)."""
+        host, _ = self.split_key(key)
+        return host.label if host is not None else ""
 
     def _aggregates(self) -> List[Event]:
         out: List[Event] = []
@@ -421,27 +499,33 @@ class FleetRuntime:
 
         return self.command("evaluate", {"pause_intake": pause_intake}, combine=combine)
 
-    def _sandbox_host(self, task_id: str) -> int:
-        for h in self.hosts:
+    def _sandbox_host(self, task_id: str) -> Tuple[int, str]:
+        """The host running sandbox ``task_id`` (a merged key or a host's own id), and its own id."""
+        label, raw = split_host_key(task_id, self._labels) if self.multi_host else (None, task_id)
+        if label is not None:
+            return next(h.index for h in self.hosts if h.label == label), raw
+        # an untagged id: the filtered host's own state first (two hosts may share ids)
+        first = [self.hosts[self.selected]] if self.selected is not None else []
+        for h in first + self.hosts:
             if task_id in h.state.sandboxes or task_id in h.state.rollouts:
-                return h.index
+                return h.index, task_id
         raise CommandUnavailable(f"sandbox {task_id!r} is not known on any attached host")
 
+    def _sandbox_command(self, name: str, task_id: str, **args: Any) -> "Future[Any]":
+        index, raw = self._sandbox_host(task_id)
+        return self.command(name, {"task_id": raw, **args}, host=index, combine=lambda r: next(iter(r.values())))
+
     def kill_sandbox(self, task_id: str) -> "Future[bool]":
-        return self.command("kill_sandbox", {"task_id": task_id}, host=self._sandbox_host(task_id),
-                            combine=lambda r: next(iter(r.values())))
+        return self._sandbox_command("kill_sandbox", task_id)
 
     def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]":
-        return self.command("extend_sandbox", {"task_id": task_id, "seconds": seconds},
-                            host=self._sandbox_host(task_id), combine=lambda r: next(iter(r.values())))
+        return self._sandbox_command("extend_sandbox", task_id, seconds=seconds)
 
     def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]":
-        return self.command("run_in_sandbox", {"task_id": task_id, "command": command, "timeout_s": timeout_s},
-                            host=self._sandbox_host(task_id), combine=lambda r: next(iter(r.values())))
+        return self._sandbox_command("run_in_sandbox", task_id, command=command, timeout_s=timeout_s)
 
     def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
-        return self.command("sandbox_details", {"task_id": task_id}, host=self._sandbox_host(task_id),
-                            combine=lambda r: next(iter(r.values())))
+        return self._sandbox_command("sandbox_details", task_id)
 
 
 async def _lines(stream: Any) -> Any:

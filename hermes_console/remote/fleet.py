@@ -2,8 +2,11 @@
 
 The same ConsoleApp and MainScreen, fed by :class:`FleetRuntime`: the main screen shows
 every host merged (aggregated rewards and throughput, summed accounting and trainer
-figures). ``h`` opens the Hosts screen: one row per host (link, status, groups, rates,
-errors, trainer sent/confirmed/unknown/failed) and host-tagged tables of active groups,
+figures); over several hosts its groups, turns, tool calls and sandboxes panels get a
+host column (FleetRuntime tags every id with its host, so two hosts' ``g0001`` are two
+rows). ``H`` opens the Hosts screen: one row per host (link, status, groups, rates,
+errors, trainer sent/confirmed/unknown/failed, queue share and staleness: trainer steps
+since the host's last confirmed group) and host-tagged tables of active groups,
 recent rollouts and errors. There: ``p`` pauses/resumes the selected host, ``a`` all
 hosts, ``enter`` shows only that host in the main console (the host filter; commands
 then go to it alone), ``A`` shows all hosts again, ``s`` stops the selected host.
@@ -30,7 +33,7 @@ from hermes_console.ui import app as ui_app
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.bindings import ScopedBindings
 from hermes_console.ui.config import ConsoleConfig
-from hermes_console.ui.format import head
+from hermes_console.ui.format import age, head
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.keyed_table import KeyedTable
 
@@ -62,10 +65,27 @@ class HostsTable(KeyedTable):
         self.sync(rows)
 
 
+STALENESS_HELP = ("stale = trainer steps · seconds since the trainer API last confirmed a group from the host "
+                  "(≥: before the console attached)")
+
+
+def staleness_cell(h: HostLink) -> Text:
+    """Trainer steps (and seconds, on the host's clock) since the host's last confirmed group."""
+    since = h.confirm.staleness(h.state.trainer)
+    if since is None:
+        return Text("never", style="dim")
+    steps, seconds, exact = since
+    text = Text(f"{'' if exact else '≥'}{steps} · {age(seconds)}")
+    if steps >= 2:
+        text.stylize("bold yellow")  # the trainer is moving on without this host's groups
+    return text
+
+
 class TrainerHostsTable(KeyedTable):
     COLUMNS = (("host", "host", 8), ("state", "trainer", 12), ("step", "step", 9), ("sent", "sent", 6),
                ("confirmed", "confirmed", 9), ("unknown", "unknown", 7), ("failed", "failed", 6),
-               ("weight", "weight", 6), ("queue", "own queue", 9), ("share", "queue share", 11))
+               ("weight", "weight", 6), ("queue", "own queue", 9), ("share", "queue share", 11),
+               ("stale", "stale (steps · s)", 17))
 
     def update_from(self, hosts: List[HostLink]) -> None:
         rows = {}
@@ -73,7 +93,7 @@ class TrainerHostsTable(KeyedTable):
             t = h.state.trainer
             if t is None:
                 rows[h.label] = (Text(h.label, style="bold"), Text("none", style="dim"), "–", "0", "0", "0", "0",
-                                 "–", "–", "–")
+                                 "–", "–", "–", Text("–", style="dim"))
                 continue
             c = trainer_counts(h.state)
             rows[h.label] = (Text(h.label, style="bold"), t.state, f"{t.current_step}/{t.total_steps or '?'}",
@@ -81,7 +101,8 @@ class TrainerHostsTable(KeyedTable):
                              Text(str(c["unknown"]), style="bold yellow" if c["unknown"] else ""),
                              Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
                              f"{t.env_weight:.2f}", str(t.self_queue_size),
-                             f"{t.self_queue_size / t.total_queue_size:.0%}" if t.total_queue_size else "–")
+                             f"{t.self_queue_size / t.total_queue_size:.0%}" if t.total_queue_size else "–",
+                             staleness_cell(h))
         self.sync(rows)
 
 
@@ -171,6 +192,7 @@ class FleetScreen(Screen[None]):
                            ("fleet-groups", "Active groups"), ("fleet-rollouts", "Recent rollouts"),
                            ("fleet-errors", "Errors per host")):
             self.query_one(f"#{wid}").border_title = title
+        self.query_one(TrainerHostsTable).border_subtitle = STALENESS_HELP
         self.query_one(HostsTable).focus()
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
@@ -256,6 +278,8 @@ class FleetConsoleApp(ConsoleApp):
         super().__init__(fleet, config=config, now=now)
         self.fleet = fleet
         self.merged = self.state
+        # the main screen's panels get a host column (ids are tagged ID@LABEL) over several hosts
+        self.host_column: Optional[FleetRuntime] = fleet if fleet.multi_host else None
         self.title = f"hermes-console attach ({len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''})"
 
     def _fold(self, events: Iterable[Any]) -> int:

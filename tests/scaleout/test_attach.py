@@ -1,6 +1,7 @@
 """Issue 14, the fleet console: two headless hosts as processes (own event bus each), with
 ``--listen`` (one on loopback TCP, one on a unix socket), one attached console (Textual
-Pilot) that sees both, pauses one while the other keeps running, shows a host stopped
+Pilot) that sees both (the main screen's panels say which host each row is from, checked
+against each host's own event log), pauses one while the other keeps running, shows a host stopped
 from it as disconnected and keeps running. ``/metrics`` parses as Prometheus text and
 its numbers match the host's own summary and its groups.jsonl."""
 
@@ -29,7 +30,7 @@ TOKEN = "fleet-test-token-1"
 
 def _start_host(tmp_path: Path, name: str, listen: str, sim_url: str) -> Tuple[subprocess.Popen, Path]:
     argv = [str(VENV_BIN / "hermes-console"), "run", "environments.terminal_tasks", "--headless",
-            "--runs-dir", str(tmp_path / name), "--listen", listen, "--listen-token-file", str(tmp_path / "token"),
+            "--runs-dir", str(tmp_path / name), "--record", str(tmp_path / f"events-{name}.jsonl"), "--listen", listen, "--listen-token-file", str(tmp_path / "token"),
             "--max-in-flight", "2", "--env.group_size", "2", "--env.total_steps", "100000",
             "--openai.base_url", f"{sim_url}/v1"]
     log = tmp_path / f"host-{name}.log"
@@ -92,6 +93,31 @@ def _summary_accounting(log_text: str) -> Dict[str, int]:
     return dict(zip(("received", "completed", "dropped", "failed", "cancelled", "in_flight"), map(int, m.groups())))
 
 
+def _logged_ids(path: Path) -> Dict[str, set]:
+    """The ids a host's own event log names: its groups, rollouts and sandboxes."""
+    ids: Dict[str, set] = {"group": set(), "rollout": set(), "task": set()}
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        for what in ids:
+            if event.get(f"{what}_id"):
+                ids[what].add(event[f"{what}_id"])
+    return ids
+
+
+def _main_screen_hosts(screen, seen: Dict[str, Dict[str, str]]) -> None:
+    """Collect (row id -> host column) of the main screen's groups, sandboxes and tool calls."""
+    from hermes_console.ui.widgets.groups_table import GroupsTable
+    from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
+    from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+
+    for what, table in (("group", screen.query_one(GroupsTable)), ("task", screen.query_one(SandboxesTable))):
+        for key in table.keys():
+            seen[what][key] = table.get_row(key)[0].plain
+    tools = screen.query_one(ToolCallsTable)
+    for row_key in list(tools.rows):
+        seen["rollout"][tools._rollout_of[int(row_key.value)]] = tools.get_row(row_key)[0].plain
+
+
 async def _until(pilot, pred, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -126,6 +152,7 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
         app = FleetConsoleApp(fleet, config=ConsoleConfig())
         metrics_paused: Dict = {}
         stats: Dict[str, int] = {}
+        column: Dict[str, Dict[str, str]] = {"group": {}, "task": {}, "rollout": {}}
 
         async def drive() -> None:
             async with app.run_test(size=(200, 60)) as pilot:
@@ -136,6 +163,10 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
                 merged = app.merged.accounting
                 assert merged.completed == h0.state.accounting.completed + h1.state.accounting.completed
                 assert merged.received == h0.state.accounting.received + h1.state.accounting.received
+                # every panel's host column: rows of both hosts (checked against their logs below)
+                await _until(pilot, lambda: (_main_screen_hosts(app.screen, column),
+                                             all(set(c.values()) == {"h0", "h1"} for c in column.values()))[1],
+                             60, "rows of both hosts in the groups, sandboxes and tool calls panels")
                 await pilot.press("H")
                 assert isinstance(app.screen, FleetScreen)
                 await pilot.pause(0.3)
@@ -182,6 +213,15 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(10)
+    # each row's host column names the host whose own event log has that id (and the
+    # other's has not); the row key carries the same host
+    logged = {"h0": _logged_ids(tmp_path / "events-a.jsonl"), "h1": _logged_ids(tmp_path / "events-b.jsonl")}
+    for what, rows in column.items():
+        for key, label in rows.items():
+            raw, _, tag = key.rpartition("@")
+            other = "h1" if label == "h0" else "h0"
+            assert tag == label and raw in logged[label][what] and raw not in logged[other][what], (what, key, label)
+
     # h1 was still running when the console left: the console detached, it did not stop it;
     # the test's own SIGTERM did (0 when that drain lost nothing, 143 when it cancelled groups)
     h1_log = procs[1][1].read_text()

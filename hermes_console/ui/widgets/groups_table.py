@@ -12,6 +12,7 @@ from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 
 
 class GroupsTable(KeyedTable):
+    HOSTED = True
     COLUMNS = (
         ("group", "group", 9),
         ("item", "item", 36),

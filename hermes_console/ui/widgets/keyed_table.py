@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from rich.text import Text
 from textual.binding import Binding
@@ -11,6 +11,19 @@ from textual.widgets import DataTable
 
 Cell = Text | str
 Row = Tuple[Cell, ...]
+
+
+class HostColumn(Protocol):
+    """What an app attached to several hosts offers its panels (FleetRuntime does)."""
+
+    host_width: int
+
+    def host_of(self, key: str) -> str: ...
+
+
+def host_column_of(app: object) -> Optional[HostColumn]:
+    """The app's host column source: None in a local console (and attached to one host)."""
+    return getattr(app, "host_column", None)
 
 
 def _cell_key(cell: Cell) -> object:
@@ -28,6 +41,9 @@ class KeyedTable(DataTable):
     """
 
     COLUMNS: Sequence[Tuple[str, str, Optional[int]]] = ()  # (key, label, width)
+    # Rows keyed by an id of the console's state: attached to several hosts, the table
+    # gets a leading "host" column filled from the key (see host_column_of).
+    HOSTED = False
     # DataTable's own enter is hidden from the footer; show it while a table has focus.
     BINDINGS = [Binding("enter", "select_cursor", "Open", show=True)]
 
@@ -36,8 +52,13 @@ class KeyedTable(DataTable):
         self._shown: Dict[str, Tuple[object, ...]] = {}
         self.sort_column: Optional[str] = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
+        self.host_column: Optional[HostColumn] = None
 
     def on_mount(self) -> None:
+        if self.HOSTED:
+            self.host_column = host_column_of(self.app)
+            if self.host_column is not None:
+                self.COLUMNS = (("host", "host", self.host_column.host_width), *type(self).COLUMNS)
         for key, label, width in self.COLUMNS:
             self.add_column(label, key=key, width=width)
 
@@ -76,6 +97,8 @@ class KeyedTable(DataTable):
             changed = True
         column_keys = [c[0] for c in self.COLUMNS]
         for key, cells in rows.items():
+            if self.host_column is not None:
+                cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
             rendered = tuple(_cell_key(c) for c in cells)
             previous = self._shown.get(key)
             if previous is None:

@@ -12,6 +12,7 @@ from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 
 
 class SandboxesTable(KeyedTable):
+    HOSTED = True
     COLUMNS = (
         ("task", "task", 10),
         ("backend", "backend", 7),

@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from hermes_console.runtime.state import ConsoleState, ToolCallView
 from hermes_console.ui.format import age, clock, duration, head
 from hermes_console.ui.stream_filter import StreamFilter
+from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
 
 MAX_ROWS = 500
 ARGS_CHARS = 32  # keeps duration and status on screen in a half-width panel
@@ -28,8 +29,12 @@ class ToolCallsTable(DataTable):
         self._order: Deque[int] = deque()
         self._rollout_of: Dict[int, str] = {}
         self._running_cells: Dict[int, str] = {}  # last drawn duration of still-running calls
+        self.host_column: Optional[HostColumn] = None
 
     def on_mount(self) -> None:
+        self.host_column = host_column_of(self.app)  # attached to several hosts: which one ran the call
+        if self.host_column is not None:
+            self.add_column("host", key="host", width=self.host_column.host_width)
         self.add_column("time", key="time", width=8)
         self.add_column("rollout", key="rollout", width=10)
         self.add_column("tool", key="tool", width=9)
@@ -103,7 +108,9 @@ class ToolCallsTable(DataTable):
             return
         key = str(view.seq)
         error = view.status == "error"
+        host = () if self.host_column is None else (Text(self.host_column.host_of(view.rollout_id), style="bold"),)
         self.add_row(
+            *host,
             clock(view.ts),
             Text(head(view.rollout_id, 10), style="bold"),
             Text(view.tool_name, style="bold red" if error else "cyan"),

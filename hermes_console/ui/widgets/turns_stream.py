@@ -17,6 +17,7 @@ from textual.widgets import RichLog
 from hermes_console.runtime.state import ConsoleState, StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
+from hermes_console.ui.widgets.keyed_table import host_column_of
 
 MAX_LINES = 2_000
 REBUILD_LINES = 400
@@ -90,6 +91,9 @@ class TurnsStream(RichLog):
         icon, style = KIND_STYLES.get(entry.kind, ("·", ""))
         line = Text(f"{clock(entry.ts)} ", style="dim")
         who = entry.rollout_id or entry.group_id or "runtime"
+        hosts = host_column_of(self.app) if self.is_attached else None
+        if hosts is not None:  # attached to several hosts: which one the line comes from
+            line.append(f"{hosts.host_of(who):<{hosts.host_width}} ", style="bold")
         line.append(f"{head(who, 12):<12} ", style="bold")
         line.append(f"{icon} ", style=style)
         if entry.kind != "reasoning":
