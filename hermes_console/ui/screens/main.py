@@ -8,7 +8,7 @@ servers, or one that is down) and Trainer (serve mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, cast
+from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, Tuple, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -56,6 +56,11 @@ class MainScreen(Screen[None]):
         # Change key each panel was last drawn with: an unchanged panel is not touched
         # (any DataTable update drops its render cache and redraws every visible cell).
         self._drawn: Dict[str, Hashable] = {}
+        # While the UI is throttling, a redraw updates only a few panels (least recently drawn
+        # first) and the rest follow on the next ticks: no single tick blocks keys for long.
+        self._pending: Optional[List[Tuple[str, Hashable, Callable[[], None]]]] = None
+        self._drawn_at: Dict[str, int] = {}
+        self._redraws = 0
 
     @property
     def console(self) -> "ConsoleApp":
@@ -91,6 +96,14 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ rendering
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
+        self._pending = []
+        try:
+            self._collect_draws(state, now)
+        finally:
+            pending, self._pending = self._pending, None
+        self._flush_draws(pending)
+
+    def _collect_draws(self, state: ConsoleState, now: float) -> None:
         lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
@@ -117,8 +130,23 @@ class MainScreen(Screen[None]):
             return  # drawn when its tab is shown (_show_panel)
         if self._drawn.get(panel_id) == key:
             return
+        if self._pending is not None:
+            self._pending.append((panel_id, key, update))  # run by _flush_draws
+            return
         update()
         self._drawn[panel_id] = key
+
+    def _flush_draws(self, pending: List[Tuple[str, Hashable, Callable[[], None]]]) -> None:
+        limit = self.console.panels_per_redraw()
+        if limit is not None and len(pending) > limit:
+            pending.sort(key=lambda item: self._drawn_at.get(item[0], -1))  # least recently drawn first
+            pending = pending[:limit]
+            self.console.redraw_soon()  # the others on the next tick
+        for panel_id, key, update in pending:
+            update()
+            self._drawn[panel_id] = key
+            self._drawn_at[panel_id] = self._redraws
+        self._redraws += 1
 
     def _refresh_optional(self, state: ConsoleState, now: float) -> None:
         trainer, servers = self.query_one(TrainerPanel), self.query_one(ServersTable)
