@@ -96,12 +96,12 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ rendering
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
-        self._pending = []
+        outer, self._pending = self._pending, []  # re-entered when a panel appears/goes (_show_panel)
         try:
             self._collect_draws(state, now)
         finally:
-            pending, self._pending = self._pending, None
-        self._flush_draws(pending)
+            pending, self._pending = self._pending, outer
+        self._flush_draws(pending or [])
 
     def _collect_draws(self, state: ConsoleState, now: float) -> None:
         lines = self.console.lines_per_tick
