@@ -61,6 +61,7 @@ class MainScreen(Screen[None]):
         self._pending: Optional[List[Tuple[str, Hashable, Callable[[], None]]]] = None
         self._drawn_at: Dict[str, int] = {}
         self._redraws = 0
+        self._owed: Optional[set] = None  # panels a throttled redraw still owes (drawn on the next ticks)
 
     @property
     def console(self) -> "ConsoleApp":
@@ -138,10 +139,19 @@ class MainScreen(Screen[None]):
 
     def _flush_draws(self, pending: List[Tuple[str, Hashable, Callable[[], None]]]) -> None:
         limit = self.console.panels_per_redraw()
-        if limit is not None and len(pending) > limit:
-            pending.sort(key=lambda item: self._drawn_at.get(item[0], -1))  # least recently drawn first
+        if limit is None:
+            self._owed = None
+        else:
+            # One throttled redraw = each panel that changed drawn once, a few per tick; changes
+            # that arrive meanwhile wait for the next redraw (else a flood would redraw every tick).
+            changed = {item[0] for item in pending}
+            owed = changed if self._owed is None else self._owed & changed
+            pending = sorted((item for item in pending if item[0] in owed),
+                             key=lambda item: self._drawn_at.get(item[0], -1))  # least recently drawn first
             pending = pending[:limit]
-            self.console.redraw_soon()  # the others on the next tick
+            self._owed = owed - {item[0] for item in pending} or None
+            if self._owed:
+                self.console.redraw_soon()  # the rest on the next tick
         for panel_id, key, update in pending:
             update()
             self._drawn[panel_id] = key
