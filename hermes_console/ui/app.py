@@ -57,6 +57,7 @@ class ConsoleApp(ReplayControls, App[int]):
         self.budget = UiBudget(self.config.ui_cpu_share, 1.0 / self.config.tick_hz, 1.0 / drain_hz,
                                max_redraw_s=self.config.max_redraw_interval_s,
                                max_drain_s=self.config.max_drain_interval_s)
+        self._more_panels = False  # a throttled redraw left panels for the next tick
         self._flooding = False  # a drain step since the last redraw left a backlog
         self.lines_per_tick = self.config.max_stream_lines_per_tick  # new stream lines / tool rows this redraw
         self.switch_peak = 0  # largest in-flight count seen during the current phase switch
@@ -131,6 +132,15 @@ class ConsoleApp(ReplayControls, App[int]):
             budget.redrawn()
             self._redraw()
 
+    def panels_per_redraw(self) -> Optional[int]:
+        """How many changed panels one redraw may update (None: all): few while throttling."""
+        return self.config.throttled_panels_per_redraw if self.budget.throttled else None
+
+    def redraw_soon(self) -> None:
+        """Panels are still waiting to be drawn: redraw on the next tick."""
+        self._more_panels = True
+        self.budget.kick()
+
     def on_key(self, _event: Any) -> None:
         self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
 
@@ -194,9 +204,10 @@ class ConsoleApp(ReplayControls, App[int]):
         # Redraw only when the model changed or the displayed second moved on:
         # an idle console costs nothing per tick.
         render_key = (self.state.version, int(self.now()), self.stopping, self.stop_note())
-        if render_key == self._render_key and not force:
+        if render_key == self._render_key and not force and not self._more_panels:
             return
         self._render_key = render_key
+        self._more_panels = False
         with self.batch_update():
             for screen in self._visible_screens():
                 refresh = getattr(screen, "refresh_view", None)

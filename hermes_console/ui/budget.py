@@ -6,7 +6,8 @@ thread may use at most ``share`` of one core, measured on the UI thread itself w
 window the controller compares the share used with the budget: over it, redraws and
 drains are spaced out (the queue folds what waits meanwhile, so a longer step is not a
 longer backlog to apply); well under it, they speed up again; with no events at all
-(the env idle) it returns to the fast base rates at once. A single busy window (a
+(the env idle; a trickle under ``busy_events_per_s`` such as lag and server heartbeats
+counts as idle) it returns to the fast base rates at once. A single busy window (a
 burst) changes nothing: only ``patience`` windows over budget in a row slow it down.
 
 Pure logic, no Textual: the clocks are injectable for tests.
@@ -22,7 +23,8 @@ Clock = Callable[[], float]
 
 class UiBudget:
     def __init__(self, share: float, base_redraw_s: float, base_drain_s: float, *, max_redraw_s: float = 2.0,
-                 max_drain_s: float = 0.5, window_s: float = 1.0, patience: int = 2, cpu: Clock = time.thread_time,
+                 max_drain_s: float = 0.5, window_s: float = 1.0, patience: int = 2, busy_events_per_s: float = 100.0,
+                 cpu: Clock = time.thread_time,
                  wall: Clock = time.monotonic) -> None:
         if share < 0 or base_redraw_s <= 0 or base_drain_s <= 0:
             raise ValueError(f"UiBudget: share must be >= 0 and intervals > 0, got share={share}, "
@@ -33,6 +35,7 @@ class UiBudget:
         self.max_redraw_s = max(max_redraw_s, base_redraw_s)
         self.max_drain_s = max(max_drain_s, base_drain_s)
         self.window_s = window_s
+        self.busy_events_per_s = busy_events_per_s  # below this, heartbeats and a trickle: not busy
         self.patience = max(1, patience)  # over-budget windows in a row before slowing down (not a burst)
         self._over = 0
         self._cpu, self._wall = cpu, wall
@@ -79,7 +82,7 @@ class UiBudget:
             return None
         cpu = self._cpu()
         self.used_share = max(0.0, cpu - self._win_cpu) / span
-        self.busy = self._win_events > 0
+        self.busy = self._win_events > 0 and self._win_events >= self.busy_events_per_s * span
         self._win_wall, self._win_cpu, self._win_events = now, cpu, 0
         over = bool(self.share) and self.busy and self.used_share > self.share
         self._over = self._over + 1 if over else 0

@@ -44,6 +44,7 @@ class ConsoleConfig:
     ui_cpu_share: float = 0.05
     max_redraw_interval_s: float = 2.0
     max_drain_interval_s: float = 0.5
+    throttled_panels_per_redraw: int = 2  # while throttled, one tick draws at most this many panels
     extend_minutes: float = 5.0
     drain_deadline_s: float = 10.0
     keys_file: Optional[Path] = None

@@ -38,7 +38,7 @@ def _panel_text(app: ConsoleApp, selector: str) -> str:
 
 
 async def _console(host: RuntimeHost, body: Callable[[Pilot, ConsoleApp], Any]) -> None:
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=1.0))
+    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=1.0, ui_cpu_share=0.0))  # screen follows state at once
     try:
         async with app.run_test(size=(200, 60)) as pilot:
             await body(pilot, app)

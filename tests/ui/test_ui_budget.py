@@ -52,6 +52,11 @@ def test_idle_env_returns_to_the_fast_rates_at_once() -> None:
     assert b.throttled
     window(b, clocks, 0.5, events=0)  # no events: nothing to protect, redraw fast
     assert (b.redraw_s, b.drain_s) == (0.25, 0.05) and not b.throttled
+    for _ in range(5):
+        window(b, clocks, 0.5, events=1_000)
+    assert b.throttled
+    window(b, clocks, 0.5, events=20)  # heartbeats only (lag, server stats): idle too
+    assert not b.busy and not b.throttled
 
 
 def test_well_under_budget_speeds_up_step_by_step() -> None:

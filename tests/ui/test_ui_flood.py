@@ -39,6 +39,16 @@ async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_event
             await pilot.pause(0.05)
         assert app.budget.throttled, (app.budget.used_share, app.budget.redraw_s)
         assert "UI throttled" in app.screen.query_one(StatusBar)._rendered[0]
+        # Throttled redraws update a few panels per tick, least recently drawn first: every
+        # panel the flood changes (groups, turns, tools, sandboxes) is still drawn.
+        screen = app.screen
+        start = screen._redraws
+        for _ in range(400):
+            if all(screen._drawn_at.get(p, -1) >= start for p in ("groups", "turns", "tools", "sandboxes")):
+                break
+            await pilot.pause(0.05)
+        assert all(screen._drawn_at.get(p, -1) >= start for p in ("groups", "turns", "tools", "sandboxes")), \
+            (start, screen._drawn_at)
         # A modal opens and answers while the flood continues.
         drains_before = runtime.drain_calls
         await pilot.press("c")

@@ -40,7 +40,7 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
         runs_dir=str(tmp_path),
     )
     host = RuntimeHost(spec, exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0))
+    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0))  # screen follows state at once
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda s: s.rollouts_finished >= 2, "two finished rollouts")

@@ -97,7 +97,7 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
         runs_dir=str(tmp_path),
     )
     host = RecordingHost(spec, exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0))
+    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0))  # screen follows state at once
     state = lambda: app.state  # noqa: E731 - the app replaces nothing, but read it fresh
     try:
         async with app.run_test(size=(200, 50)) as pilot:

@@ -8,7 +8,7 @@ servers, or one that is down) and Trainer (serve mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, cast
+from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, Tuple, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -58,6 +58,12 @@ class MainScreen(Screen[None]):
         # Change key each panel was last drawn with: an unchanged panel is not touched
         # (any DataTable update drops its render cache and redraws every visible cell).
         self._drawn: Dict[str, Hashable] = {}
+        # While the UI is throttling, a redraw updates only a few panels (least recently drawn
+        # first) and the rest follow on the next ticks: no single tick blocks keys for long.
+        self._pending: Optional[List[Tuple[str, Hashable, Callable[[], None]]]] = None
+        self._drawn_at: Dict[str, int] = {}
+        self._redraws = 0
+        self._owed: Optional[set] = None  # panels a throttled redraw still owes (drawn on the next ticks)
 
     @property
     def console(self) -> "ConsoleHost":
@@ -93,6 +99,14 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ rendering
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:
+        outer, self._pending = self._pending, []  # re-entered when a panel appears/goes (_show_panel)
+        try:
+            self._collect_draws(state, now)
+        finally:
+            pending, self._pending = self._pending, outer
+        self._flush_draws(pending or [])
+
+    def _collect_draws(self, state: ConsoleState, now: float) -> None:
         lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
@@ -119,8 +133,32 @@ class MainScreen(Screen[None]):
             return  # drawn when its tab is shown (_show_panel)
         if self._drawn.get(panel_id) == key:
             return
+        if self._pending is not None:
+            self._pending.append((panel_id, key, update))  # run by _flush_draws
+            return
         update()
         self._drawn[panel_id] = key
+
+    def _flush_draws(self, pending: List[Tuple[str, Hashable, Callable[[], None]]]) -> None:
+        limit = self.console.panels_per_redraw()
+        if limit is None:
+            self._owed = None
+        else:
+            # One throttled redraw = each panel that changed drawn once, a few per tick; changes
+            # that arrive meanwhile wait for the next redraw (else a flood would redraw every tick).
+            changed = {item[0] for item in pending}
+            owed = changed if self._owed is None else self._owed & changed
+            pending = sorted((item for item in pending if item[0] in owed),
+                             key=lambda item: self._drawn_at.get(item[0], -1))  # least recently drawn first
+            pending = pending[:limit]
+            self._owed = owed - {item[0] for item in pending} or None
+            if self._owed:
+                self.console.redraw_soon()  # the rest on the next tick
+        for panel_id, key, update in pending:
+            update()
+            self._drawn[panel_id] = key
+            self._drawn_at[panel_id] = self._redraws
+        self._redraws += 1
 
     def _refresh_optional(self, state: ConsoleState, now: float) -> None:
         trainer, servers = self.query_one(TrainerPanel), self.query_one(ServersTable)
