@@ -188,10 +188,16 @@ def test_cleanup_while_command_runs_returns_130(box: LocalSandbox) -> None:
 
 
 def test_process_tree_reports_running_processes(box: LocalSandbox) -> None:
-    box.execute(f"sleep 318.{U}5 &", 5)
+    started = box.execute(f"sleep 318.{U}5 &", 30)
+    assert started.exit_code == 0 and not started.timed_out, started.output
+    # the shell returns before its background child has exec'd sleep (it shows as a bash
+    # fork until then): poll until /proc has the sleep, then ask the sandbox for its tree
+    deadline = time.monotonic() + 30
+    while not live_pids_with(f"sleep 318.{U}5") and time.monotonic() < deadline:
+        time.sleep(0.02)
     tree = box.process_tree()
     sleeps = [p for p in tree if f"sleep 318.{U}5" in p.command]
-    assert len(sleeps) == 1
+    assert len(sleeps) == 1, [p.command for p in tree]
     assert sleeps[0].state in ("S", "R")
     assert sleeps[0].elapsed_s >= 0
     assert sleeps[0].ppid > 0
