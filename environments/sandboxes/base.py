@@ -620,9 +620,10 @@ class BashSessionSandbox(ABC):
             if not outcome.timed_out and (code > 128 or code in BROKEN_SHELL_CODES):
                 out += self._shell_ended_note(outcome.code)
         if outcome.timed_out:
-            return ExecResult(
-                out + f"\n[Command timed out after {timeout:g}s]", TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration
-            )
+            # a limit hit before the deadline is often why the command ran out of time (bash
+            # retries failed forks for seconds): say so, as a command that ended by itself does
+            out += f"\n[Command timed out after {timeout:g}s]" + self._limit_notes(before, TIMEOUT_EXIT_CODE)
+            return ExecResult(out, TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration)
         if outcome.killed:
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
         code = outcome.code if outcome.code is not None else -1

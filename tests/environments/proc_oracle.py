@@ -27,8 +27,10 @@ def live_pids_with(fingerprint: str) -> List[int]:
     return found
 
 
-def wait_until_gone(fingerprint: str, within: float = 2.0) -> List[int]:
-    """Poll until no process carries ``fingerprint`` (or ``within`` passes); the survivors."""
+def wait_until_gone(fingerprint: str, within: float = 30.0) -> List[int]:
+    """Poll until no process carries ``fingerprint`` (or ``within`` passes); the survivors.
+    The bound is generous: on a loaded machine a killed process can take seconds to be reaped,
+    and the poll returns as soon as the processes are gone."""
     end = time.monotonic() + within
     while True:
         pids = live_pids_with(fingerprint)

@@ -18,7 +18,7 @@ from tests.environments.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 
 @pytest.fixture

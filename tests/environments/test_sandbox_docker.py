@@ -30,7 +30,7 @@ from tests.docker_support import needs_engine, sandbox_image
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
-pytestmark = pytest.mark.timeout(40)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 
 

@@ -16,7 +16,7 @@ from tests.environments.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_background_grandchild_holding_pipe_does_not_hang(box: LocalSandbox) -> 
 
 
 def test_cleanup_kills_fork_burst_and_removes_dirs(box: LocalSandbox) -> None:
-    result = box.execute(f"for i in $(seq 200); do sleep 316.{U}5 & done; echo spawned", 10)
+    result = box.execute(f"for i in $(seq 200); do sleep 316.{U}5 & done; echo spawned", 60)  # 200 forks: slow under load
     assert result.output == "spawned\n"
     deadline = time.monotonic() + 30  # the shell returns before every child has exec'd sleep
     while len(live_pids_with(f"sleep 316.{U}5")) < 200 and time.monotonic() < deadline:
@@ -175,23 +175,29 @@ def test_cleanup_while_command_runs_returns_130(box: LocalSandbox) -> None:
     import threading
 
     results: list = []
-    t = threading.Thread(target=lambda: results.append(box.execute(f"sleep 317.{U}5", 20)))
+    t = threading.Thread(target=lambda: results.append(box.execute(f"sleep 317.{U}5", 90)))  # ended by cleanup, not by this
     t.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not live_pids_with(f"sleep 317.{U}5") and time.monotonic() < deadline:
         time.sleep(0.02)
     box.cleanup()
-    t.join(5)
+    t.join(30)
     assert not t.is_alive()
     assert results[0].exit_code == 130
     assert "killed" in results[0].output
 
 
 def test_process_tree_reports_running_processes(box: LocalSandbox) -> None:
-    box.execute(f"sleep 318.{U}5 &", 5)
+    started = box.execute(f"sleep 318.{U}5 &", 30)
+    assert started.exit_code == 0 and not started.timed_out, started.output
+    # the shell returns before its background child has exec'd sleep (it shows as a bash
+    # fork until then): poll until /proc has the sleep, then ask the sandbox for its tree
+    deadline = time.monotonic() + 30
+    while not live_pids_with(f"sleep 318.{U}5") and time.monotonic() < deadline:
+        time.sleep(0.02)
     tree = box.process_tree()
     sleeps = [p for p in tree if f"sleep 318.{U}5" in p.command]
-    assert len(sleeps) == 1
+    assert len(sleeps) == 1, [p.command for p in tree]
     assert sleeps[0].state in ("S", "R")
     assert sleeps[0].elapsed_s >= 0
     assert sleeps[0].ppid > 0

@@ -13,7 +13,7 @@ from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.paths import resolve_to_host
 from environments.sandboxes.settings import SandboxSettings
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.stale import sweep_stale
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 REPO = str(Path(__file__).resolve().parents[2])
 FP = f"341.{os.getpid():07d}5"  # unique per test process: parallel runs never see each other's sleep

@@ -12,7 +12,7 @@ import pytest
 
 from environments.sandboxes.hostio import UnsafeFileError, read_beneath, read_regular, write_beneath, write_new
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 
 @pytest.fixture

@@ -54,7 +54,8 @@ def _has(pid: int, marker: bytes) -> bool:
 def test_fork_bomb_is_bounded_by_the_pids_limit(backend, tmp_path: Path) -> None:
     box = backend("forkbomb", SandboxSettings(sandbox_root=tmp_path, pids_limit=48, kill_grace=0.1))
     try:
-        result = box.execute("b() { b | b & }; b; sleep 2", 4)
+        # a generous bound: under load the bomb (and bash's fork retries) can outlast a few seconds
+        result = box.execute("b() { b | b & }; b; sleep 2", 30)
         peak = int((box._cgroup.dirs["pids"] / "pids.peak").read_text()) if (box._cgroup.dirs["pids"] / "pids.peak").exists() else 0
         after = box.execute("echo still-usable", 10)
     finally:
@@ -64,6 +65,23 @@ def test_fork_bomb_is_bounded_by_the_pids_limit(backend, tmp_path: Path) -> None
     assert after.output.strip().endswith("still-usable") or "process limit" in after.output
     _host_still_forks()
     assert _marker_procs(box) == []
+
+
+@needs_cgroup
+def test_process_limit_note_survives_a_timeout(tmp_path: Path) -> None:
+    """A command that hits the pids limit and then runs into its timeout (the usual fate of
+    a fork bomb on a slow machine: bash retries the failed forks for seconds) still says
+    which limit it hit. The command cannot end by itself (`wait` on 600 s sleeps), so the
+    timeout path is taken every time; 16 forks happen long before the timeout."""
+    fp = _fp()
+    box = LocalSandbox("pids-timeout", SandboxSettings(sandbox_root=tmp_path, pids_limit=16, kill_grace=0.1))
+    try:
+        result = box.execute(f"for i in {{1..40}}; do sleep {fp} & done; wait", 8)
+    finally:
+        box.cleanup()
+    assert result.timed_out, result.output[-500:]
+    assert "process limit reached (16 processes)" in result.output, result.output[-500:]
+    assert wait_until_gone(f"sleep {fp}") == []
 
 
 @needs_cgroup

@@ -16,7 +16,7 @@ from environments.sandboxes.bwrap import BwrapSandbox
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-test-openai-0123456789abcdef",

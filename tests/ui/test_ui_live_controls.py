@@ -35,7 +35,13 @@ from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 
 
-async def until(pilot: Pilot, pred: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+# Ceilings, not expectations: the scenario needs ~45 s of CPU, and on a loaded 2-core machine
+# single steps (the first rollout, typing into the filter) took 50-60 s, the whole test ~380 s.
+# Every wait returns as soon as its condition holds.
+STEP_S = 180.0
+
+
+async def until(pilot: Pilot, pred: Callable[[], bool], what: str, timeout: float = STEP_S) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
@@ -83,9 +89,7 @@ async def focus_panel(pilot: Pilot, panel_id: str) -> None:
     await pilot.pause()
 
 
-# Its waits are conditions with ceilings of 60-120 s each; on a loaded 2-core machine the
-# whole walk through every control can take longer than the suite's 120 s default.
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)  # the steps' own ceilings fail first, naming the step
 async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
     # 100 ms per LLM call: groups are always in flight (for cancel) yet finish quickly.
     sim = SimServer(SimConfig(seed=3, latency=LatencyConfig(mode="fixed", mean_ms=100.0)))
@@ -175,15 +179,15 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
             await pilot.press("P")
             await until(pilot, lambda: isinstance(app.screen, ConfirmModal), "phase confirmation")
             await pilot.press("y")
-            await until(pilot, lambda: state().run.phase == 2, "phase 2", timeout=90)
+            await until(pilot, lambda: state().run.phase == 2, "phase 2")
             done_before = sum(1 for r in state().rollouts.values() if r.phase == 2 and r.status != "running")
             await until(pilot, lambda: sum(1 for r in state().rollouts.values()
                                            if r.phase == 2 and r.status != "running") > done_before,
-                        "a phase-2 rollout", timeout=90)
+                        "a phase-2 rollout")
 
             # ---- evaluate now: results screen opens with the metrics
             await pilot.press("e")
-            await until(pilot, lambda: isinstance(app.screen, EvaluationScreen), "evaluation results", timeout=120)
+            await until(pilot, lambda: isinstance(app.screen, EvaluationScreen), "evaluation results")
             view = next(reversed(state().evals.values()))
             assert view.status == "done" and "eval/pass_rate" in view.metrics
             await pilot.press("escape")
@@ -199,9 +203,9 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
             assert acc.received == acc.completed + acc.dropped_total + acc.failed + acc.cancelled + acc.in_flight
 
             # ---- quit: confirm, graceful stop, the app exits
-            await quit_and_wait(pilot)
+            await quit_and_wait(pilot, within=STEP_S)
         assert host.done.done()
     finally:
-        host.stop(0.5).result(timeout=30)
-        host.join(10)
+        host.stop(0.5).result(timeout=60)
+        host.join(60)
         sim.stop()
