@@ -29,7 +29,7 @@ from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.turns_stream import TurnsStream
 
-DEFAULT_FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "ui" / "fixtures"
+DEFAULT_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "ui" / "fixtures"
 
 
 class ScriptedRuntime:
@@ -111,6 +111,10 @@ class ScriptedRuntime:
                  "elapsed_s": 95.0},
                 {"pid": 4189, "ppid": 4101, "command": "sort -n", "state": "S", "elapsed_s": 95.0},
             ],
+            "live_output": {
+                "command": "find src -type f -printf '%s %p\\n' | sort -n", "running_s": 95.0, "bytes": 139,
+                "tail": "12 src/__init__.py\n96 src/test_calc.py\n310 src/calc.py\n2048 src/vendor/big.py\n",
+            },
             "recent_commands": [
                 {"command": "ls -la", "duration_s": 0.02, "exit_code": 0,
                  "output_head": "total 12\n-rw-r--r-- 1 agent agent 310 calc.py\n-rw-r--r-- 1 agent agent 96 test_calc.py"},

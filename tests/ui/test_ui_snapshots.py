@@ -35,3 +35,10 @@ def test_fixture_logs_match_the_builder() -> None:
             continue  # built on the fly, not stored
         stored = [e.to_dict() for e in read_log(FIXTURES / f"{name}.jsonl")]
         assert stored == [e.to_dict() for e in build()], f"{name}.jsonl is stale: python -m tests.ui.eventlog"
+
+
+def test_make_screenshots_finds_the_fixture_logs_by_default() -> None:
+    """`make screenshots` passes no --fixtures: the builder's default is this repo's fixtures."""
+    from hermes_console_dev.screenshots import DEFAULT_FIXTURES
+
+    assert DEFAULT_FIXTURES.resolve() == FIXTURES.resolve()
