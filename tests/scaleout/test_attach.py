@@ -149,7 +149,7 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
         assert refused.value.code == 401 and "wrong token" in json.loads(refused.value.read())["error"]
 
         fleet = FleetRuntime(parse_targets([addr_a, f"unix:{sock}"]), token=TOKEN)
-        app = FleetConsoleApp(fleet, config=ConsoleConfig())
+        app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
         metrics_paused: Dict = {}
         stats: Dict[str, int] = {}
         column: Dict[str, Dict[str, str]] = {"group": {}, "task": {}, "rollout": {}}

@@ -224,7 +224,7 @@ def test_main_screen_host_column(two_hosts: _Hosts) -> None:
     from hermes_console.ui.widgets.turns_stream import TurnsStream
 
     fleet = FleetRuntime(parse_targets([f"a={two_hosts.addrs[0]}", f"b={two_hosts.addrs[1]}"]), token=TOKEN)
-    app = FleetConsoleApp(fleet, config=ConsoleConfig())
+    app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
     seen: Dict[str, Any] = {}
 
     async def until(pilot: Any, pred: Any, what: str) -> None:
@@ -278,7 +278,7 @@ def test_one_attached_host_has_no_host_column() -> None:
     from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 
     fleet = FleetRuntime(parse_targets(["unix:/nonexistent/hermes.sock"]))
-    app = FleetConsoleApp(fleet, config=ConsoleConfig())
+    app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
     labels: Dict[str, List[str]] = {}
 
     async def drive() -> None:

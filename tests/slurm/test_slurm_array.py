@@ -162,7 +162,7 @@ def _attached_console_sees_every_host(tasks: List[Task], token_file: Path) -> No
     for t, address in zip(tasks, addresses):
         assert f"listening on {address}" in t.output() or address in t.output(), t.output()[-2000:]
     fleet = FleetRuntime(parse_targets(addresses), token=token_file.read_text().strip())
-    app = FleetConsoleApp(fleet, config=ConsoleConfig())
+    app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
 
     async def drive() -> None:
         async with app.run_test(size=(200, 60)) as pilot:
