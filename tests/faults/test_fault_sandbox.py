@@ -116,22 +116,24 @@ def test_bounded_fork_bomb_in_bwrap_is_contained_and_reaped(sim, tmp_path, run):
     # 150 sleeps via a nested bash (the terminal tool refuses a bare '&' in the foreground).
     cmd = "bash -c 'for i in $(seq 1 150); do sleep 60 & done; wait'"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", "--env.terminal_timeout", "3",
+    # the command can never end by itself (`wait` on 60 s sleeps): 10 s leaves a loaded machine
+    # time to start all 150 (3 s did not), and the timeout still fires every time
+    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", "--env.terminal_timeout", "10",
                       total_steps=1, group_size=1, tasks=tasks)
     r = run(spec)
     peak = 0
-    end = time.monotonic() + 40
+    end = time.monotonic() + 120
     while time.monotonic() < end and not r.state.accounting.completed:
         r.pump()
         peak = max(peak, len(r.own_processes()))
         time.sleep(0.1)
-    r.until_done_items(1, 40)
+    r.until_done_items(1, 120)
     assert r.state.run.terminal_backend == "bwrap"
     assert peak >= 100, (f"the bomb never ran (peak {peak} sandbox processes)",
                          [(x.tool_name, x.exit_code, x.error, x.result_head) for x in r.state.tool_rows])
     timeouts = r.tool_rows(error_kind="timeout")
     assert len(timeouts) == 1 and timeouts[0].exit_code == 124
-    end = time.monotonic() + 5
+    end = time.monotonic() + 30
     while r.own_processes() and time.monotonic() < end:
         time.sleep(0.1)
     assert r.own_processes() == [], "fork-bomb processes survived the timeout"
