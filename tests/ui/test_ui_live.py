@@ -55,12 +55,12 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
             await pilot.pause()
             if isinstance(app.screen, ConfirmModal):  # groups may still be draining
                 await pilot.press("y")
-            end = time.monotonic() + 180
+            end = time.monotonic() + 20
             while app.is_running and time.monotonic() < end:
                 await pilot.pause(0.1)
             assert not app.is_running
         assert host.done.done()
     finally:
-        host.stop(0.5).result(timeout=60)
-        host.join(60)
+        host.stop(0.5).result(timeout=30)
+        host.join(10)
         sim.stop()
