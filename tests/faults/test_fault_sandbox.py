@@ -65,20 +65,22 @@ def test_command_past_terminal_timeout_is_killed_and_reported(sim, tmp_path, run
 def test_process_ignoring_sigterm_is_killed_by_timeout_and_by_operator(sim, tmp_path, run):
     cmd = "trap '' TERM; sleep 60; echo survived"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "4", total_steps=1, tasks=tasks)
+    # 10 s (was 4 s): both rollouts must be inside the command at once; on a loaded box the second
+    # one started it after the first one's 4 s timeout had already fired
+    spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "10", total_steps=1, tasks=tasks)
     r = run(spec)
     r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
-            40, "both rollouts running the TERM-proof command")
+            60, "both rollouts running the TERM-proof command")
     victim = next(b.task_id for b in r.state.sandboxes.values() if b.running_command and "trap" in b.running_command)
     # Operator kill: the command ignores SIGTERM, the kill still lands (SIGKILL after the grace).
     assert r.host.kill_sandbox(victim).result(timeout=15) is True
-    r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 10, "victim closed")
-    r.until_done_items(1, 40)  # the other rollout: the 4 s timeout fires and escalates to SIGKILL
+    r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 30, "victim closed")
+    r.until_done_items(1, 90)  # the other rollout: the 10 s timeout fires and escalates to SIGKILL
     r.assert_alive()
     closed = r.of("sandbox_closed")
     assert any(e.task_id == victim and e.reason == "killed" for e in closed)
     timeouts = r.tool_rows(error_kind="timeout")
-    assert timeouts and all(x.exit_code == 124 and x.duration_s < 20 for x in timeouts)
+    assert timeouts and all(x.exit_code == 124 and x.duration_s < 45 for x in timeouts)  # well before the 60 s sleep
     texts = [json.dumps(t) for t in _tool_results(r.state.run.jsonl_path)]
     assert not any("survived" in t for t in texts)
     assert r.state.accounting.completed == 1
