@@ -86,10 +86,10 @@ def test_to_host_path_maps_workspace(box: BwrapSandbox) -> None:
 def test_process_tree_sees_the_running_command(box: BwrapSandbox) -> None:
     import threading
 
-    t = threading.Thread(target=box.execute, args=(f"sleep 323.{U}5", 10))
+    t = threading.Thread(target=box.execute, args=(f"sleep 323.{U}5", 90))  # ended by cleanup
     t.start()
     try:
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 30
         while not live_pids_with(f"sleep 323.{U}5") and time.monotonic() < deadline:
             time.sleep(0.02)
         commands = [p.command for p in box.process_tree()]
@@ -99,7 +99,7 @@ def test_process_tree_sees_the_running_command(box: BwrapSandbox) -> None:
         assert box.shell_state()["shell_pid"] is not None and box.shell_state()["busy"]
     finally:
         box.cleanup()
-        t.join(5)
+        t.join(30)
     assert wait_until_gone(f"sleep 323.{U}5") == []
 
 

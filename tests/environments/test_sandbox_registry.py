@@ -161,16 +161,17 @@ def test_activity_is_stamped_at_command_start_and_end() -> None:
 
 
 def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
-    sb.configure(lifetime=0.3)
+    # 2 s (was 0.3 s): on a loaded box the reaper could take "extended" before it was extended
+    sb.configure(lifetime=2.0)
     sb.get_sandbox("short")
     sb.get_sandbox("extended")
-    assert sb.extend_lifetime("extended", 30) == pytest.approx(30.3)
+    assert sb.extend_lifetime("extended", 30) == pytest.approx(32.0)
     assert wait_for(lambda: sb.get_sandbox_info("short") is None)
-    time.sleep(0.3)
+    time.sleep(0.3)  # "extended" was created just after "short": now past its original lifetime too
     info = sb.get_sandbox_info("extended")
-    assert info is not None and info.lifetime_s == pytest.approx(30.3)
+    assert info is not None and info.lifetime_s == pytest.approx(32.0)
     changed = [e for e in recorded if isinstance(e, events.SandboxLifetimeChanged)]
-    assert [(e.task_id, e.lifetime_s) for e in changed] == [("extended", pytest.approx(30.3))]
+    assert [(e.task_id, e.lifetime_s) for e in changed] == [("extended", pytest.approx(32.0))]
     with pytest.raises(KeyError, match="no live sandbox"):
         sb.extend_lifetime("nope", 10)
     with pytest.raises(ValueError, match="positive"):

@@ -25,7 +25,7 @@ sys.path.insert(0, {repo!r})
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 box = LocalSandbox("crashy", SandboxSettings(sandbox_root={root!r}))
-box.execute("sleep {fp} > /dev/null 2>&1 &", 5)
+box.execute("sleep {fp} > /dev/null 2>&1 &", 60)
 print(box.workspace, flush=True)
 time.sleep(60)
 """
@@ -53,14 +53,18 @@ def test_sweep_cleans_sandboxes_of_a_dead_owner_only(tmp_path: Path) -> None:
     )
     try:
         workspace = Path(child.stdout.readline().strip())
+        # the shell returns before its background child has exec'd sleep: wait for /proc to show it
+        deadline = time.monotonic() + 30
+        while not _alive(f"sleep {FP}") and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert workspace.is_dir() and _alive(f"sleep {FP}")
         assert sweep_stale(root) == 0  # owner still alive: untouched
         assert workspace.is_dir()
         child.kill()  # dies without cleanup: the background sleep and dirs are orphaned
-        child.wait(5)
+        child.wait(30)
         assert _alive(f"sleep {FP}") and workspace.is_dir()
         assert sweep_stale(root) == 1
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30  # returns as soon as the kill has landed
         while _alive(f"sleep {FP}") and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(f"sleep {FP}")

@@ -145,14 +145,14 @@ class FaultRun(Pump):
         self.assert_jsonl_complete()
         assert not [t for t in threading.enumerate() if t.name == "hermes-runtime"]
         assert self.host._loop is not None and self.host._loop.is_closed()
-        assert wait_no_children(10) == [], f"child processes left: {child_pids()}"
+        assert wait_no_children(30) == [], f"child processes left: {child_pids()}"
         assert live_sandboxes() == [], f"sandboxes left open: {live_sandboxes()}"
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30  # polls: returns as soon as the kills have landed
         while self.own_processes() and time.monotonic() < end:
             time.sleep(0.05)
         assert self.own_processes() == [], f"sandbox processes left: {self.own_processes()}"
         leaked = set(our_threads()) - self.threads_before
-        end = time.monotonic() + 5
+        end = time.monotonic() + 30
         while leaked and time.monotonic() < end:  # cleanup-* threads finishing
             time.sleep(0.05)
             leaked = set(our_threads()) - self.threads_before

@@ -65,20 +65,22 @@ def test_command_past_terminal_timeout_is_killed_and_reported(sim, tmp_path, run
 def test_process_ignoring_sigterm_is_killed_by_timeout_and_by_operator(sim, tmp_path, run):
     cmd = "trap '' TERM; sleep 60; echo survived"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "4", total_steps=1, tasks=tasks)
+    # 10 s (was 4 s): both rollouts must be inside the command at once; on a loaded box the second
+    # one started it after the first one's 4 s timeout had already fired
+    spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "10", total_steps=1, tasks=tasks)
     r = run(spec)
     r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
-            40, "both rollouts running the TERM-proof command")
+            60, "both rollouts running the TERM-proof command")
     victim = next(b.task_id for b in r.state.sandboxes.values() if b.running_command and "trap" in b.running_command)
     # Operator kill: the command ignores SIGTERM, the kill still lands (SIGKILL after the grace).
     assert r.host.kill_sandbox(victim).result(timeout=15) is True
-    r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 10, "victim closed")
-    r.until_done_items(1, 40)  # the other rollout: the 4 s timeout fires and escalates to SIGKILL
+    r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 30, "victim closed")
+    r.until_done_items(1, 90)  # the other rollout: the 10 s timeout fires and escalates to SIGKILL
     r.assert_alive()
     closed = r.of("sandbox_closed")
     assert any(e.task_id == victim and e.reason == "killed" for e in closed)
     timeouts = r.tool_rows(error_kind="timeout")
-    assert timeouts and all(x.exit_code == 124 and x.duration_s < 20 for x in timeouts)
+    assert timeouts and all(x.exit_code == 124 and x.duration_s < 45 for x in timeouts)  # well before the 60 s sleep
     texts = [json.dumps(t) for t in _tool_results(r.state.run.jsonl_path)]
     assert not any("survived" in t for t in texts)
     assert r.state.accounting.completed == 1
@@ -116,22 +118,24 @@ def test_bounded_fork_bomb_in_bwrap_is_contained_and_reaped(sim, tmp_path, run):
     # 150 sleeps via a nested bash (the terminal tool refuses a bare '&' in the foreground).
     cmd = "bash -c 'for i in $(seq 1 150); do sleep 60 & done; wait'"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", "--env.terminal_timeout", "3",
+    # the command can never end by itself (`wait` on 60 s sleeps): 10 s leaves a loaded machine
+    # time to start all 150 (3 s did not), and the timeout still fires every time
+    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", "--env.terminal_timeout", "10",
                       total_steps=1, group_size=1, tasks=tasks)
     r = run(spec)
     peak = 0
-    end = time.monotonic() + 40
+    end = time.monotonic() + 120
     while time.monotonic() < end and not r.state.accounting.completed:
         r.pump()
         peak = max(peak, len(r.own_processes()))
         time.sleep(0.1)
-    r.until_done_items(1, 40)
+    r.until_done_items(1, 120)
     assert r.state.run.terminal_backend == "bwrap"
     assert peak >= 100, (f"the bomb never ran (peak {peak} sandbox processes)",
                          [(x.tool_name, x.exit_code, x.error, x.result_head) for x in r.state.tool_rows])
     timeouts = r.tool_rows(error_kind="timeout")
     assert len(timeouts) == 1 and timeouts[0].exit_code == 124
-    end = time.monotonic() + 5
+    end = time.monotonic() + 30
     while r.own_processes() and time.monotonic() < end:
         time.sleep(0.1)
     assert r.own_processes() == [], "fork-bomb processes survived the timeout"

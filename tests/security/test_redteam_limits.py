@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -184,13 +185,18 @@ def test_no_orphans_after_cleanup(backend, tmp_path: Path) -> None:
     try:
         # one command per escape: bwrap's pid namespace ends with each command, local keeps them
         for name, template in ESCAPES.items():
-            box.execute(template.format(fp=fps[name]), 15)
+            box.execute(template.format(fp=fps[name]), 30)
         if backend is LocalSandbox:
+            # a background child may not have exec'd sleep yet when its command returns: poll
+            deadline = time.monotonic() + 30
             alive = {name: live_pids_with(f"sleep {fp}") for name, fp in fps.items()}
+            while not all(alive.values()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                alive = {name: live_pids_with(f"sleep {fp}") for name, fp in fps.items()}
             assert all(alive.values()), alive  # they did start and outlive their command
     finally:
         box.cleanup()
-    survivors = {name: wait_until_gone(f"sleep {fp}", within=10) for name, fp in fps.items()}
+    survivors = {name: wait_until_gone(f"sleep {fp}") for name, fp in fps.items()}
     assert survivors == {name: [] for name in ESCAPES}
 
 
