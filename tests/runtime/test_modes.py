@@ -165,7 +165,7 @@ def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) 
         def __init__(self, spec, *, exit_when_finished, prepare):
             seen["spec"], seen["prepare"] = spec, prepare
 
-    def fake_front_end(host, headless, deadline, keys):
+    def fake_front_end(host, headless, deadline, keys, sigterm_exit_code=0):
         seen["built_before_front_end"] = seen["built"]
         seen["prepare"]()  # what the host does on its own thread once the UI is up
         return 0
