@@ -101,7 +101,6 @@ class FaultRun(Pump):
     # ---- every item accounted -----------------------------------------------------
     def assert_accounted(self) -> None:
         assert identity(self.state, self.events) is None, identity(self.state, self.events)
-        a = self.state.accounting
         # The driver's own counters agree with what the console shows -- once the console has
         # drained what the driver emitted: a live run may take an item between drain and check.
         drv = self.host.driver
