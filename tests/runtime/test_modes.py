@@ -55,6 +55,7 @@ def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
         for batch in batches:
             for group in batch:
                 assert len(group["tokens"]) == 4 and len(group["scores"]) == 4
+                assert "hermes_group_id" not in group  # our ids stay in groups.jsonl, not the trainer's data
         p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
     states = [e.state for e in p.of("trainer_status")]
     assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
