@@ -249,3 +249,50 @@ async def test_main_tables_sort_by_a_clicked_header_and_keep_the_cursor_on_its_r
         keys = [groups.coordinate_to_cell_key((i, 0)).row_key.value for i in range(groups.row_count)]
         assert keys == sorted(keys, key=lambda k: started[k])
         assert groups.selected_key() == chosen
+
+
+def _uuid_ids(events: list) -> list:
+    """The scenario with opaque ids (as real runs have) instead of its readable ones."""
+    import dataclasses
+    import hashlib
+
+    def opaque(x: str, n: int) -> str:
+        return hashlib.sha1(x.encode()).hexdigest()[:n]
+
+    out = []
+    for e in events:
+        changes = {}
+        for name, n in (("group_id", 12), ("rollout_id", 32), ("task_id", 32)):
+            value = getattr(e, name, None)
+            if isinstance(value, str) and value.startswith("g"):
+                changes[name] = opaque(value, n)
+        out.append(dataclasses.replace(e, **changes) if changes else e)
+    return out
+
+
+async def test_turns_stream_and_tool_calls_show_readable_rollout_ids() -> None:
+    events = _uuid_ids(scenario("small"))
+    # Oracle from the events: the i-th group started is g{i:04d}; a rollout's index is its start order in the group.
+    group_no = {}
+    members: dict = {}
+    label = {}
+    for e in events:
+        if isinstance(e, ev.GroupStarted):
+            group_no.setdefault(e.group_id, len(group_no) + 1)
+        if isinstance(e, ev.RolloutStarted):
+            rollouts = members.setdefault(e.group_id, [])
+            label[e.rollout_id] = f"g{group_no[e.group_id]:04d}-r{len(rollouts)}"
+            rollouts.append(e.rollout_id)
+    app = make_app(FakeRuntime(events))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+        from hermes_console.ui.widgets.turns_stream import TurnsStream
+        stream = app.screen.query_one("#turns", TurnsStream)
+        text = "\n".join(strip.text for strip in stream.lines)
+        assert text.strip()
+        assert not any(rid[:12] in text for rid in label), "a raw rollout id in the turns stream"
+        assert any(lbl in text for lbl in label.values()), text[-500:]
+        tools = app.screen.query_one("#tools", ToolCallsTable)
+        cells = [tools.get_row_at(i)[1].plain for i in range(tools.row_count)]
+        assert cells and set(cells) <= set(label.values()), cells[:5]
