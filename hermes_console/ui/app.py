@@ -390,13 +390,9 @@ class ConsoleApp(ReplayControls, App[int]):
                   if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
 
     def action_toggle_freeze(self) -> None:
+        # A FROZEN badge in the status bar says it for as long as it lasts (not a toast that stays).
         self.frozen = not self.frozen
-        if self.frozen:
-            self.notify("Display frozen: events are still read. z: unfreeze.", title="frozen", timeout=24 * 3600)
-        else:
-            self.clear_notifications()
-            self._redraw(force=True)
-            self.notify("Display live again.", title="frozen", timeout=2)
+        self._redraw(force=True)  # draws the badge (on) or everything read meanwhile (off)
 
     def action_insight(self) -> None:
         from hermes_console.ui.screens.insight import InsightScreen

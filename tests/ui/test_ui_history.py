@@ -21,7 +21,7 @@ from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 
 from tests.ui.eventlog import T0
 from tests.ui.fakes import FakeRuntime
-from tests.ui.helpers import make_app, scenario, settle
+from tests.ui.helpers import make_app, messages, scenario, settle
 
 
 def _table_ids(app) -> List[str]:
@@ -212,9 +212,17 @@ async def test_freeze_keeps_the_screen_while_events_are_read() -> None:
         await settle(pilot, 6)
         assert app.state.events_applied == len(events)  # still read
         assert app.screen.query_one(GroupsTable).keys() == before  # not drawn
+        # said by a badge in the status bar, not by a toast that stays on screen
+        assert "FROZEN" in _status_text(app) and not messages(app)
         await pilot.press("z")
         await settle(pilot)
         assert app.screen.query_one(GroupsTable).keys() != before
+        assert "FROZEN" not in _status_text(app)
+
+
+def _status_text(app) -> str:
+    from hermes_console.ui.widgets.status_bar import StatusBar
+    return str(app.screen.query_one(StatusBar).render())
 
 
 async def test_main_tables_sort_by_a_clicked_header_and_keep_the_cursor_on_its_row() -> None:

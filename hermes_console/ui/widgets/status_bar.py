@@ -58,6 +58,9 @@ class StatusBar(Static):
         status = "stopping" if stopping else state.status
         line = Text()
         line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
+        if getattr(self.app, "frozen", False):  # `z`: events are still read, the display is not redrawn
+            line.append(" ")
+            line.append(" FROZEN (z) ", style="bold white on blue")
         if state.status_detail and not stopping:
             line.append(f" {visible(state.status_detail)}", style="dim")
         line.append(*SEP)
