@@ -147,3 +147,28 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
         assert "2 agent process(es) stopped before verification" in header
         assert "overrides cwd=/app" in header and "docker_image=tb2/task:1" in header
         assert "\x1b" not in header  # model/env text stays text
+
+
+async def test_sandbox_screen_opens_its_rollout_transcript(main_events) -> None:
+    from hermes_console.ui.screens.transcript import TranscriptScreen
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        # the sandbox's task id is its rollout's id (RolloutStarted.rollout_id == SandboxCreated.task_id)
+        task_id = next(iter(app.state.live_sandboxes())).task_id
+        assert task_id in {e.rollout_id for e in main_events if e.kind == "rollout_started"}
+        app.push_screen(SandboxScreen(task_id))
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, TranscriptScreen) and app.screen.rollout_id == task_id
+        await pilot.press("escape")
+        await settle(pilot)
+        app.push_screen(SandboxScreen("no-such-rollout"))
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        assert any("no rollout no-such-rollout" in m for m in messages(app, "warning"))

@@ -95,6 +95,9 @@ class SandboxScreen(DrillDownScreen):
 
     def _header(self, sb: Optional[SandboxView], now: float) -> Text:
         text = Text(f"Sandbox {visible(self.task_id)}", style="bold")
+        label = self.console.state.history.label_of(self.task_id)
+        if label != self.task_id:  # its rollout's readable id (t opens the transcript)
+            text.append(f"  rollout {label}", style="bold cyan")
         if sb is None:
             text.append("\nnot in the console's memory (closed long ago, or never seen)", style="yellow")
             return text
@@ -219,6 +222,16 @@ class SandboxScreen(DrillDownScreen):
             output.write(shown(text))
         output.write(Text(f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
                           style="green" if exit_code == 0 else "bold red"))
+
+    def action_open_transcript(self) -> None:
+        """A sandbox belongs to the rollout of the same id (its task id): open that transcript."""
+        from hermes_console.ui.screens.transcript import TranscriptScreen
+
+        state = self.console.state
+        if self.task_id not in state.rollouts and self.task_id not in state.history.records:
+            self.notify(f"no rollout {head(self.task_id, 16)} in memory for this sandbox", severity="warning")
+            return
+        self.app.push_screen(TranscriptScreen(self.task_id))
 
     def action_kill_sandbox(self) -> None:
         self.console.kill_sandbox(self.task_id)
