@@ -172,3 +172,34 @@ async def test_sandbox_screen_opens_its_rollout_transcript(main_events) -> None:
         await settle(pilot)
         assert isinstance(app.screen, SandboxScreen)
         assert any("no rollout no-such-rollout" in m for m in messages(app, "warning"))
+
+
+async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_events, tmp_path) -> None:
+    import json
+
+    from hermes_console.runtime import events as rev
+    from hermes_console.ui.screens.evaluation import EvaluationScreen
+    from tests.ui.eventlog import T0
+
+    samples = [{"task_id": "fizzbuzz", "reward": 1.0, "passed": True, "turns_used": 3},
+               {"task_id": "calc", "reward": 0.25, "passed": False, "turns_used": 7},
+               {"task_id": "grep", "reward": 0.0, "passed": False, "turns_used": 2}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        runtime.feed([rev.EvalStarted(ts=T0, eval_id="ev-7"),
+                      rev.EvalFinished(ts=T0 + 1, eval_id="ev-7", samples_path=str(path), duration_s=1.0,
+                                       metrics={"eval/total_tasks": 3.0, "eval/pass_rate": 1 / 3, "eval/n": 3})])
+        await settle(pilot)
+        app.push_screen(EvaluationScreen("ev-7"))
+        await settle(pilot)
+        metrics = app.screen.query_one("#eval-metrics")
+        assert metrics.get_row("eval/total_tasks")[1] == "3" and metrics.get_row("eval/n")[1] == "3"
+        assert metrics.get_row("eval/pass_rate")[1] == "0.3333"
+        tasks = app.screen.query_one("#eval-tasks")
+        rows = [tasks.get_row_at(i) for i in range(tasks.row_count)]
+        assert rows == [[s["task_id"], f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
+                         "yes" if s["passed"] else "no", str(s["turns_used"])] for s in samples]

@@ -58,7 +58,7 @@ class StatusBar(Static):
         status = "stopping" if stopping else state.status
         line = Text()
         line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
-        if getattr(self.app, "frozen", False):  # `z`: events are still read, the display is not redrawn
+        if self._frozen():  # `z`: events are still read, the display is not redrawn
             line.append(" ")
             line.append(" FROZEN (z) ", style="bold white on blue")
         if state.status_detail and not stopping:
@@ -86,6 +86,12 @@ class StatusBar(Static):
         line.append(*SEP)
         line.append_text(self._servers(state))
         return line
+
+    def _frozen(self) -> bool:
+        try:
+            return bool(getattr(self.app, "frozen", False))
+        except Exception:  # noqa: BLE001 - drawn outside an app (tests render it alone)
+            return False
 
     def _servers(self, state: ConsoleState) -> Text:
         if not state.servers:
