@@ -8,6 +8,7 @@ from typing import Deque, Dict, List, Optional
 from rich.text import Text
 from textual.widgets import DataTable
 
+from hermes_console.runtime.history import History
 from hermes_console.runtime.state import ConsoleState, ToolCallView
 from hermes_console.ui.format import age, clock, duration, head
 from hermes_console.ui.stream_filter import StreamFilter
