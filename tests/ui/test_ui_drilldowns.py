@@ -203,3 +203,32 @@ async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_e
         rows = [tasks.get_row_at(i) for i in range(tasks.row_count)]
         assert rows == [[s["task_id"], f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
                          "yes" if s["passed"] else "no", str(s["turns_used"])] for s in samples]
+
+
+async def test_closed_sandbox_keeps_its_last_commands() -> None:
+    from environments import events as ev
+
+    events = scenario("small")
+    closed = [e.task_id for e in events if isinstance(e, ev.SandboxClosed)]
+    finished = [e for e in events if isinstance(e, ev.SandboxCommandFinished)]
+    task_id = max(closed, key=lambda t: sum(1 for e in finished if e.task_id == t))
+    # more commands than are kept (late reports of the closed sandbox's commands)
+    extra = [ev.SandboxCommandFinished(ts=events[-1].ts + i, task_id=task_id, command=f"echo extra {i}", exit_code=0,
+                                       duration_s=0.1) for i in range(4)]
+    events = events + extra
+    finished += extra
+    commands = [e.command for e in finished if e.task_id == task_id]
+    assert len(commands) > 5
+    assert commands
+    runtime = FakeRuntime(events, fail={"sandbox_details": KeyError("sandbox is closed")})
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        # recently closed, newest first (the events' order of SandboxClosed, reversed)
+        assert [sb.task_id for sb in app.state.closed_sandboxes()] == list(reversed(closed))
+        app.push_screen(SandboxScreen(task_id))
+        await settle(pilot)
+        text = log_text(app.screen.query_one("#recent-commands", RichLog))
+        last = commands[-5:]
+        assert all(f"$ {c[:40]}" in text for c in last), text
+        assert text.count("$ ") == len(last)

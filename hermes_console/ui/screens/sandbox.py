@@ -153,6 +153,18 @@ class SandboxScreen(DrillDownScreen):
         self._details_pending = False  # the app has shown the error
         if self.details:
             self.details["live_output"] = None  # e.g. the sandbox closed: stop polling it
+        else:
+            self._commands_from_state()
+
+    def _commands_from_state(self) -> None:
+        """A closed sandbox has no details to fetch: its last commands, as the console saw them."""
+        sb = self.console.state.sandboxes.get(self.task_id)
+        log = self.query_one("#recent-commands", RichLog)
+        log.clear()
+        log.border_title = "Last commands (as seen by the console)"
+        for record in (sb.last_commands if sb is not None else []):
+            for line in self._command_lines(record):
+                log.write(line)
 
     def show_details(self, details: Any) -> None:
         self._details_pending = False
