@@ -94,6 +94,9 @@ async def test_sandbox_drilldown_details_diagnostic_kill_extend(main_events) -> 
         await pilot.press("x")
         await settle(pilot)
         assert runtime.calls[-1][:2] == ("extend_sandbox", (task_id, 300.0))
+        await pilot.press("X")  # the running command's timeout, not the lifetime
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("extend_command", (task_id, 300.0))
         await pilot.press("k")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)

@@ -250,3 +250,6 @@ class SandboxScreen(DrillDownScreen):
 
     def action_extend_sandbox(self) -> None:
         self.console.extend_sandbox(self.task_id)
+
+    def action_extend_command(self) -> None:
+        self.console.extend_command(self.task_id)
