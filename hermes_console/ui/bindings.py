@@ -52,6 +52,7 @@ CONTROLS: List[ControlSpec] = [
     ControlSpec("extend-command", "X", "extend_command", "More time", "Give the running command more time (its timeout)", "sandbox"),
     ControlSpec("sandbox-transcript", "t", "open_transcript", "Transcript", "Open the transcript of this sandbox's rollout", "sandbox"),
     # ---- history, transcripts, run insight
+    ControlSpec("closed-sandboxes", "C", "closed_sandboxes", "Closed", "Recently closed sandboxes and their last commands", "main", show=False),
     ControlSpec("history", "h", "history", "History", "Finished rollouts (the focused group's, or the histogram bin's)", "main"),
     ControlSpec("insight", "w", "insight", "Time", "Where the time goes, errors by kind, graphs", "app"),
     ControlSpec("config", "d", "config", "Config", "The resolved env / openai / phase2 config and each value's source", "app", show=False),

@@ -229,8 +229,19 @@ async def test_closed_sandbox_keeps_its_last_commands() -> None:
         await settle(pilot)
         # recently closed, newest first (the events' order of SandboxClosed, reversed)
         assert [sb.task_id for sb in app.state.closed_sandboxes()] == list(reversed(closed))
-        app.push_screen(SandboxScreen(task_id))
+        from hermes_console.ui.screens.closed_sandboxes import ClosedSandboxesScreen
+        await pilot.press("C")  # the list of recently closed sandboxes, newest first
         await settle(pilot)
+        assert isinstance(app.screen, ClosedSandboxesScreen)
+        table = app.screen.query_one("#closed-sandboxes")
+        keys = [row.key.value for row in table.ordered_rows]
+        assert keys == list(reversed(closed))
+        row = keys.index(task_id)
+        assert table.get_row_at(row)[-1] == commands[-1][:120]
+        table.move_cursor(row=row)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen) and app.screen.task_id == task_id
         text = log_text(app.screen.query_one("#recent-commands", RichLog))
         last = commands[-5:]
         assert all(f"$ {c[:40]}" in text for c in last), text
