@@ -21,6 +21,7 @@ from hermes_console.runtime.errors import ConfigError, UsageError
 
 DEMO_FAULTS = {"http_500": 0.02, "malformed_tool_json": 0.03, "unknown_tool": 0.02}
 DEMO_ENV = "environments.terminal_tasks"
+DEMO_RUN_PREFIX = "terminal-tasks"  # the demo env's name: its run dirs are terminal-tasks-<stamp>
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--latency-ms", type=_number(float, 0), default=300.0, help="simulated mean latency (lognormal)")
     demo.add_argument("--no-faults", action="store_true", help="turn the simulator's injected faults off")
     demo.add_argument("--runs-dir", default="runs")
+    demo.add_argument("--keep-runs", type=_number(int, 0), default=10, metavar="N",
+                      help="keep the newest N demo run dirs under --runs-dir, delete older ones (0: keep all; default 10)")
 
     run = sub.add_parser(
         "run",
@@ -247,6 +250,7 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
 
     check_flag_values(extra)
     _check_record_path(args.record)
+    _rotate_demo_runs(args.runs_dir, args.keep_runs)
     try:
         spec = RunSpec(
             env=DEMO_ENV,
@@ -263,6 +267,18 @@ def _demo(args: argparse.Namespace, extra: List[str]) -> int:
         sim = holder.get("sim")
         if sim is not None:
             sim.stop()
+
+
+def _rotate_demo_runs(runs_dir: str, keep: int) -> None:
+    """Room for this run: keep keep-1 older demo runs, so at most ``keep`` are on disk."""
+    from hermes_console.runtime.run_rotation import rotate
+
+    if keep <= 0:
+        return
+    removed = rotate(runs_dir, DEMO_RUN_PREFIX, keep - 1)
+    if removed:
+        print(f"hermes-console demo: removed {len(removed)} old demo run dir(s) under {runs_dir} "
+              f"(--keep-runs {keep})", file=sys.stderr)
 
 
 def _free_loopback_port() -> int:

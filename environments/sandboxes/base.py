@@ -139,6 +139,7 @@ class BashSessionSandbox(ABC):
         self._vlock = threading.Lock()  # one verifier command at a time
         self._seq = itertools.count(1)
         self._closed = False
+        self._command_extra_s = 0.0  # operator's extension of the running command's timeout
         self._busy = 0
         self._machine: Optional[subprocess.Popen] = None
         self._vmachine: Optional[subprocess.Popen] = None  # docker: the verifier's own exec
@@ -603,8 +604,10 @@ class BashSessionSandbox(ABC):
         try:
             outcome = self._pump(ch, payload, seq, buf, timeout, t0)
         finally:
+            extra = self._command_extra_s
             if not verifier:
                 self._live = None
+                self._command_extra_s = 0.0  # an extension is for the command it was given to
         duration = time.monotonic() - started
         if not verifier and outcome.cwd is not None:
             self._cwd_cache = outcome.cwd
@@ -622,12 +625,18 @@ class BashSessionSandbox(ABC):
         if outcome.timed_out:
             # a limit hit before the deadline is often why the command ran out of time (bash
             # retries failed forks for seconds): say so, as a command that ended by itself does
-            out += f"\n[Command timed out after {timeout:g}s]" + self._limit_notes(before, TIMEOUT_EXIT_CODE)
+            out += f"\n[Command timed out after {timeout + extra:g}s]" + self._limit_notes(before, TIMEOUT_EXIT_CODE)
             return ExecResult(out, TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration)
         if outcome.killed:
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
         code = outcome.code if outcome.code is not None else -1
         return ExecResult(out + self._limit_notes(before, code), code, duration_s=duration)
+
+    def extend_command(self, seconds: float) -> float:
+        """Give the running command ``seconds`` more before it times out; returns the total
+        extension of that command (the pump reads it on each turn of its loop)."""
+        self._command_extra_s += float(seconds)
+        return self._command_extra_s
 
     @staticmethod
     def _shell_ended_note(code: Optional[int]) -> str:
@@ -651,7 +660,7 @@ class BashSessionSandbox(ABC):
         stage = 0
         while True:
             now = time.monotonic()
-            if stage == 0 and (now >= deadline or self._closed):
+            if stage == 0 and (now >= deadline + self._command_extra_s or self._closed):
                 res.timed_out, res.killed = not self._closed, self._closed
                 if self._closed:
                     return res

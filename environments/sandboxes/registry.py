@@ -445,6 +445,25 @@ def extend_lifetime(task_id: Optional[str], seconds: float) -> float:
     return lifetime
 
 
+def extend_command_timeout(task_id: Optional[str], seconds: float) -> float:
+    """Give the sandbox's running command ``seconds`` more; returns its new timeout."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"seconds must be a positive, finite number, got {seconds!r}")
+    entry = _lookup(task_id)
+    with _lock:
+        running = list(entry.running.values())
+    if not running:
+        raise LookupError(f"sandbox {entry.key[:12]} runs no command; nothing to extend")
+    extend = getattr(entry.sandbox, "extend_command", None)
+    if extend is None:
+        raise NotImplementedError(f"the {entry.sandbox.backend} backend cannot extend a running command")
+    extend(float(seconds))
+    with _lock:
+        for r in running:
+            r.timeout += float(seconds)
+        return max(r.timeout for r in running)
+
+
 def add_close_listener(listener: Callable[[str, str], None]) -> None:
     """``listener(task_id, reason)`` runs after a sandbox closes (e.g. to drop caches)."""
     _close_listeners.append(listener)

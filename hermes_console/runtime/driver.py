@@ -136,8 +136,12 @@ class Driver:
             old.close()
         except Exception:  # noqa: BLE001
             pass
-        self.writer = GroupWriter(self.jsonl_path)
+        self.writer = GroupWriter(self.jsonl_path, item_of=self._item_summary)
         atropos_bridge.install_jsonl_writer(self.env, self.writer)
+
+    def _item_summary(self, group_id: str) -> Optional[str]:
+        rec = self.in_flight.get(group_id)
+        return safe_head(_summary_of(rec.item), 200) if rec is not None else None
 
     def _watch(self, event: events.Event) -> None:
         """Observer (any thread): remember drops/failures the env reported itself."""

@@ -172,6 +172,13 @@ class RuntimeHost:
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.extend, task_id, seconds))
 
+    def extend_command(self, task_id: str, seconds: float) -> "Future[float]":
+        """More time for the sandbox's running command; its new timeout (not in RuntimeAPI:
+        the console asks for it by name, so remote and replay runtimes need not have it)."""
+        from hermes_console.runtime import sandbox_ops
+
+        return self._submit(lambda: asyncio.to_thread(sandbox_ops.extend_command, task_id, seconds))
+
     def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]":
         from hermes_console.runtime import sandbox_ops
 

@@ -33,6 +33,14 @@ def extend(task_id: str, seconds: float) -> float:
     return float(sandboxes.extend_lifetime(task_id, seconds))
 
 
+def extend_command(task_id: str, seconds: float) -> float:
+    """More time for the running command (not the idle lifetime); returns its new timeout."""
+    from environments import sandboxes
+
+    _require(task_id)
+    return float(sandboxes.extend_command_timeout(task_id, seconds))
+
+
 def run(task_id: str, command: str, timeout_s: float = 10.0) -> Dict[str, Any]:
     from environments import sandboxes
     from environments.redact import redact

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from environments import events
 
@@ -103,8 +103,10 @@ class GroupWriter:
     writer, but every line is flushed at once (a crash loses nothing completed) and
     each write is attributed to the group running in the writing task's context."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, item_of: Optional[Callable[[str], Optional[str]]] = None) -> None:
         self.path = path
+        # group id -> its item's summary, for the record's ``hermes_item`` (None: not known).
+        self._item_of = item_of
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         torn = repair_torn_tail(path)
         if torn:
@@ -120,12 +122,12 @@ class GroupWriter:
         self.closed = False
 
     def write(self, obj: Any) -> None:
+        group_id = events.current_group_id.get() or ""
         # Strict JSON: a group with NaN/inf fails here rather than becoming an unreadable line.
         try:
-            line = json.dumps(obj, default=_default, allow_nan=False)
+            line = json.dumps(self._tagged(obj, group_id), default=_default, allow_nan=False)
         except ValueError as exc:
             raise ValueError(f"group not written to {self.path}: {exc} (NaN/inf); expected finite numbers") from None
-        group_id = events.current_group_id.get() or ""
         with self._lock:
             if self.closed:
                 raise ValueError(f"{self.path} is closed")
@@ -137,6 +139,18 @@ class GroupWriter:
                 raise SinkError(exc.errno, f"cannot write kept groups to {self.path}: {exc.strerror or exc}") from exc
             self.written[group_id] += 1
             self.total += 1
+
+    def _tagged(self, obj: Any, group_id: str) -> Any:
+        """The record plus ``hermes_group_id``/``hermes_item``: extra keys atroposlib's readers
+        ignore. A copy: the same group object goes on to the trainer, which must not get them."""
+        if not isinstance(obj, dict) or not group_id:
+            return obj
+        tagged = dict(obj)
+        tagged["hermes_group_id"] = group_id
+        item = self._item_of(group_id) if self._item_of is not None else None
+        if item is not None:
+            tagged["hermes_item"] = item
+        return tagged
 
     def _untear(self) -> None:
         """After a failed write, cut the file back to its last whole line (best effort):

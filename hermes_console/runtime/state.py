@@ -24,6 +24,7 @@ MAX_FINISHED_ROLLOUTS = 2_000
 MAX_TURNS_PER_ROLLOUT = 200
 MAX_TOOL_CALLS_PER_ROLLOUT = 500
 MAX_CLOSED_SANDBOXES = 200
+LAST_COMMANDS_PER_SANDBOX = 5  # kept in memory: a closed sandbox's last commands stay readable
 MAX_STREAM = 5_000
 MAX_TOOL_ROWS = 2_000
 MAX_RECENT_REWARDS = 4_096
@@ -180,6 +181,7 @@ class SandboxView:
     last_exit_code: Optional[int] = None
     closed_reason: Optional[str] = None
     closed_at: Optional[float] = None
+    last_commands: List[Dict[str, Any]] = field(default_factory=list)  # newest last, bounded
 
 
 @dataclass
@@ -362,6 +364,10 @@ class ConsoleState:
 
     def live_sandboxes(self) -> List[SandboxView]:
         return [s for s in self.sandboxes.values() if s.state != "closed"]
+
+    def closed_sandboxes(self) -> List[SandboxView]:
+        """Recently closed sandboxes (bounded by MAX_CLOSED_SANDBOXES), newest first."""
+        return [self.sandboxes[t] for t in reversed(self._closed_sandboxes) if t in self.sandboxes]
 
     def reward_histogram(self, bins: int = 10, lo: float = 0.0, hi: float = 1.0) -> List[int]:
         counts = [0] * bins
@@ -779,6 +785,9 @@ def _on_sandbox_cmd_finished(s: ConsoleState, e: ev.SandboxCommandFinished) -> N
     sb.last_activity = e.ts
     sb.commands += 1
     sb.last_exit_code = e.exit_code
+    sb.last_commands.append({"command": e.command, "exit_code": e.exit_code, "duration_s": e.duration_s,
+                             "output_head": e.output_head[:200], "timed_out": e.timed_out})
+    del sb.last_commands[:-LAST_COMMANDS_PER_SANDBOX]
     if e.timed_out:
         sb.timeouts += 1
         # A tool call's timeout is counted once, as tool:timeout, when the call reports;

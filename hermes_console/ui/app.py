@@ -389,14 +389,21 @@ class ConsoleApp(ReplayControls, App[int]):
                   success=lambda lifetime: f"sandbox {task_id}: lifetime now {duration(lifetime)}"
                   if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
 
+    def extend_command(self, task_id: str) -> None:
+        """More time for the sandbox's running command (its timeout, not the idle lifetime)."""
+        seconds = self.config.extend_minutes * 60.0
+        extend = getattr(self.runtime, "extend_command", None)
+        if extend is None:
+            self.notify("extend command: this runtime cannot extend a running command", severity="warning")
+            return
+        self.send("extend command", lambda: extend(task_id, seconds),
+                  success=lambda timeout: f"sandbox {task_id}: command timeout now {duration(timeout)}"
+                  if isinstance(timeout, (int, float)) else f"sandbox {task_id}: command extended")
+
     def action_toggle_freeze(self) -> None:
+        # A FROZEN badge in the status bar says it for as long as it lasts (not a toast that stays).
         self.frozen = not self.frozen
-        if self.frozen:
-            self.notify("Display frozen: events are still read. z: unfreeze.", title="frozen", timeout=24 * 3600)
-        else:
-            self.clear_notifications()
-            self._redraw(force=True)
-            self.notify("Display live again.", title="frozen", timeout=2)
+        self._redraw(force=True)  # draws the badge (on) or everything read meanwhile (off)
 
     def action_insight(self) -> None:
         from hermes_console.ui.screens.insight import InsightScreen

@@ -49,7 +49,10 @@ CONTROLS: List[ControlSpec] = [
     ControlSpec("extend-sandbox", "x", "extend_sandbox", "Extend", "Extend this sandbox's lifetime", "sandbox"),
     ControlSpec("run-diagnostic", "d", "focus_diagnostic", "Diagnose", "Run a diagnostic command in this sandbox", "sandbox"),
     ControlSpec("refresh-details", "R", "refresh_details", "Reload", "Reload process tree and recent commands", "sandbox"),
+    ControlSpec("extend-command", "X", "extend_command", "More time", "Give the running command more time (its timeout)", "sandbox"),
+    ControlSpec("sandbox-transcript", "t", "open_transcript", "Transcript", "Open the transcript of this sandbox's rollout", "sandbox"),
     # ---- history, transcripts, run insight
+    ControlSpec("closed-sandboxes", "C", "closed_sandboxes", "Closed", "Recently closed sandboxes and their last commands", "main", show=False),
     ControlSpec("history", "h", "history", "History", "Finished rollouts (the focused group's, or the histogram bin's)", "main"),
     ControlSpec("insight", "w", "insight", "Time", "Where the time goes, errors by kind, graphs", "app"),
     ControlSpec("config", "d", "config", "Config", "The resolved env / openai / phase2 config and each value's source", "app", show=False),

@@ -55,6 +55,7 @@ def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
         for batch in batches:
             for group in batch:
                 assert len(group["tokens"]) == 4 and len(group["scores"]) == 4
+                assert "hermes_group_id" not in group  # our ids stay in groups.jsonl, not the trainer's data
         p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
     states = [e.state for e in p.of("trainer_status")]
     assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
@@ -201,3 +202,21 @@ async def test_probe_waits_for_a_server_that_starts_late() -> None:
     finally:
         await starter
         sim.stop()
+
+
+def test_demo_keeps_at_most_keep_runs_demo_dirs(tmp_path, capsys):
+    """Disk use of the demo is bounded: the oldest demo run dirs go, nothing else under runs/."""
+    old = [f"terminal-tasks-2020010{d}-000000" for d in range(1, 6)] + ["terminal-tasks-20200105-000000-1"]
+    for name in [*old, "terminal-tasks-keep-me", "other-env-20200101-000000", "notes"]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "groups.jsonl").write_text("{}\n")
+    code = cli_main(["demo", "--headless", "--total-steps", "1", "--latency-ms", "1", "--runs-dir", str(tmp_path),
+                     "--keep-runs", "3"])
+    assert code == EXIT_OK, capsys.readouterr().out
+    left = sorted(p.name for p in tmp_path.iterdir())
+    [new] = [n for n in left if n.startswith("terminal-tasks-") and n not in old and n != "terminal-tasks-keep-me"]
+    assert (tmp_path / new / "groups.jsonl").exists()
+    # the new run + the 2 newest older ones (by their stamp; "-1" is the later of the same second)
+    assert left == sorted([new, "terminal-tasks-20200105-000000", "terminal-tasks-20200105-000000-1",
+                           "terminal-tasks-keep-me", "other-env-20200101-000000", "notes"])
+    assert "removed 4 old demo run dir(s)" in capsys.readouterr().err

@@ -148,6 +148,9 @@ class FakeRuntime:
     def extend_sandbox(self, task_id: str, seconds: float) -> Future:
         return self._command("extend_sandbox", task_id, seconds)
 
+    def extend_command(self, task_id: str, seconds: float) -> Future:
+        return self._command("extend_command", task_id, seconds)
+
     def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future:
         return self._command("run_in_sandbox", task_id, command, timeout_s=timeout_s)
 

@@ -94,6 +94,9 @@ async def test_sandbox_drilldown_details_diagnostic_kill_extend(main_events) -> 
         await pilot.press("x")
         await settle(pilot)
         assert runtime.calls[-1][:2] == ("extend_sandbox", (task_id, 300.0))
+        await pilot.press("X")  # the running command's timeout, not the lifetime
+        await settle(pilot)
+        assert runtime.calls[-1][:2] == ("extend_command", (task_id, 300.0))
         await pilot.press("k")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
@@ -147,3 +150,99 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
         assert "2 agent process(es) stopped before verification" in header
         assert "overrides cwd=/app" in header and "docker_image=tb2/task:1" in header
         assert "\x1b" not in header  # model/env text stays text
+
+
+async def test_sandbox_screen_opens_its_rollout_transcript(main_events) -> None:
+    from hermes_console.ui.screens.transcript import TranscriptScreen
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        # the sandbox's task id is its rollout's id (RolloutStarted.rollout_id == SandboxCreated.task_id)
+        task_id = next(iter(app.state.live_sandboxes())).task_id
+        assert task_id in {e.rollout_id for e in main_events if e.kind == "rollout_started"}
+        app.push_screen(SandboxScreen(task_id))
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, TranscriptScreen) and app.screen.rollout_id == task_id
+        await pilot.press("escape")
+        await settle(pilot)
+        app.push_screen(SandboxScreen("no-such-rollout"))
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        assert any("no rollout no-such-rollout" in m for m in messages(app, "warning"))
+
+
+async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_events, tmp_path) -> None:
+    import json
+
+    from hermes_console.runtime import events as rev
+    from hermes_console.ui.screens.evaluation import EvaluationScreen
+    from tests.ui.eventlog import T0
+
+    samples = [{"task_id": "fizzbuzz", "reward": 1.0, "passed": True, "turns_used": 3},
+               {"task_id": "calc", "reward": 0.25, "passed": False, "turns_used": 7},
+               {"task_id": "grep", "reward": 0.0, "passed": False, "turns_used": 2}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        runtime.feed([rev.EvalStarted(ts=T0, eval_id="ev-7"),
+                      rev.EvalFinished(ts=T0 + 1, eval_id="ev-7", samples_path=str(path), duration_s=1.0,
+                                       metrics={"eval/total_tasks": 3.0, "eval/pass_rate": 1 / 3, "eval/n": 3})])
+        await settle(pilot)
+        app.push_screen(EvaluationScreen("ev-7"))
+        await settle(pilot)
+        metrics = app.screen.query_one("#eval-metrics")
+        assert metrics.get_row("eval/total_tasks")[1] == "3" and metrics.get_row("eval/n")[1] == "3"
+        assert metrics.get_row("eval/pass_rate")[1] == "0.3333"
+        tasks = app.screen.query_one("#eval-tasks")
+        rows = [tasks.get_row_at(i) for i in range(tasks.row_count)]
+        assert rows == [[s["task_id"], f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
+                         "yes" if s["passed"] else "no", str(s["turns_used"])] for s in samples]
+
+
+async def test_closed_sandbox_keeps_its_last_commands() -> None:
+    from environments import events as ev
+
+    events = scenario("small")
+    closed = [e.task_id for e in events if isinstance(e, ev.SandboxClosed)]
+    finished = [e for e in events if isinstance(e, ev.SandboxCommandFinished)]
+    task_id = max(closed, key=lambda t: sum(1 for e in finished if e.task_id == t))
+    # more commands than are kept (late reports of the closed sandbox's commands)
+    extra = [ev.SandboxCommandFinished(ts=events[-1].ts + i, task_id=task_id, command=f"echo extra {i}", exit_code=0,
+                                       duration_s=0.1) for i in range(4)]
+    events = events + extra
+    finished += extra
+    commands = [e.command for e in finished if e.task_id == task_id]
+    assert len(commands) > 5
+    assert commands
+    runtime = FakeRuntime(events, fail={"sandbox_details": KeyError("sandbox is closed")})
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        # recently closed, newest first (the events' order of SandboxClosed, reversed)
+        assert [sb.task_id for sb in app.state.closed_sandboxes()] == list(reversed(closed))
+        from hermes_console.ui.screens.closed_sandboxes import ClosedSandboxesScreen
+        await pilot.press("C")  # the list of recently closed sandboxes, newest first
+        await settle(pilot)
+        assert isinstance(app.screen, ClosedSandboxesScreen)
+        table = app.screen.query_one("#closed-sandboxes")
+        keys = [row.key.value for row in table.ordered_rows]
+        assert keys == list(reversed(closed))
+        row = keys.index(task_id)
+        assert table.get_row_at(row)[-1] == commands[-1][:120]
+        table.move_cursor(row=row)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen) and app.screen.task_id == task_id
+        text = log_text(app.screen.query_one("#recent-commands", RichLog))
+        last = commands[-5:]
+        assert all(f"$ {c[:40]}" in text for c in last), text
+        assert text.count("$ ") == len(last)

@@ -21,7 +21,7 @@ from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 
 from tests.ui.eventlog import T0
 from tests.ui.fakes import FakeRuntime
-from tests.ui.helpers import make_app, scenario, settle
+from tests.ui.helpers import make_app, messages, scenario, settle
 
 
 def _table_ids(app) -> List[str]:
@@ -212,9 +212,17 @@ async def test_freeze_keeps_the_screen_while_events_are_read() -> None:
         await settle(pilot, 6)
         assert app.state.events_applied == len(events)  # still read
         assert app.screen.query_one(GroupsTable).keys() == before  # not drawn
+        # said by a badge in the status bar, not by a toast that stays on screen
+        assert "FROZEN" in _status_text(app) and not messages(app)
         await pilot.press("z")
         await settle(pilot)
         assert app.screen.query_one(GroupsTable).keys() != before
+        assert "FROZEN" not in _status_text(app)
+
+
+def _status_text(app) -> str:
+    from hermes_console.ui.widgets.status_bar import StatusBar
+    return str(app.screen.query_one(StatusBar).render())
 
 
 async def test_main_tables_sort_by_a_clicked_header_and_keep_the_cursor_on_its_row() -> None:
@@ -249,3 +257,50 @@ async def test_main_tables_sort_by_a_clicked_header_and_keep_the_cursor_on_its_r
         keys = [groups.coordinate_to_cell_key((i, 0)).row_key.value for i in range(groups.row_count)]
         assert keys == sorted(keys, key=lambda k: started[k])
         assert groups.selected_key() == chosen
+
+
+def _uuid_ids(events: list) -> list:
+    """The scenario with opaque ids (as real runs have) instead of its readable ones."""
+    import dataclasses
+    import hashlib
+
+    def opaque(x: str, n: int) -> str:
+        return hashlib.sha1(x.encode()).hexdigest()[:n]
+
+    out = []
+    for e in events:
+        changes = {}
+        for name, n in (("group_id", 12), ("rollout_id", 32), ("task_id", 32)):
+            value = getattr(e, name, None)
+            if isinstance(value, str) and value.startswith("g"):
+                changes[name] = opaque(value, n)
+        out.append(dataclasses.replace(e, **changes) if changes else e)
+    return out
+
+
+async def test_turns_stream_and_tool_calls_show_readable_rollout_ids() -> None:
+    events = _uuid_ids(scenario("small"))
+    # Oracle from the events: the i-th group started is g{i:04d}; a rollout's index is its start order in the group.
+    group_no = {}
+    members: dict = {}
+    label = {}
+    for e in events:
+        if isinstance(e, ev.GroupStarted):
+            group_no.setdefault(e.group_id, len(group_no) + 1)
+        if isinstance(e, ev.RolloutStarted):
+            rollouts = members.setdefault(e.group_id, [])
+            label[e.rollout_id] = f"g{group_no[e.group_id]:04d}-r{len(rollouts)}"
+            rollouts.append(e.rollout_id)
+    app = make_app(FakeRuntime(events))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
+        from hermes_console.ui.widgets.turns_stream import TurnsStream
+        stream = app.screen.query_one("#turns", TurnsStream)
+        text = "\n".join(strip.text for strip in stream.lines)
+        assert text.strip()
+        assert not any(rid[:12] in text for rid in label), "a raw rollout id in the turns stream"
+        assert any(lbl in text for lbl in label.values()), text[-500:]
+        tools = app.screen.query_one("#tools", ToolCallsTable)
+        cells = [tools.get_row_at(i)[1].plain for i in range(tools.row_count)]
+        assert cells and set(cells) <= set(label.values()), cells[:5]

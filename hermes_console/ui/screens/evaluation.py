@@ -1,8 +1,10 @@
-"""Evaluation results: status, metrics table, where the samples were written."""
+"""Evaluation results: status, metrics table, a per-task table read from the samples file."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +25,7 @@ class EvaluationScreen(DrillDownScreen):
     def compose(self) -> ComposeResult:
         yield Static("", id="eval-header", classes="drill-header")
         yield DataTable(id="eval-metrics", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="eval-tasks", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -30,6 +33,11 @@ class EvaluationScreen(DrillDownScreen):
         table.add_column("metric", key="metric", width=32)
         table.add_column("value", key="value", width=16)
         table.border_title = "Metrics"
+        tasks = self.query_one("#eval-tasks", DataTable)
+        for key, label, width in (("task", "task", 40), ("reward", "reward", 10), ("passed", "passed", 7),
+                                  ("turns", "turns", 6)):
+            tasks.add_column(label, key=key, width=width)
+        tasks.border_title = "Tasks"
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
 
@@ -45,6 +53,21 @@ class EvaluationScreen(DrillDownScreen):
         table.clear()
         for name, value in sorted(metrics.items()):
             table.add_row(name, _value(value), key=name)
+        self._fill_tasks(view)
+
+    def _fill_tasks(self, view: Optional[EvalView]) -> None:
+        """One row per evaluated task, from the samples file (written once the evaluation ends)."""
+        tasks = self.query_one("#eval-tasks", DataTable)
+        tasks.clear()
+        samples = _read_samples(view.samples_path) if view is not None and view.samples_path else []
+        for i, sample in enumerate(samples):
+            task = sample.get("task_id", sample.get("id", i))
+            reward = sample.get("reward", sample.get("score"))
+            passed = sample.get("passed")
+            tasks.add_row(str(task), "–" if reward is None else _value(reward),
+                          "–" if passed is None else ("yes" if passed else "no"),
+                          _value(sample.get("turns_used", "–")), key=str(i))
+        tasks.border_title = f"Tasks ({len(samples)})" if samples else "Tasks (no samples file)"
 
     def _header(self, view: Optional[EvalView]) -> Text:
         text = Text(f"Evaluation {self.eval_id}", style="bold")
@@ -66,7 +89,32 @@ class EvaluationScreen(DrillDownScreen):
         return text
 
 
+MAX_SAMPLES = 2_000  # rows of the per-task table (an eval set larger than this is cut)
+
+
+def _read_samples(path: str) -> List[Dict[str, Any]]:
+    """The samples atroposlib's evaluate_log wrote (one JSON object a line); [] when unreadable."""
+    out: List[Dict[str, Any]] = []
+    try:
+        with Path(path).open(encoding="utf-8") as fp:
+            for line in fp:
+                if len(out) >= MAX_SAMPLES:
+                    break
+                try:
+                    sample = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(sample, dict):
+                    out.append(sample)
+    except OSError:
+        return []
+    return out
+
+
 def _value(value: Any) -> str:
+    # Counts often arrive as floats (40.0): shown as the integers they are.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)

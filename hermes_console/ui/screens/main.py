@@ -317,6 +317,11 @@ class MainScreen(Screen[None]):
         else:
             self.app.notify("Focus a group, tool call or sandbox row first.", severity="warning")
 
+    def action_closed_sandboxes(self) -> None:
+        from hermes_console.ui.screens.closed_sandboxes import ClosedSandboxesScreen
+
+        self.app.push_screen(ClosedSandboxesScreen())
+
     def action_history(self) -> None:
         """Finished rollouts: the focused group's, the highlighted histogram bin's, or all."""
         panel = self._panel_of(self.focused)

@@ -95,6 +95,9 @@ class SandboxScreen(DrillDownScreen):
 
     def _header(self, sb: Optional[SandboxView], now: float) -> Text:
         text = Text(f"Sandbox {visible(self.task_id)}", style="bold")
+        label = self.console.state.history.label_of(self.task_id)
+        if label != self.task_id:  # its rollout's readable id (t opens the transcript)
+            text.append(f"  rollout {label}", style="bold cyan")
         if sb is None:
             text.append("\nnot in the console's memory (closed long ago, or never seen)", style="yellow")
             return text
@@ -150,6 +153,18 @@ class SandboxScreen(DrillDownScreen):
         self._details_pending = False  # the app has shown the error
         if self.details:
             self.details["live_output"] = None  # e.g. the sandbox closed: stop polling it
+        else:
+            self._commands_from_state()
+
+    def _commands_from_state(self) -> None:
+        """A closed sandbox has no details to fetch: its last commands, as the console saw them."""
+        sb = self.console.state.sandboxes.get(self.task_id)
+        log = self.query_one("#recent-commands", RichLog)
+        log.clear()
+        log.border_title = "Last commands (as seen by the console)"
+        for record in (sb.last_commands if sb is not None else []):
+            for line in self._command_lines(record):
+                log.write(line)
 
     def show_details(self, details: Any) -> None:
         self._details_pending = False
@@ -220,8 +235,21 @@ class SandboxScreen(DrillDownScreen):
         output.write(Text(f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
                           style="green" if exit_code == 0 else "bold red"))
 
+    def action_open_transcript(self) -> None:
+        """A sandbox belongs to the rollout of the same id (its task id): open that transcript."""
+        from hermes_console.ui.screens.transcript import TranscriptScreen
+
+        state = self.console.state
+        if self.task_id not in state.rollouts and self.task_id not in state.history.records:
+            self.notify(f"no rollout {head(self.task_id, 16)} in memory for this sandbox", severity="warning")
+            return
+        self.app.push_screen(TranscriptScreen(self.task_id))
+
     def action_kill_sandbox(self) -> None:
         self.console.kill_sandbox(self.task_id)
 
     def action_extend_sandbox(self) -> None:
         self.console.extend_sandbox(self.task_id)
+
+    def action_extend_command(self) -> None:
+        self.console.extend_command(self.task_id)

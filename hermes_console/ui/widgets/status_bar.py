@@ -58,6 +58,9 @@ class StatusBar(Static):
         status = "stopping" if stopping else state.status
         line = Text()
         line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
+        if self._frozen():  # `z`: events are still read, the display is not redrawn
+            line.append(" ")
+            line.append(" FROZEN (z) ", style="bold white on blue")
         if state.status_detail and not stopping:
             line.append(f" {visible(state.status_detail)}", style="dim")
         line.append(*SEP)
@@ -83,6 +86,12 @@ class StatusBar(Static):
         line.append(*SEP)
         line.append_text(self._servers(state))
         return line
+
+    def _frozen(self) -> bool:
+        try:
+            return bool(getattr(self.app, "frozen", False))
+        except Exception:  # noqa: BLE001 - drawn outside an app (tests render it alone)
+            return False
 
     def _servers(self, state: ConsoleState) -> Text:
         if not state.servers:

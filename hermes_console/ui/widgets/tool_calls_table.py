@@ -8,6 +8,7 @@ from typing import Deque, Dict, List, Optional
 from rich.text import Text
 from textual.widgets import DataTable
 
+from hermes_console.runtime.history import History
 from hermes_console.runtime.state import ConsoleState, ToolCallView
 from hermes_console.ui.format import age, clock, duration, head
 from hermes_console.ui.stream_filter import StreamFilter
@@ -30,6 +31,7 @@ class ToolCallsTable(DataTable):
         self._rollout_of: Dict[int, str] = {}
         self._running_cells: Dict[int, str] = {}  # last drawn duration of still-running calls
         self.host_column: Optional[HostColumn] = None
+        self._history: Optional[History] = None  # readable rollout ids (g0033-r2)
 
     def on_mount(self) -> None:
         self.host_column = host_column_of(self.app)  # attached to several hosts: which one ran the call
@@ -50,6 +52,7 @@ class ToolCallsTable(DataTable):
     # ------------------------------------------------------------------ updates
 
     def update_from(self, state: ConsoleState, now: float, max_new: int = 200) -> None:
+        self._history = state.history
         at_end = self.cursor_row >= self.row_count - 1
         fresh = _newer_than(state.tool_rows, self._last_seq)
         if fresh:
@@ -71,6 +74,7 @@ class ToolCallsTable(DataTable):
 
     def rebuild(self, state: ConsoleState, now: float) -> None:
         """Re-list after a filter change (not per tick)."""
+        self._history = state.history
         self._reset()
         matching = [v for v in state.tool_rows if self._wanted(v)][-MAX_ROWS:]
         for view in matching:
@@ -95,6 +99,9 @@ class ToolCallsTable(DataTable):
 
     # ------------------------------------------------------------------ helpers
 
+    def _label(self, rollout_id: str) -> str:
+        return self._history.label_of(rollout_id) if self._history is not None else rollout_id
+
     def _wanted(self, view: ToolCallView) -> bool:
         if self.errors_only and view.status != "error":
             return False
@@ -112,7 +119,7 @@ class ToolCallsTable(DataTable):
         self.add_row(
             *host,
             clock(view.ts),
-            Text(head(view.rollout_id, 10), style="bold"),
+            Text(head(self._label(view.rollout_id), 10), style="bold"),
             Text(view.tool_name, style="bold red" if error else "cyan"),
             Text(head(view.args_head, ARGS_CHARS), style="red" if error else ""),
             self._duration(view, now),

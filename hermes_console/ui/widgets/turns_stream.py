@@ -8,12 +8,13 @@ follows again. Reasoning is collapsed to one line unless toggled open.
 from __future__ import annotations
 
 import textwrap
-from typing import Deque, List
+from typing import Deque, List, Optional
 
 from rich.text import Text
 from textual import events
 from textual.widgets import RichLog
 
+from hermes_console.runtime.history import History
 from hermes_console.runtime.state import ConsoleState, StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
@@ -42,10 +43,12 @@ class TurnsStream(RichLog):
         self.show_reasoning = False
         self.filter = StreamFilter()
         self._last_seq = 0
+        self._history: Optional[History] = None  # readable ids (g0033-r2) once a state was seen
 
     # ------------------------------------------------------------------ feeding
 
     def update_from(self, state: ConsoleState, max_new: int = 200) -> None:
+        self._history = state.history
         if self._last_seq == 0 and state.stream_seq:
             self.rebuild(state)  # first fill: a full page of history, not the flood cap
             return
@@ -71,6 +74,7 @@ class TurnsStream(RichLog):
 
     def rebuild(self, state: ConsoleState) -> None:
         """Redraw from state after a filter/reasoning change (not per tick)."""
+        self._history = state.history
         self.clear()
         matching = [e for e in state.stream if self.filter.matches(e.rollout_id, e.group_id)]
         for entry in matching[-REBUILD_LINES:]:
@@ -87,13 +91,23 @@ class TurnsStream(RichLog):
         if not self.following:
             self.new_lines += 1
 
+    def _who(self, entry: StreamEntry) -> str:
+        """The readable label of the entry's rollout (else group); the raw id when unknown."""
+        h = self._history
+        if entry.rollout_id:
+            return h.label_of(entry.rollout_id) if h is not None else entry.rollout_id
+        if entry.group_id:
+            return h.group_label_of(entry.group_id) if h is not None else entry.group_id
+        return "runtime"
+
     def render_entry(self, entry: StreamEntry) -> List[Text]:
         icon, style = KIND_STYLES.get(entry.kind, ("·", ""))
         line = Text(f"{clock(entry.ts)} ", style="dim")
-        who = entry.rollout_id or entry.group_id or "runtime"
+        who = self._who(entry)
         hosts = host_column_of(self.app) if self.is_attached else None
         if hosts is not None:  # attached to several hosts: which one the line comes from
-            line.append(f"{hosts.host_of(who):<{hosts.host_width}} ", style="bold")
+            raw = entry.rollout_id or entry.group_id or "runtime"
+            line.append(f"{hosts.host_of(raw):<{hosts.host_width}} ", style="bold")
         line.append(f"{head(who, 12):<12} ", style="bold")
         line.append(f"{icon} ", style=style)
         if entry.kind != "reasoning":
