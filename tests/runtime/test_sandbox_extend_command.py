@@ -29,14 +29,15 @@ def test_extend_command_lets_a_running_command_finish(box) -> None:
     with pytest.raises(LookupError, match="runs no command"):
         sandbox_ops.extend_command(TASK, 30)
     done = []
-    runner = threading.Thread(target=lambda: done.append(box.execute("sleep 6; echo finished", 4)), daemon=True)
+    # 10 s: the extension below must land before the command's own timeout, even on a stalled machine
+    runner = threading.Thread(target=lambda: done.append(box.execute("sleep 12; echo finished", 10)), daemon=True)
     runner.start()
     end = time.monotonic() + 30
     while (sb.get_sandbox_info(TASK).running_command is None) and time.monotonic() < end:
         time.sleep(0.02)
     assert sb.get_sandbox_info(TASK).running_command is not None, "the command never showed as running"
-    assert sandbox_ops.extend_command(TASK, 60) == pytest.approx(64)
-    assert sb.get_sandbox_info(TASK).running_timeout_s == pytest.approx(64)
+    assert sandbox_ops.extend_command(TASK, 60) == pytest.approx(70)
+    assert sb.get_sandbox_info(TASK).running_timeout_s == pytest.approx(70)
     runner.join(90)
     [result] = done
     assert not result.timed_out and result.exit_code == 0 and "finished" in result.output, result
