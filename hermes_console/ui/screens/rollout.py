@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -97,30 +97,44 @@ class RolloutScreen(DrillDownScreen):
         toolsets = ", ".join(group.toolsets) if group and group.toolsets else "–"
         lines.append(Text(f"system  agent with toolsets: {toolsets}", style="dim"))
         lines.append(Text("user    ", style="bold blue") + shown(r.item_summary or "(item not recorded)"))
-        calls_by_turn: Dict[int, List[ToolCallView]] = {}
-        for call in r.tool_calls:
-            calls_by_turn.setdefault(call.turn, []).append(call)
-        for turn in r.turns:
-            latency = "…" if turn.latency_s is None else duration(turn.latency_s)
-            lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
-                              + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
-            if turn.reasoning:
-                lines.append(Text("reasoning  ", style="dim") + shown(turn.reasoning, style="dim italic"))
-            if turn.content:
-                lines.append(Text("assistant  ", style="bold green") + shown(turn.content))
-            if turn.error:
-                lines.append(shown(f"error      {turn.error}", style="bold red"))
-            for call in calls_by_turn.get(turn.turn, []):
-                lines.append(shown(f"tool call  {call.tool_name}", style="cyan") + shown(f"({call.args_head})"))
-                if call.status == "running":
-                    lines.append(Text("result     … running", style="cyan"))
-                elif call.status == "error":
-                    lines.append(shown(f"result     ✖ {call.error_kind or 'error'}: {call.error}", style="bold red"))
-                else:
-                    took = duration(call.duration_s)
-                    lines.append(Text(f"result     ({took}) ", style="green") + shown(call.result_head))
-        if r.status != "running":
-            reward = "–" if r.reward is None else f"{r.reward:.3f}"
-            lines.append(Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"),
-                              style="bold magenta"))
+        lines.extend(turn_lines(r, _brief_result))
+        lines.extend(reward_lines(r))
         return lines
+
+
+def turn_lines(r: RolloutView, result_lines: Callable[[ToolCallView], List[Text]]) -> List[Text]:
+    """A rollout's turns, each followed by its tool calls; ``result_lines`` draws a call's result."""
+    lines: List[Text] = []
+    calls_by_turn: Dict[int, List[ToolCallView]] = {}
+    for call in r.tool_calls:
+        calls_by_turn.setdefault(call.turn, []).append(call)
+    for turn in r.turns:
+        latency = "…" if turn.latency_s is None else duration(turn.latency_s)
+        lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
+                          + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
+        if turn.reasoning:
+            lines.append(Text("reasoning  ", style="dim") + shown(turn.reasoning, style="dim italic"))
+        if turn.content:
+            lines.append(Text("assistant  ", style="bold green") + shown(turn.content))
+        if turn.error:
+            lines.append(shown(f"error      {turn.error}", style="bold red"))
+        for call in calls_by_turn.get(turn.turn, []):
+            lines.append(shown(f"tool call  {call.tool_name}", style="cyan") + shown(f"({call.args_head})"))
+            lines.extend(result_lines(call))
+    return lines
+
+
+def reward_lines(r: RolloutView) -> List[Text]:
+    """The reward line of a finished rollout (nothing while it runs)."""
+    if r.status == "running":
+        return []
+    reward = "–" if r.reward is None else f"{r.reward:.3f}"
+    return [Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"), style="bold magenta")]
+
+
+def _brief_result(call: ToolCallView) -> List[Text]:
+    if call.status == "running":
+        return [Text("result     … running", style="cyan")]
+    if call.status == "error":
+        return [shown(f"result     ✖ {call.error_kind or 'error'}: {call.error}", style="bold red")]
+    return [Text(f"result     ({duration(call.duration_s)}) ", style="green") + shown(call.result_head)]

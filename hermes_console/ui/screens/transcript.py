@@ -9,15 +9,15 @@ step through its group's siblings and `v` for a diff against the best sibling.
 from __future__ import annotations
 
 import difflib
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from rich.text import Text
 
 from hermes_console.runtime.history import RolloutRecord
 from hermes_console.runtime.state import ConsoleState, RolloutView, ToolCallView
 from hermes_console.ui.bindings import bindings_for
-from hermes_console.ui.format import clock, duration, shown, visible
-from hermes_console.ui.screens.rollout import RolloutScreen
+from hermes_console.ui.format import duration, shown, visible
+from hermes_console.ui.screens.rollout import RolloutScreen, reward_lines, turn_lines
 
 
 class TranscriptScreen(RolloutScreen):
@@ -120,26 +120,9 @@ class TranscriptScreen(RolloutScreen):
             toolsets = ", ".join(group.toolsets) if group and group.toolsets else "–"
             lines.append(Text(f"system     (not recorded) toolsets: {toolsets}", style="dim"))
         lines.append(Text("user       ", style="bold blue") + shown(r.prompt or r.item_summary or "(not recorded)"))
-        calls_by_turn: Dict[int, List[ToolCallView]] = {}
-        for call in r.tool_calls:
-            calls_by_turn.setdefault(call.turn, []).append(call)
-        for turn in r.turns:
-            latency = "…" if turn.latency_s is None else duration(turn.latency_s)
-            lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
-                              + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
-            if turn.reasoning:
-                lines.append(Text("reasoning  ", style="dim") + shown(turn.reasoning, style="dim italic"))
-            if turn.content:
-                lines.append(Text("assistant  ", style="bold green") + shown(turn.content))
-            if turn.error:
-                lines.append(shown(f"error      {turn.error}", style="bold red"))
-            for call in calls_by_turn.get(turn.turn, []):
-                lines.append(shown(f"tool call  {call.tool_name}", style="cyan") + shown(f"({call.args_head})"))
-                lines.extend(_result_lines(call, expanded))
+        lines.extend(turn_lines(r, lambda call: _result_lines(call, expanded)))
+        lines.extend(reward_lines(r))
         if r.status != "running":
-            reward = "–" if r.reward is None else f"{r.reward:.3f}"
-            lines.append(Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"),
-                              style="bold magenta"))
             if r.reward_error:
                 lines.append(shown(f"  compute_reward raised: {r.reward_error}", style="bold red"))
         return lines
