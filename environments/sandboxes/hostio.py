@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 PathLike = Union[str, Path]
 
@@ -108,12 +108,19 @@ def _split(rel: str) -> list:
     return parts
 
 
-def _open_parent(root: PathLike, parts: list, create: bool) -> int:
-    """fd of the directory holding ``parts[-1]``, walking from ``root`` without following
-    any symlink (a component swapped for a link mid-walk fails with ELOOP/ENOTDIR)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _not_a_plain_dir(name: str, exc: OSError) -> Exception:
+    return UnsafeFileError(exc.errno or errno.ELOOP, f"{name!r} on the way to the file is not a plain directory")
+
+
+def open_dirs_beneath(start_fd: int, names: Sequence[str], create: bool,
+                      refuse: Callable[[str, OSError], Exception] = _not_a_plain_dir) -> int:
+    """A new fd on ``start_fd``/``names...``, walked one directory at a time without following
+    any symlink: a component that is a link or a file (or is swapped for one mid-walk) fails
+    with ELOOP/ENOTDIR, raised as ``refuse(name, error)``. Missing directories are made when
+    ``create``. ``start_fd`` stays open and is the caller's."""
+    fd = os.dup(start_fd)
     try:
-        for name in parts[:-1]:
+        for name in names:
             if create:
                 try:
                     os.mkdir(name, 0o755, dir_fd=fd)
@@ -123,7 +130,7 @@ def _open_parent(root: PathLike, parts: list, create: bool) -> int:
                 nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafeFileError(exc.errno, f"{name!r} on the way to the file is not a plain directory") from None
+                    raise refuse(name, exc) from None
                 raise
             os.close(fd)
             fd = nxt
@@ -131,6 +138,15 @@ def _open_parent(root: PathLike, parts: list, create: bool) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_parent(root: PathLike, parts: list, create: bool) -> int:
+    """fd of the directory holding ``parts[-1]``, walking from ``root`` without following any symlink."""
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_dirs_beneath(root_fd, parts[:-1], create)
+    finally:
+        os.close(root_fd)
 
 
 def read_beneath(root: PathLike, rel: str, limit: int) -> bytes:

@@ -26,7 +26,6 @@ not ``tarfile.extractall``:
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -39,6 +38,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
+
+from environments.sandboxes.hostio import open_dirs_beneath
 
 __all__ = ["RootfsError", "RootfsLimits", "prepare_rootfs", "unpack_image", "cache_dir_for"]
 
@@ -242,26 +243,11 @@ def _normalise(name: str) -> Optional[str]:
 def _open_parent(root_fd: int, rel: str, create: bool, what: str) -> int:
     """An fd on the directory holding ``rel``, walked one component at a time with
     O_NOFOLLOW: a symlink anywhere on the way is refused, never followed."""
-    fd = os.dup(root_fd)
-    try:
-        for comp in rel.split("/")[:-1]:
-            try:
-                nxt = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(comp, 0o755, dir_fd=fd)  # parent not in the layer: like tar, make it
-                nxt = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise RootfsError(f"{what}: {rel!r} goes through {comp!r}, a symlink or file (refused)") from exc
-                raise
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    def refuse(comp: str, exc: OSError) -> Exception:
+        return RootfsError(f"{what}: {rel!r} goes through {comp!r}, a symlink or file (refused)")
+
+    # a parent missing from the layer is made, as tar does
+    return open_dirs_beneath(root_fd, rel.split("/")[:-1], create, refuse)
 
 
 def _remove_at(parent_fd: int, name: str) -> None:
