@@ -441,14 +441,16 @@ def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSes
         assert _wait(lambda: "first-line" in ((box.live_output() or {}).get("tail") or ""))
         live = box.live_output()
         assert live is not None and live["command"] == SLOW and runner.is_alive()
-        (box.host_workspace / "go").touch()
+        host_ws = box.host_workspace if box.backend != "docker" else box._host_ws  # docker: bind-mounted host dir
+        (host_ws / "go").touch()
         assert _wait(lambda: "last-line" in ((box.live_output() or {}).get("tail") or ""))
         live = box.live_output()
         assert live is not None and runner.is_alive()
         assert live["bytes"] >= 300000 + len("first-line\nlast-line\n")
         assert len(live["tail"].encode()) <= LIVE_TAIL_LIMIT and live["tail"].endswith("x\nlast-line\n")
     finally:
-        (box.host_workspace / "stop").touch()
+        host_ws = box.host_workspace if box.backend != "docker" else box._host_ws
+        (host_ws / "stop").touch()
         runner.join(60)
     assert result and result[0].exit_code == 0 and result[0].output.endswith("last-line\n")
     assert box.live_output() is None
