@@ -426,6 +426,8 @@ class DockerSandbox(BashSessionSandbox):
         self._host_env[MARKER_VAR] = self.sandbox_id
         self._pidns = self._container_pidns()
         self._cgroup_dirs = self._container_cgroups()
+        # the container's own init and `sleep infinity`, before any exec: never the agent's
+        self._keeper_pids = {p.pid for p in self.process_tree()} if self._pidns is not None else set()
         self.start()
         if cwd:
             self.set_initial_cwd(cwd)
@@ -457,6 +459,7 @@ class DockerSandbox(BashSessionSandbox):
     # ------------------------------------------------------------ pids
 
     _init_pid: Optional[int] = None
+    _keeper_pids: Set[int] = set()  # replaced per instance; never mutated
     _ws_tmpfs = False
 
     def _container_pidns(self) -> Optional[str]:
@@ -592,6 +595,15 @@ class DockerSandbox(BashSessionSandbox):
         except (OSError, subprocess.TimeoutExpired):
             return []
         return parse_docker_top(proc.stdout) if proc.returncode == 0 else []
+
+    def _agent_leftovers(self) -> List[int]:
+        """The container's processes minus its init and keeper (``sleep infinity``: killing
+        it ends the container) and the machine (agent shell, verifier runner). Host pids, so
+        only with a local engine (``_pidns`` known); a remote engine's pids are not ours to kill."""
+        if self._pidns is None:
+            return []
+        spare = self._keeper_pids | self._infra_pids()
+        return [p.pid for p in self.process_tree() if p.pid not in spare and p.state not in ("Z", "X")]
 
     def has_background_processes(self) -> bool:
         # The container's own init and `sleep infinity` are not the agent's work.

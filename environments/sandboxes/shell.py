@@ -143,12 +143,15 @@ if [ -n "$6" ]; then
   eval 'bash --noprofile --norc -c "$2" hermes-verify <&'"$4"' >&'"$5"' 2>&'"$6"' '"$4"'<&- '"$5"'>&- '"$6"'>&- &'
   eval 'exec '"$4"'<&- '"$5"'>&- '"$6"'>&-'
 fi
+# The status pipe carries records only: bash's own note on a shell killed by a signal
+# ("bash: 12 Killed ...") goes to /dev/null, or the host would wake on it before the D record.
+exec 8>&2 2>/dev/null
 __h_k=0
 while [ "$__h_k" -lt 10000 ]; do  # bounded: a shell that cannot start must not spin forever
-  bash --noprofile --norc -c "$1" bash "$3" "$__h_k" 7>&1 6<<<"$__h_n"
+  bash --noprofile --norc -c "$1" bash "$3" "$__h_k" 7>&1 6<<<"$__h_n" 2>&8 8>&-
   __h_rc=$?
   [ "$__h_rc" = 199 ] && exit 0
-  printf 'D %s %s\n' "$__h_n" "$__h_rc" >&2
+  printf 'D %s %s\n' "$__h_n" "$__h_rc" >&8
   __h_k=$((__h_k + 1))
 done
 exit 1

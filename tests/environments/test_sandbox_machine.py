@@ -420,6 +420,31 @@ def test_shell_killed_between_commands_does_not_swallow_the_next(box: sb.BashSes
 # --------------------------------------------------------------------------- live output
 
 
+def test_a_killed_shell_leaves_only_records_on_the_status_pipe(box: sb.BashSessionSandbox) -> None:
+    """INIT's own note on a killed child ("bash: 12 Killed ...") must not reach the status
+    pipe: the host would wake on it before the D record (on docker the two arrive apart) and
+    send the next command to a dying shell."""
+    from environments.sandboxes import procfs
+
+    box.execute("true", 10)
+    ch = box._agent
+    shell = ch.shell_pid
+    os.kill(shell, 9)
+    assert _wait(lambda: not procfs.alive(shell), 30)
+    raw = b""
+    end = time.monotonic() + 30
+    while b"\nR " not in b"\n" + raw and time.monotonic() < end:  # up to the fresh shell's R
+        import select
+
+        probe = select.poll()
+        probe.register(ch.sfd, select.POLLIN)
+        if probe.poll(200):
+            raw += os.read(ch.sfd, 4096)
+    lines = [ln for ln in raw.decode(errors="replace").splitlines() if ln]
+    assert lines and lines[0].startswith("D "), lines
+    assert all(ln[:2] in ("D ", "R ") for ln in lines), lines
+
+
 SLOW = (
     "echo first-line; while [ ! -e go ]; do sleep 0.05; done; "
     "head -c 300000 /dev/zero | tr '\\0' x; echo; echo last-line; while [ ! -e stop ]; do sleep 0.05; done"
@@ -441,14 +466,16 @@ def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSes
         assert _wait(lambda: "first-line" in ((box.live_output() or {}).get("tail") or ""))
         live = box.live_output()
         assert live is not None and live["command"] == SLOW and runner.is_alive()
-        (box.host_workspace / "go").touch()
+        host_ws = box.host_workspace if box.backend != "docker" else box._host_ws  # docker: bind-mounted host dir
+        (host_ws / "go").touch()
         assert _wait(lambda: "last-line" in ((box.live_output() or {}).get("tail") or ""))
         live = box.live_output()
         assert live is not None and runner.is_alive()
         assert live["bytes"] >= 300000 + len("first-line\nlast-line\n")
         assert len(live["tail"].encode()) <= LIVE_TAIL_LIMIT and live["tail"].endswith("x\nlast-line\n")
     finally:
-        (box.host_workspace / "stop").touch()
+        host_ws = box.host_workspace if box.backend != "docker" else box._host_ws
+        (host_ws / "stop").touch()
         runner.join(60)
     assert result and result[0].exit_code == 0 and result[0].output.endswith("last-line\n")
     assert box.live_output() is None
