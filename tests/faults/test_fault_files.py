@@ -188,7 +188,8 @@ def test_recorder_on_a_real_full_tmpfs(tmp_path):
     mount.mkdir()
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip() or made.returncode}): needs root")
+        why = "needs root" if os.geteuid() != 0 else "root, but mounting is not allowed here (no CAP_SYS_ADMIN)"
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip() or made.returncode}): {why}")
     try:
         errors: List[str] = []
         rec = Recorder(str(mount / "events.jsonl.gz"), flush_s=0.01, on_error=errors.append)

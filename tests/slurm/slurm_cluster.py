@@ -40,6 +40,11 @@ class ClusterUnavailable(RuntimeError):
     """The cluster cannot be brought up here; the message says exactly why (used as the skip reason)."""
 
 
+class ClusterFailed(RuntimeError):
+    """Slurm is installed and we may run it, but a daemon died or never became ready: a failure of
+    this harness or its config, never a skip."""
+
+
 def missing_binaries() -> List[str]:
     return [b for b in BINARIES if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
 
@@ -211,7 +216,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         while time.monotonic() < end:
             proc = self.daemons.get(daemon)
             if proc is not None and proc.poll() is not None:
-                raise ClusterUnavailable(f"{daemon} exited ({proc.returncode}) while waiting for {what}: "
+                raise ClusterFailed(f"{daemon} exited ({proc.returncode}) while waiting for {what}: "
                                          f"{_tail(self.root / f'{daemon}.out')}")
             try:
                 if pred():
@@ -219,7 +224,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             except (OSError, subprocess.SubprocessError):
                 pass
             time.sleep(0.3)
-        raise ClusterUnavailable(f"timed out after {timeout_s:g}s waiting for {what}: "
+        raise ClusterFailed(f"timed out after {timeout_s:g}s waiting for {what}: "
                                  f"{_tail(self.root / f'{daemon}.out')}")
 
     def _node_idle(self) -> bool:
