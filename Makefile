@@ -43,6 +43,7 @@ endif
 # Static checks (a few seconds): lint, types, import contracts.
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import load_average, median, rnd
 
@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def old_tree(rev: str) -> Path:
     """A pristine copy of ``rev`` (cached per commit under the temp dir)."""
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True,
-                         text=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
     dest = Path(tempfile.gettempdir()) / f"hermes-bench-old-{sha}"
     if not (dest / "bench").is_dir():
         dest.mkdir(parents=True, exist_ok=True)
@@ -36,10 +37,16 @@ def old_tree(rev: str) -> Path:
     return dest
 
 
-def run_once(tree: Path, module: str, args: List[str], timeout_s: float) -> Dict[str, Any]:
+def run_once(tree: Path, module: str, args: list[str], timeout_s: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    proc = subprocess.run([sys.executable, "-m", module, "--no-write", *args], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--no-write", *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     out = proc.stdout
     start = out.find("{")
     if proc.returncode != 0 or start < 0:
@@ -47,17 +54,17 @@ def run_once(tree: Path, module: str, args: List[str], timeout_s: float) -> Dict
     return json.loads(out[start:])
 
 
-def summarize(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
     return {k: rnd(median([r[k] for r in runs if isinstance(r.get(k), (int, float))]), 4) for k in keys}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra: List[str] = []
+    extra: list[str] = []
     if "--" in argv:
-        extra = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+        extra = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
     ap = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.splitlines()[0])
     ap.add_argument("module")
     ap.add_argument("--old", required=True, help="commit for the A side")
@@ -66,18 +73,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     args = ap.parse_args(argv)
     sides = {"old": old_tree(args.old), "new": old_tree(args.new) if args.new else ROOT}
-    runs: Dict[str, List[Dict[str, Any]]] = {"old": [], "new": []}
-    loads: List[Dict[str, Any]] = []
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    loads: list[dict[str, Any]] = []
     for i in range(args.rounds):
-        for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
+        for side in ("old", "new") if i % 2 == 0 else ("new", "old"):
             before = load_average()
             runs[side].append(run_once(sides[side], args.module, extra, args.timeout))
             loads.append({"round": i, "side": side, "load_before": before, "load_after": load_average()})
             print(f"round {i} {side} done", file=sys.stderr, flush=True)
-    report = {"module": args.module, "args": extra, "old": args.old, "new": args.new or "working tree",
-              "rounds": args.rounds,
-              "old_median": summarize(runs["old"]), "new_median": summarize(runs["new"]),
-              "loads": loads, "runs": runs}
+    report = {
+        "module": args.module,
+        "args": extra,
+        "old": args.old,
+        "new": args.new or "working tree",
+        "rounds": args.rounds,
+        "old_median": summarize(runs["old"]),
+        "new_median": summarize(runs["new"]),
+        "loads": loads,
+        "runs": runs,
+    }
     print(json.dumps(report, indent=1, default=str))
     return 0
 

@@ -26,38 +26,90 @@ TARGET_PER_S = 2000.0
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 _TOOLS = [
-    {"type": "function", "function": {"name": "terminal", "description": "Run a shell command.",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "read_file", "description": "Read a text file.",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                                                     "required": ["path"]}}},
-    {"type": "function", "function": {"name": "write_file", "description": "Write a text file.",
-                                      "parameters": {"type": "object",
-                                                     "properties": {"path": {"type": "string"},
-                                                                    "content": {"type": "string"}},
-                                                     "required": ["path", "content"]}}},
-    {"type": "function", "function": {"name": "patch", "description": "Replace text in a file.",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a text file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Write a text file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "patch",
+            "description": "Replace text in a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    },
 ]
-_TASK = ("The file log.txt holds a service log. Count the lines that contain the word ERROR and write just "
-         "that number to error_count.txt.")
+_TASK = (
+    "The file log.txt holds a service log. Count the lines that contain the word ERROR and write just "
+    "that number to error_count.txt."
+)
 
 
 def _bodies() -> list[bytes]:
-    first = [{"role": "system", "content": "You are a careful agent working in a Linux terminal."},
-             {"role": "user", "content": _TASK}]
+    first = [
+        {"role": "system", "content": "You are a careful agent working in a Linux terminal."},
+        {"role": "user", "content": _TASK},
+    ]
     later = first + [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls -la"}'}}]},
-        {"role": "tool", "tool_call_id": "call_a", "content": '{"output": "log.txt\\n", "exit_code": 0, "error": null}'},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_b", "type": "function",
-             "function": {"name": "terminal", "arguments": '{"command": "grep -c ERROR log.txt"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "terminal", "arguments": '{"command": "ls -la"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_a",
+            "content": '{"output": "log.txt\\n", "exit_code": 0, "error": null}',
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_b",
+                    "type": "function",
+                    "function": {"name": "terminal", "arguments": '{"command": "grep -c ERROR log.txt"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_b", "content": '{"output": "3\\n", "exit_code": 0, "error": null}'},
     ]
-    return [json.dumps({"model": "hermes-sim", "messages": m, "tools": _TOOLS, "temperature": 1.0,
-                        "max_tokens": 512}).encode() for m in (first, later)]
+    return [
+        json.dumps(
+            {"model": "hermes-sim", "messages": m, "tools": _TOOLS, "temperature": 1.0, "max_tokens": 512}
+        ).encode()
+        for m in (first, later)
+    ]
 
 
 # --------------------------------------------------------------------------- client process
@@ -221,11 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     result = run_bench(args.seconds, args.concurrency, args.warmup)
     rate = result["chat_completions_per_s"]
     verdict = "meets" if result["meets_target"] else "BELOW"
-    print(f"sim: {rate:.0f} chat completions/s ({verdict} target {TARGET_PER_S:.0f}/s) "
-          f"at concurrency {args.concurrency} over {args.seconds:g}s; ok={result['ok']} errors={result['errors']} "
-          f"p50={result['p50_ms']}ms p99={result['p99_ms']}ms")
-    print(f"     server CPU {result['server_cpu_us_per_request']} us/request "
-          f"(~{result['server_capacity_per_core_per_s']}/s per free core); load average {result['load_average_1m']}")
+    print(
+        f"sim: {rate:.0f} chat completions/s ({verdict} target {TARGET_PER_S:.0f}/s) "
+        f"at concurrency {args.concurrency} over {args.seconds:g}s; ok={result['ok']} errors={result['errors']} "
+        f"p50={result['p50_ms']}ms p99={result['p99_ms']}ms"
+    )
+    print(
+        f"     server CPU {result['server_cpu_us_per_request']} us/request "
+        f"(~{result['server_capacity_per_core_per_s']}/s per free core); load average {result['load_average_1m']}"
+    )
     if not args.no_write:
         write_result(result)
     return 0

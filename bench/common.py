@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 REPO = Path(__file__).resolve().parent.parent
@@ -41,13 +42,13 @@ def pct(values: Iterable[float], q: float) -> float:
     return float(data[k])
 
 
-def rnd(x: Optional[float], nd: int = 3) -> Optional[float]:
+def rnd(x: float | None, nd: int = 3) -> float | None:
     if x is None or x != x:  # None or nan
         return None
     return round(float(x), nd)
 
 
-def load_average() -> List[float]:
+def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
@@ -61,7 +62,7 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def machine() -> Dict[str, Any]:
+def machine() -> dict[str, Any]:
     mem_total = None
     try:
         with open("/proc/meminfo") as fp:
@@ -77,7 +78,7 @@ def machine() -> Dict[str, Any]:
             cpu = m.group(1).strip() if m else ""
     except OSError:
         pass
-    versions: Dict[str, str] = {}
+    versions: dict[str, str] = {}
     from importlib import metadata
 
     for dist in ("atroposlib", "textual", "openai", "aiohttp", "uvloop", "transformers", "pydantic"):
@@ -100,7 +101,7 @@ def machine() -> Dict[str, Any]:
 # --------------------------------------------------------------------------- results.json
 
 
-def write_results(section: str, result: Dict[str, Any], path: Path = RESULTS) -> None:
+def write_results(section: str, result: dict[str, Any], path: Path = RESULTS) -> None:
     """Read-modify-write one section (the same protocol bench_sim uses)."""
     try:
         data = json.loads(path.read_text()) if path.exists() else {}
@@ -114,17 +115,23 @@ def write_results(section: str, result: Dict[str, Any], path: Path = RESULTS) ->
     os.replace(tmp, path)
 
 
-def verdict(value: Optional[float], target: float, higher_is_better: bool) -> str:
+def verdict(value: float | None, target: float, higher_is_better: bool) -> str:
     if value is None or value != value:
         return "n/a"
     ok = value >= target if higher_is_better else value < target
     return "PASS" if ok else "MISS"
 
 
-def figure(name: str, value: Optional[float], target: float, unit: str, higher_is_better: bool) -> Dict[str, Any]:
+def figure(name: str, value: float | None, target: float, unit: str, higher_is_better: bool) -> dict[str, Any]:
     """One reported figure with its target and verdict (what the summary table prints)."""
-    return {"name": name, "value": rnd(value, 4), "target": target, "unit": unit,
-            "op": ">=" if higher_is_better else "<", "verdict": verdict(value, target, higher_is_better)}
+    return {
+        "name": name,
+        "value": rnd(value, 4),
+        "target": target,
+        "unit": unit,
+        "op": ">=" if higher_is_better else "<",
+        "verdict": verdict(value, target, higher_is_better),
+    }
 
 
 # --------------------------------------------------------------------------- simulator process
@@ -135,15 +142,29 @@ class SimProcess:
     process under test does not pay its CPU or share its GIL."""
 
     def __init__(self, latency_ms: float, *, solve_rate: float = 1.0, concurrency: int = 4096, seed: int = 0) -> None:
-        self.args = [sys.executable, "-m", "hermes_console.sim", "--port", "0", "--latency-ms", str(latency_ms),
-                     "--solve-rate", str(solve_rate), "--concurrency", str(concurrency), "--seed", str(seed)]
-        self.proc: Optional[subprocess.Popen[str]] = None
+        self.args = [
+            sys.executable,
+            "-m",
+            "hermes_console.sim",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+            "--solve-rate",
+            str(solve_rate),
+            "--concurrency",
+            str(concurrency),
+            "--seed",
+            str(seed),
+        ]
+        self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
     def start(self, timeout: float = 60.0) -> str:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     cwd=str(REPO), env=env)
+        self.proc = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=env
+        )
         end = time.monotonic() + timeout
         assert self.proc.stdout is not None
         while time.monotonic() < end:
@@ -176,7 +197,7 @@ class SimProcess:
                 self.proc.wait(5)
         self.proc = None
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         self.start()
         return self
 
@@ -188,11 +209,21 @@ class SimProcess:
 
 # Tasks whose script is inspect -> compute -> write -> verify -> answer: with
 # solve_rate=1 every rollout makes exactly 4 tool turns and a final answer.
-FOUR_TOOL_TURN_TASKS = ("count_errors", "sort_unique", "csv_sum", "word_count", "extract_column",
-                        "reverse_lines", "uppercase", "line_count_total", "json_count", "largest_file")
+FOUR_TOOL_TURN_TASKS = (
+    "count_errors",
+    "sort_unique",
+    "csv_sum",
+    "word_count",
+    "extract_column",
+    "reverse_lines",
+    "uppercase",
+    "line_count_total",
+    "json_count",
+    "largest_file",
+)
 
 
-def four_turn_tasks_file(directory: Optional[str] = None) -> str:
+def four_turn_tasks_file(directory: str | None = None) -> str:
     """A tasks.jsonl with only the 4-tool-turn tasks (all in the train split)."""
     from environments.terminal_tasks.tasks import DEFAULT_TASKS_PATH
 

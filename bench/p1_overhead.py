@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, rnd, write_results
 
@@ -30,15 +30,19 @@ SECTION = "p1_overhead"
 
 
 async def _bare(base_url: str, n_groups: int, tmp: str, tag: str) -> float:
-    from environments import events
     from bench.tt_env import TimedTerminalTasksEnv, build_bare_env, env_overrides
+    from environments import events
 
     if events.active:  # a console run left an observer behind: the comparison would be unfair
         raise RuntimeError("an event observer is still installed before the bare run")
     TimedTerminalTasksEnv.reset_clock()
-    env = build_bare_env(TimedTerminalTasksEnv, base_url,
-                         env_overrides("", os.path.join(tmp, f"bare-{tag}", "groups.jsonl"), total_steps=n_groups,
-                                       extra={"dataset_name": None}))
+    env = build_bare_env(
+        TimedTerminalTasksEnv,
+        base_url,
+        env_overrides(
+            "", os.path.join(tmp, f"bare-{tag}", "groups.jsonl"), total_steps=n_groups, extra={"dataset_name": None}
+        ),
+    )
     await env.process_manager()
     rate = TimedTerminalTasksEnv.groups_per_s(n_groups)
     if rate is None:
@@ -46,20 +50,33 @@ async def _bare(base_url: str, n_groups: int, tmp: str, tag: str) -> float:
     return rate
 
 
-async def _console(base_url: str, n_groups: int, tmp: str, tag: str, max_in_flight: Optional[int],
-                   ui_stats: Dict[str, Any], ui_config: Optional[Dict[str, Any]] = None) -> float:
+async def _console(
+    base_url: str,
+    n_groups: int,
+    tmp: str,
+    tag: str,
+    max_in_flight: int | None,
+    ui_stats: dict[str, Any],
+    ui_config: dict[str, Any] | None = None,
+) -> float:
+    from bench.tt_env import TimedTerminalTasksEnv, env_overrides
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.ui.app import ConsoleApp
     from hermes_console.ui.config import ConsoleConfig
-    from bench.tt_env import TimedTerminalTasksEnv, env_overrides
 
     TimedTerminalTasksEnv.reset_clock()
     overrides = env_overrides("", os.path.join(tmp, f"console-{tag}", "groups.jsonl"), total_steps=n_groups)
     overrides.pop("dataset_name")
-    spec = RunSpec(env=TimedTerminalTasksEnv, mode="process", env_overrides=overrides,
-                   openai_overrides={"base_url": f"{base_url}/v1"}, max_in_flight=max_in_flight,
-                   runs_dir=tmp, check_server=False)
+    spec = RunSpec(
+        env=TimedTerminalTasksEnv,
+        mode="process",
+        env_overrides=overrides,
+        openai_overrides={"base_url": f"{base_url}/v1"},
+        max_in_flight=max_in_flight,
+        runs_dir=tmp,
+        check_server=False,
+    )
     host = RuntimeHost(spec, exit_when_finished=False)
     app = ConsoleApp(host, config=ConsoleConfig(**(ui_config or {})))
     ticks = 0
@@ -84,7 +101,7 @@ async def _console(base_url: str, n_groups: int, tmp: str, tag: str, max_in_flig
     try:
         async with app.run_test(size=(160, 45)):
             end = time.monotonic() + 600
-            window: Optional[tuple[float, float]] = None  # (UI thread CPU, wall) at the first item
+            window: tuple[float, float] | None = None  # (UI thread CPU, wall) at the first item
             while len(TimedTerminalTasksEnv.sent_at) < n_groups and time.monotonic() < end:
                 if host.done.done():
                     break
@@ -94,12 +111,14 @@ async def _console(base_url: str, n_groups: int, tmp: str, tag: str, max_in_flig
             if window is not None:
                 # The UI thread's CPU share while groups ran (its start-up excluded).
                 ui_stats.setdefault("ui_cpu_share_in_window", []).append(
-                    (time.thread_time() - window[0]) / (time.perf_counter() - window[1]))
+                    (time.thread_time() - window[0]) / (time.perf_counter() - window[1])
+                )
             ui_stats["ticks"] = ui_stats.get("ticks", 0) + ticks
             ui_stats["events"] = ui_stats.get("events", 0) + app.state.events_applied
             # The UI thread's CPU share: it competes with the runtime thread for the GIL.
             ui_stats.setdefault("ui_thread_cpu_share", []).append(
-                (time.thread_time() - cpu0) / (time.perf_counter() - wall0))
+                (time.thread_time() - cpu0) / (time.perf_counter() - wall0)
+            )
             ui_stats.setdefault("tick_ms_mean", []).append(1000 * tick_s / max(1, ticks))
             app.exit(0)
     finally:
@@ -107,21 +126,28 @@ async def _console(base_url: str, n_groups: int, tmp: str, tag: str, max_in_flig
         host.join(10)
     rate = TimedTerminalTasksEnv.groups_per_s(n_groups)
     if rate is None:
-        raise RuntimeError(f"console run finished only {len(TimedTerminalTasksEnv.sent_at)} of {n_groups} groups "
-                           f"(fatal: {host.fatal})")
+        raise RuntimeError(
+            f"console run finished only {len(TimedTerminalTasksEnv.sent_at)} of {n_groups} groups (fatal: {host.fatal})"
+        )
     return rate
 
 
-def run(quick: bool = False, *, groups: Optional[int] = None, pairs: Optional[int] = None,
-        latency_ms: float = 20.0, ui_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def run(
+    quick: bool = False,
+    *,
+    groups: int | None = None,
+    pairs: int | None = None,
+    latency_ms: float = 20.0,
+    ui_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     groups = groups or (4 if quick else 24)
     pairs = pairs or (1 if quick else 5)
     tmp = bench_tmpdir("p1")
     load_before = load_average()
-    bare: List[float] = []
-    console: List[float] = []
-    ui_stats: Dict[str, Any] = {}
-    default_conc: Optional[float] = None
+    bare: list[float] = []
+    console: list[float] = []
+    ui_stats: dict[str, Any] = {}
+    default_conc: float | None = None
     with SimProcess(latency_ms, solve_rate=0.6) as sim:
         url = sim.base_url
         asyncio.run(_bare(url, 1, tmp, "warm"))  # warm imports, tokenizer, sandbox root
@@ -161,18 +187,23 @@ def run(quick: bool = False, *, groups: Optional[int] = None, pairs: Optional[in
     }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p1_overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--groups", type=int, default=None)
     ap.add_argument("--pairs", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
-    ap.add_argument("--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick")
+    ap.add_argument(
+        "--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick"
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    ui_config = {k: v for k, v in (("tick_hz", args.tick_hz), ("max_stream_lines_per_tick", args.max_stream_lines))
-                 if v is not None} or None
+    ui_config = {
+        k: v
+        for k, v in (("tick_hz", args.tick_hz), ("max_stream_lines_per_tick", args.max_stream_lines))
+        if v is not None
+    } or None
     result = run(args.quick, groups=args.groups, pairs=args.pairs, latency_ms=args.latency_ms, ui_config=ui_config)
     print(json.dumps(result, indent=1, default=str))
     if not args.no_write:

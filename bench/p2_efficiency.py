@@ -20,7 +20,8 @@ import os
 import resource
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 from bench.common import (
     SimProcess,
@@ -40,7 +41,7 @@ DEFAULT_LATENCY_MS = 2000.0
 SECTION = "p2_efficiency"
 
 
-async def _solo(env: Any, items: List[Any]) -> float:
+async def _solo(env: Any, items: list[Any]) -> float:
     t0 = time.perf_counter()
     scored, _ = await env.collect_trajectory(items[0])
     wall = time.perf_counter() - t0
@@ -57,8 +58,8 @@ def _cpu(who: int) -> float:
 # whole: its shell's and commands' CPU never reaches RUSAGE_CHILDREN (nobody waits for
 # them). So, just before each cleanup, sum the CPU of the machine's live processes from
 # /proc (own + reaped children) below the top process, which the console reaps itself.
-_LIVE_MS: List[float] = [0.0]
-_PROBE_MS: List[float] = [0.0]
+_LIVE_MS: list[float] = [0.0]
+_PROBE_MS: list[float] = [0.0]
 
 
 def _machine_cpu_ms(box: Any) -> float:
@@ -104,9 +105,14 @@ def _count_machine_cpu() -> Callable[[], None]:
     return undo
 
 
-async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[float]]) -> tuple[float, List[Any]]:
-    p0, c0, m0, l0, b0 = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.thread_time(),
-                          _LIVE_MS[0], _PROBE_MS[0])
+async def _concurrent(env: Any, items: list[Any], n: int, cpu: dict[str, list[float]]) -> tuple[float, list[Any]]:
+    p0, c0, m0, l0, b0 = (
+        _cpu(resource.RUSAGE_SELF),
+        _cpu(resource.RUSAGE_CHILDREN),
+        time.thread_time(),
+        _LIVE_MS[0],
+        _PROBE_MS[0],
+    )
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
     wall = time.perf_counter() - t0
@@ -123,32 +129,36 @@ async def _concurrent(env: Any, items: List[Any], n: int, cpu: Dict[str, List[fl
     return wall, [r[0] for r in results]
 
 
-def _check_turns(scored: List[Any]) -> Dict[str, Any]:
+def _check_turns(scored: list[Any]) -> dict[str, Any]:
     """How many LLM calls each rollout made (should be 5) and its reward."""
     turns = [sum(1 for m in s["messages"] if m.get("role") == "assistant") for s in scored]
-    return {"rollouts": len(scored), "five_llm_calls": sum(1 for t in turns if t == 5),
-            "mean_reward": rnd(sum(s["scores"] for s in scored) / max(1, len(scored)), 3)}
+    return {
+        "rollouts": len(scored),
+        "five_llm_calls": sum(1 for t in turns if t == 5),
+        "mean_reward": rnd(sum(s["scores"] for s in scored) / max(1, len(scored)), 3),
+    }
 
 
-async def _measure(base_url: str, rollouts: int, repeats: int, tool_pool: int, tmp: str,
-                   compare_full: bool) -> Dict[str, Any]:
+async def _measure(
+    base_url: str, rollouts: int, repeats: int, tool_pool: int, tmp: str, compare_full: bool
+) -> dict[str, Any]:
     from bench import lean_openai
-
     from bench.tt_env import TimedTerminalTasksEnv, build_bare_env, env_overrides
 
     tasks = four_turn_tasks_file(tmp)
-    overrides = env_overrides(tasks, os.path.join(tmp, "groups.jsonl"), total_steps=1,
-                              extra={"tool_pool_size": tool_pool})
+    overrides = env_overrides(
+        tasks, os.path.join(tmp, "groups.jsonl"), total_steps=1, extra={"tool_pool_size": tool_pool}
+    )
     env = build_bare_env(TimedTerminalTasksEnv, base_url, overrides)
     await env.setup()
     items = env.train_items
     await _solo(env, items)  # warm: imports, tokenizer, connection pool
-    solos: List[float] = []
-    walls: List[float] = []
-    checks: Dict[str, Any] = {}
-    cpu: Dict[str, List[float]] = {}
-    full_walls: List[float] = []
-    full_cpu: Dict[str, List[float]] = {}
+    solos: list[float] = []
+    walls: list[float] = []
+    checks: dict[str, Any] = {}
+    cpu: dict[str, list[float]] = {}
+    full_walls: list[float] = []
+    full_cpu: dict[str, list[float]] = {}
     for _ in range(repeats):  # alternate: solo, concurrent, [concurrent without the fix], solo, ...
         solos.append(await _solo(env, items))
         wall, scored = await _concurrent(env, items, rollouts, cpu)
@@ -164,18 +174,31 @@ async def _measure(base_url: str, rollouts: int, repeats: int, tool_pool: int, t
     if cpu_ms.get("process_ms") is not None and cpu_ms.get("loop_thread_ms") is not None:
         # The split the issue asks for: event loop / other threads (tool pool) / child processes.
         cpu_ms["other_threads_ms"] = rnd(cpu_ms["process_ms"] - cpu_ms["loop_thread_ms"], 1)
-    return {"solo_walls_s": [rnd(x) for x in solos], "concurrent_walls_s": [rnd(x) for x in walls], "check": checks,
-            "cpu_ms_per_rollout": cpu_ms, "concurrent_walls_full_transform_s": [rnd(x) for x in full_walls],
-            "cpu_ms_per_rollout_full_transform": {k: rnd(median(v), 1) for k, v in full_cpu.items()}}
+    return {
+        "solo_walls_s": [rnd(x) for x in solos],
+        "concurrent_walls_s": [rnd(x) for x in walls],
+        "check": checks,
+        "cpu_ms_per_rollout": cpu_ms,
+        "concurrent_walls_full_transform_s": [rnd(x) for x in full_walls],
+        "cpu_ms_per_rollout_full_transform": {k: rnd(median(v), 1) for k, v in full_cpu.items()},
+    }
 
 
-def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float | None = None,
-        tool_pool: int = 256, repeats: int | None = None, full_transform: bool = False) -> Dict[str, Any]:
+def run(
+    quick: bool = False,
+    *,
+    rollouts: int | None = None,
+    latency_ms: float | None = None,
+    tool_pool: int = 256,
+    repeats: int | None = None,
+    full_transform: bool = False,
+) -> dict[str, Any]:
     rollouts = rollouts or (32 if quick else 256)
     latency_ms = latency_ms if latency_ms is not None else (100.0 if quick else DEFAULT_LATENCY_MS)
     repeats = repeats or (1 if quick else 2)
     tmp = bench_tmpdir("p2")
     import environments.hermes_base_env  # noqa: F401 - applies environments.patches as any env does
+
     undo_probe = _count_machine_cpu()
     from bench import lean_openai
 
@@ -207,12 +230,17 @@ def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float |
         "efficiency_vs_5L_only": rnd(formula_ideal / wall if wall else None, 4),
         # Side by side in the same run: the env without the openai request fast path (before the fix).
         "efficiency_without_request_fast_path": rnd(solo / median(m["concurrent_walls_full_transform_s"]), 4)
-        if m["concurrent_walls_full_transform_s"] else None,
+        if m["concurrent_walls_full_transform_s"]
+        else None,
         "cpu_ms_per_rollout": m["cpu_ms_per_rollout"],
         # CPU the rollouts need per second of ideal wall: > cores available means CPU-bound.
-        "cpu_cores_needed_at_ideal": rnd(rollouts * (m["cpu_ms_per_rollout"].get("process_ms", 0)
-                                                    + m["cpu_ms_per_rollout"].get("bash_children_ms", 0)) / 1000
-                                         / max(solo, 1e-9), 2),
+        "cpu_cores_needed_at_ideal": rnd(
+            rollouts
+            * (m["cpu_ms_per_rollout"].get("process_ms", 0) + m["cpu_ms_per_rollout"].get("bash_children_ms", 0))
+            / 1000
+            / max(solo, 1e-9),
+            2,
+        ),
         "runs": m,
         "load_average_before": load_before,
         "load_average_after": load_average(),
@@ -222,19 +250,26 @@ def run(quick: bool = False, *, rollouts: int | None = None, latency_ms: float |
     return result
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p2_efficiency", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rollouts", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=None)
     ap.add_argument("--tool-pool", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--full-transform", action="store_true",
-                    help="A/B: run without environments.patches' openai request fast path")
+    ap.add_argument(
+        "--full-transform", action="store_true", help="A/B: run without environments.patches' openai request fast path"
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    result = run(args.quick, rollouts=args.rollouts, latency_ms=args.latency_ms, tool_pool=args.tool_pool,
-                 repeats=args.repeats, full_transform=args.full_transform)
+    result = run(
+        args.quick,
+        rollouts=args.rollouts,
+        latency_ms=args.latency_ms,
+        tool_pool=args.tool_pool,
+        repeats=args.repeats,
+        full_transform=args.full_transform,
+    )
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1, default=str))
     print(json.dumps(result["runs"], default=str))
     if not args.no_write:

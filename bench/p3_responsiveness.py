@@ -21,7 +21,7 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import bench_tmpdir, figure, load_average, pct, rnd, write_results
 
@@ -32,14 +32,23 @@ TARGET_EVENTS_PER_S = 20_000.0
 
 
 def _spec(rollouts: int, group_size: int, turn_sleep_s: float, tmp: str) -> Any:
-    from hermes_console.runtime.config import RunSpec
     from bench.synth_env import SynthEnv
+    from hermes_console.runtime.config import RunSpec
 
-    return RunSpec(env=SynthEnv, mode="process", runs_dir=tmp, check_server=False,
-                   max_in_flight=max(1, rollouts // group_size),
-                   env_overrides={"group_size": group_size, "total_steps": 10**9, "turns_per_rollout": 4,
-                                  "turn_sleep_s": turn_sleep_s,
-                                  "data_path_to_save_groups": f"{tmp}/groups.jsonl"})
+    return RunSpec(
+        env=SynthEnv,
+        mode="process",
+        runs_dir=tmp,
+        check_server=False,
+        max_in_flight=max(1, rollouts // group_size),
+        env_overrides={
+            "group_size": group_size,
+            "total_steps": 10**9,
+            "turns_per_rollout": 4,
+            "turn_sleep_s": turn_sleep_s,
+            "data_path_to_save_groups": f"{tmp}/groups.jsonl",
+        },
+    )
 
 
 async def _wait(pred: Any, timeout: float, step: float = 0.01) -> bool:
@@ -51,8 +60,14 @@ async def _wait(pred: Any, timeout: float, step: float = 0.01) -> bool:
     return bool(pred())
 
 
-async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: float,
-                   config_overrides: Dict[str, Any], coalesce: bool = True) -> Dict[str, Any]:
+async def _measure(
+    rollouts: int,
+    samples: int,
+    turn_sleep_s: float,
+    warm_s: float,
+    config_overrides: dict[str, Any],
+    coalesce: bool = True,
+) -> dict[str, Any]:
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.ui.app import ConsoleApp
     from hermes_console.ui.config import ConsoleConfig
@@ -64,9 +79,9 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
         host.queue.coalesce_at = host.queue.max_depth
     app = ConsoleApp(host, config=ConsoleConfig(**config_overrides))
 
-    tick_ms: List[float] = []
-    depth: List[int] = []
-    acks: List[float] = []
+    tick_ms: list[float] = []
+    depth: list[int] = []
+    acks: list[float] = []
     orig_tick = app.tick
 
     def timed_tick() -> None:
@@ -85,7 +100,7 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
 
     host.pause = pause  # type: ignore[method-assign]
 
-    lag_ms: List[float] = []
+    lag_ms: list[float] = []
     stop_lag = asyncio.Event()
 
     async def lag_probe() -> None:
@@ -94,7 +109,7 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
             await asyncio.sleep(0.01)
             lag_ms.append(max(0.0, 1000 * (time.perf_counter() - t0) - 10.0))
 
-    latencies: List[float] = []
+    latencies: list[float] = []
     missed = 0
     rate = 0.0
     ui_share = 0.0
@@ -134,22 +149,36 @@ async def _measure(rollouts: int, samples: int, turn_sleep_s: float, warm_s: flo
         host.stop(0.5).result(timeout=120)
         host.join(10)
     return {
-        "latencies_ms": latencies, "missed": missed, "tick_ms": tick_ms, "depth": depth, "lag_ms": lag_ms,
-        "events_per_s": rate, "rollouts_in_flight": in_flight_seen, "queue_dropped": host.queue.dropped,
-        "events_applied": app.state.events_applied, "ui_thread_cpu_share": ui_share,
-        "queue_coalesced": host.queue.coalesced, "queue_pushed": host.queue.pushed,
-        "queue_max_depth_seen": host.queue.max_depth_seen, "ui_throttled_note": app.ui_note(),
+        "latencies_ms": latencies,
+        "missed": missed,
+        "tick_ms": tick_ms,
+        "depth": depth,
+        "lag_ms": lag_ms,
+        "events_per_s": rate,
+        "rollouts_in_flight": in_flight_seen,
+        "queue_dropped": host.queue.dropped,
+        "events_applied": app.state.events_applied,
+        "ui_thread_cpu_share": ui_share,
+        "queue_coalesced": host.queue.coalesced,
+        "queue_pushed": host.queue.pushed,
+        "queue_max_depth_seen": host.queue.max_depth_seen,
+        "ui_throttled_note": app.ui_note(),
     }
 
 
-def run(quick: bool = False, *, rollouts: Optional[int] = None, samples: Optional[int] = None,
-        turn_sleep_s: float = 0.1, config_overrides: Optional[Dict[str, Any]] = None,
-        coalesce: bool = True) -> Dict[str, Any]:
+def run(
+    quick: bool = False,
+    *,
+    rollouts: int | None = None,
+    samples: int | None = None,
+    turn_sleep_s: float = 0.1,
+    config_overrides: dict[str, Any] | None = None,
+    coalesce: bool = True,
+) -> dict[str, Any]:
     rollouts = rollouts or (64 if quick else 1024)
     samples = samples or (3 if quick else 20)
     load_before = load_average()
-    m = asyncio.run(_measure(rollouts, samples, turn_sleep_s, 0.5 if quick else 2.0, config_overrides or {},
-                             coalesce))
+    m = asyncio.run(_measure(rollouts, samples, turn_sleep_s, 0.5 if quick else 2.0, config_overrides or {}, coalesce))
     lat, ticks = m["latencies_ms"], m["tick_ms"]
     pause_p99 = pct(lat, 99)
     refresh_p99 = pct(ticks, 99)
@@ -190,25 +219,39 @@ def run(quick: bool = False, *, rollouts: Optional[int] = None, samples: Optiona
     }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p3_responsiveness", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rollouts", type=int, default=None)
     ap.add_argument("--samples", type=int, default=None)
     ap.add_argument("--turn-sleep", type=float, default=0.1)
     ap.add_argument("--max-events-per-tick", type=int, default=None, help="override ConsoleConfig.max_events_per_tick")
-    ap.add_argument("--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick")
+    ap.add_argument(
+        "--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick"
+    )
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
     ap.add_argument("--ui-cpu-share", type=float, default=None, help="override ConsoleConfig.ui_cpu_share (0: off)")
     ap.add_argument("--no-coalesce", action="store_true", help="queue every event one by one (A/B)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    overrides = {k: v for k, v in (("max_events_per_tick", args.max_events_per_tick),
-                                   ("max_stream_lines_per_tick", args.max_stream_lines),
-                                   ("tick_hz", args.tick_hz), ("ui_cpu_share", args.ui_cpu_share))
-                 if v is not None} or None
-    result = run(args.quick, rollouts=args.rollouts, samples=args.samples, turn_sleep_s=args.turn_sleep,
-                 config_overrides=overrides, coalesce=not args.no_coalesce)
+    overrides = {
+        k: v
+        for k, v in (
+            ("max_events_per_tick", args.max_events_per_tick),
+            ("max_stream_lines_per_tick", args.max_stream_lines),
+            ("tick_hz", args.tick_hz),
+            ("ui_cpu_share", args.ui_cpu_share),
+        )
+        if v is not None
+    } or None
+    result = run(
+        args.quick,
+        rollouts=args.rollouts,
+        samples=args.samples,
+        turn_sleep_s=args.turn_sleep,
+        config_overrides=overrides,
+        coalesce=not args.no_coalesce,
+    )
     print(json.dumps(result, indent=1, default=str))
     if not args.no_write:
         write_results(SECTION, result)

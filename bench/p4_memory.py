@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import REPO, bench_tmpdir, figure, load_average, rnd, rss_mb, write_results
 
@@ -26,18 +26,29 @@ SECTION = "p4_memory"
 TARGET_GROWTH_MB = 50.0
 
 
-def measure(total: int, checkpoints: List[int]) -> Dict[str, Any]:
+def measure(total: int, checkpoints: list[int]) -> dict[str, Any]:
     """In this process: run the host until ``total`` rollouts finished; RSS at each checkpoint."""
+    from bench.synth_env import SynthEnv
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.runtime.state import ConsoleState
-    from bench.synth_env import SynthEnv
 
     tmp = bench_tmpdir("p4")
     group_size = 8
-    spec = RunSpec(env=SynthEnv, mode="process", runs_dir=tmp, check_server=False, max_in_flight=256 // group_size,
-                   env_overrides={"group_size": group_size, "total_steps": 10**9, "turns_per_rollout": 4,
-                                  "turn_sleep_s": 0.0, "data_path_to_save_groups": f"{tmp}/groups.jsonl"})
+    spec = RunSpec(
+        env=SynthEnv,
+        mode="process",
+        runs_dir=tmp,
+        check_server=False,
+        max_in_flight=256 // group_size,
+        env_overrides={
+            "group_size": group_size,
+            "total_steps": 10**9,
+            "turns_per_rollout": 4,
+            "turn_sleep_s": 0.0,
+            "data_path_to_save_groups": f"{tmp}/groups.jsonl",
+        },
+    )
     host = RuntimeHost(spec, exit_when_finished=False)
     state = ConsoleState()
     lock = threading.Lock()
@@ -51,7 +62,7 @@ def measure(total: int, checkpoints: List[int]) -> Dict[str, Any]:
             if not batch:
                 time.sleep(0.02)
 
-    rss: Dict[str, float] = {"before_start": rss_mb()}
+    rss: dict[str, float] = {"before_start": rss_mb()}
     t0 = time.perf_counter()
     host.start()
     thread = threading.Thread(target=pump, name="bench-pump", daemon=True)
@@ -75,22 +86,28 @@ def measure(total: int, checkpoints: List[int]) -> Dict[str, Any]:
         host.join(30)
         stop.set()
         thread.join(10)
-    return {"rss_mb": rss, "events_applied": state.events_applied, "rollouts_finished": state.rollouts_finished,
-            "elapsed_s": round(time.perf_counter() - t0, 1)}
+    return {
+        "rss_mb": rss,
+        "events_applied": state.events_applied,
+        "rollouts_finished": state.rollouts_finished,
+        "elapsed_s": round(time.perf_counter() - t0, 1),
+    }
 
 
-def run(quick: bool = False, *, rollouts: Optional[int] = None) -> Dict[str, Any]:
+def run(quick: bool = False, *, rollouts: int | None = None) -> dict[str, Any]:
     total = rollouts or (5_000 if quick else 100_000)
     base = 1_000
     checkpoints = sorted({base, total // 4, total // 2, total} - {0})
     load_before = load_average()
-    code = ("import json,sys; from bench.p4_memory import measure; "
-            f"print('RESULT'+json.dumps(measure({total}, {checkpoints})))")
+    code = (
+        "import json,sys; from bench.p4_memory import measure; "
+        f"print('RESULT'+json.dumps(measure({total}, {checkpoints})))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=1800)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")), None)
     if line is None:
         raise RuntimeError(f"p4 subprocess failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    m = json.loads(line[len("RESULT"):])
+    m = json.loads(line[len("RESULT") :])
     rss = m["rss_mb"]
     growth = rss[str(total)] - rss[str(base)]
     return {
@@ -110,7 +127,7 @@ def run(quick: bool = False, *, rollouts: Optional[int] = None) -> Dict[str, Any
     }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p4_memory", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rollouts", type=int, default=None)

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import REPO, bench_tmpdir, figure, load_average, median, rnd, write_results
 
@@ -117,10 +117,19 @@ save()
 """
 
 
-def _one(tmp: str, i: int, timeout: float) -> Dict[str, Any]:
+def _one(tmp: str, i: int, timeout: float) -> dict[str, Any]:
     trace = os.path.join(tmp, f"trace-{i}.json")
     env = dict(os.environ, HERMES_BENCH_TRACE=trace)
-    args = [sys.executable, "-c", _CHILD, "demo", "--runs-dir", os.path.join(tmp, f"runs-{i}"), "--drain-deadline", "0.5"]
+    args = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        "demo",
+        "--runs-dir",
+        os.path.join(tmp, f"runs-{i}"),
+        "--drain-deadline",
+        "0.5",
+    ]
     t0 = time.time()
     proc = subprocess.run(args, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=timeout)
     try:
@@ -133,7 +142,7 @@ def _one(tmp: str, i: int, timeout: float) -> Dict[str, Any]:
     return out
 
 
-def run(quick: bool = False, *, runs: Optional[int] = None, warm: bool = True) -> Dict[str, Any]:
+def run(quick: bool = False, *, runs: int | None = None, warm: bool = True) -> dict[str, Any]:
     runs = runs or (1 if quick else 3)
     tmp = bench_tmpdir("p5")
     load_before = load_average()
@@ -141,7 +150,7 @@ def run(quick: bool = False, *, runs: Optional[int] = None, warm: bool = True) -
         _one(tmp, -1, 180)  # warm the page cache and the tokenizer cache: we measure a warm start
     samples = [_one(tmp, i, 180) for i in range(runs)]
 
-    def med(key: str) -> Optional[float]:
+    def med(key: str) -> float | None:
         vals = [s[key] for s in samples if key in s]
         return median(vals) if vals else None
 
@@ -166,7 +175,7 @@ def run(quick: bool = False, *, runs: Optional[int] = None, warm: bool = True) -
     }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p5_startup", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=None)

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List
+from typing import Any
 
 from bench.common import REPO, median
 
@@ -61,27 +61,34 @@ print("RESULT" + json.dumps({"host_ms": 1000 * host / n, "sandbox_ms": 1000 * ki
 """
 
 
-def _run(pythonpath: str, backend: str, n: int, cmd: str) -> Dict[str, float]:
+def _run(pythonpath: str, backend: str, n: int, cmd: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=pythonpath)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, backend, str(n), cmd], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=pythonpath)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, backend, str(n), cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=pythonpath,
+    )
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")]
     if not line:
         raise RuntimeError(f"bench child failed ({backend}, {pythonpath}): {proc.stderr[-1500:]}")
     return json.loads(line[-1][6:])
 
 
-def main(argv: List[str] | None = None) -> Dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rev", default="93482cd")
     args = ap.parse_args(argv)
     old_dir = tempfile.mkdtemp(prefix="hermes-bench-old-")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", args.rev, "environments"], capture_output=True,
-                             check=True, timeout=60).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", args.rev, "environments"], capture_output=True, check=True, timeout=60
+    ).stdout
     subprocess.run(["tar", "-x", "-C", old_dir], input=archive, check=True, timeout=60)
-    rows: Dict[str, Any] = {}
+    rows: dict[str, Any] = {}
     for backend in ("local", "bwrap"):
         for cmd in ("echo hi", "ls >/dev/null"):
             for side, path in (("old", old_dir), ("new", str(REPO))):

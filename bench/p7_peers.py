@@ -22,7 +22,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from bench.common import SimProcess, bench_tmpdir, load_average, median, rnd, write_results
 
@@ -36,12 +36,12 @@ def _groups_for(latency_ms: float, quick: bool) -> int:
     return 16 if latency_ms <= 50 else 8 if latency_ms <= 500 else 4
 
 
-def _cpu() -> Tuple[float, float]:
+def _cpu() -> tuple[float, float]:
     t = os.times()
     return t.user + t.system, t.children_user + t.children_system
 
 
-def _one(which: str, url: str, groups: int, tmp: str, tag: str) -> Dict[str, Any]:
+def _one(which: str, url: str, groups: int, tmp: str, tag: str) -> dict[str, Any]:
     from bench.p1_overhead import _bare, _console
 
     self0, kids0 = _cpu()
@@ -51,19 +51,21 @@ def _one(which: str, url: str, groups: int, tmp: str, tag: str) -> Dict[str, Any
         groups_per_s = asyncio.run(_console(url, groups, tmp, tag, None, {}))
     self1, kids1 = _cpu()
     rollouts = groups * GROUP_SIZE
-    return {"rollouts_per_s": groups_per_s * GROUP_SIZE,
-            "cpu_ms_per_rollout_process": 1000 * (self1 - self0) / rollouts,
-            "cpu_ms_per_rollout_children": 1000 * (kids1 - kids0) / rollouts}
+    return {
+        "rollouts_per_s": groups_per_s * GROUP_SIZE,
+        "cpu_ms_per_rollout_process": 1000 * (self1 - self0) / rollouts,
+        "cpu_ms_per_rollout_children": 1000 * (kids1 - kids0) / rollouts,
+    }
 
 
-def run(quick: bool = False, *, latencies: Optional[List[float]] = None, rounds: int = 1) -> Dict[str, Any]:
+def run(quick: bool = False, *, latencies: list[float] | None = None, rounds: int = 1) -> dict[str, Any]:
     latencies = latencies or ([20.0] if quick else [20.0, 300.0, 2000.0])
     tmp = bench_tmpdir("p7")
     load_before = load_average()
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for li, latency in enumerate(latencies):
         groups = _groups_for(latency, quick)
-        seen: Dict[str, List[Dict[str, Any]]] = {"atroposlib process": [], "hermes-console": []}
+        seen: dict[str, list[dict[str, Any]]] = {"atroposlib process": [], "hermes-console": []}
         with SimProcess(latency, solve_rate=0.6) as sim:
             from bench.p1_overhead import _bare
 
@@ -76,27 +78,43 @@ def run(quick: bool = False, *, latencies: Optional[List[float]] = None, rounds:
                     m["load_before"] = load
                     seen[which].append(m)
         for which, runs in seen.items():
-            rows.append({
-                "latency_ms": latency, "runner": which, "groups": groups, "runs": len(runs),
-                "rollouts_per_s": rnd(median([m["rollouts_per_s"] for m in runs]), 3),
-                "cpu_ms_per_rollout_process": rnd(median([m["cpu_ms_per_rollout_process"] for m in runs]), 1),
-                "cpu_ms_per_rollout_children": rnd(median([m["cpu_ms_per_rollout_children"] for m in runs]), 1),
-                "loads": [m["load_before"] for m in runs],
-            })
-    return {"rows": rows, "group_size": GROUP_SIZE, "rounds": rounds, "load_average_before": load_before,
-            "load_average_after": load_average(), "figures": [], "quick": quick}
+            rows.append(
+                {
+                    "latency_ms": latency,
+                    "runner": which,
+                    "groups": groups,
+                    "runs": len(runs),
+                    "rollouts_per_s": rnd(median([m["rollouts_per_s"] for m in runs]), 3),
+                    "cpu_ms_per_rollout_process": rnd(median([m["cpu_ms_per_rollout_process"] for m in runs]), 1),
+                    "cpu_ms_per_rollout_children": rnd(median([m["cpu_ms_per_rollout_children"] for m in runs]), 1),
+                    "loads": [m["load_before"] for m in runs],
+                }
+            )
+    return {
+        "rows": rows,
+        "group_size": GROUP_SIZE,
+        "rounds": rounds,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "figures": [],
+        "quick": quick,
+    }
 
 
-def table(result: Dict[str, Any]) -> str:
-    lines = ["| server latency | runner | groups | rollouts/s | CPU ms/rollout (process + children) |",
-             "|---|---|---|---|---|"]
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        "| server latency | runner | groups | rollouts/s | CPU ms/rollout (process + children) |",
+        "|---|---|---|---|---|",
+    ]
     for row in result["rows"]:
-        lines.append(f"| {row['latency_ms']:.0f} ms | {row['runner']} | {row['groups']} | {row['rollouts_per_s']} | "
-                     f"{row['cpu_ms_per_rollout_process']} + {row['cpu_ms_per_rollout_children']} |")
+        lines.append(
+            f"| {row['latency_ms']:.0f} ms | {row['runner']} | {row['groups']} | {row['rollouts_per_s']} | "
+            f"{row['cpu_ms_per_rollout_process']} + {row['cpu_ms_per_rollout_children']} |"
+        )
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.p7_peers", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--latencies", default=None, help="comma-separated ms, default 20,300,2000")

@@ -1,6 +1,6 @@
 """Render bench/results.json into BENCHMARKS.md (the block between the markers).
 
-    python -m bench.report        # after python -m bench; `python -m bench` calls it on full runs
+python -m bench.report        # after python -m bench; `python -m bench` calls it on full runs
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import REPO, RESULTS
 
@@ -25,7 +25,7 @@ def _num(v: Any) -> str:
     return str(v)
 
 
-def _machine(m: Dict[str, Any]) -> List[str]:
+def _machine(m: dict[str, Any]) -> list[str]:
     v = m.get("versions", {})
     return [
         f"- measured {m.get('measured_at', '?')}{' (quick run)' if m.get('quick') else ''}, "
@@ -37,8 +37,8 @@ def _machine(m: Dict[str, Any]) -> List[str]:
     ]
 
 
-def render(results: Dict[str, Any]) -> str:
-    lines: List[str] = []
+def render(results: dict[str, Any]) -> str:
+    lines: list[str] = []
     if "machine" in results:
         lines += _machine(results["machine"]) + [""]
     lines += ["| figure | value | target | verdict |", "|---|---|---|---|"]
@@ -48,22 +48,37 @@ def render(results: Dict[str, Any]) -> str:
             continue
         figs = res.get("figures") or []
         if section == "sim" and not figs and "chat_completions_per_s" in res:
-            figs = [{"name": "sim chat completions/s", "value": res["chat_completions_per_s"], "unit": "req/s",
-                     "op": ">=", "target": res.get("target_per_s"),
-                     "verdict": "PASS" if res.get("meets_target") else "MISS"}]
+            figs = [
+                {
+                    "name": "sim chat completions/s",
+                    "value": res["chat_completions_per_s"],
+                    "unit": "req/s",
+                    "op": ">=",
+                    "target": res.get("target_per_s"),
+                    "verdict": "PASS" if res.get("meets_target") else "MISS",
+                }
+            ]
         for f in figs:
-            lines.append(f"| {f['name']} | {_num(f['value'])} {f['unit']} | {f['op']} {_num(f['target'])} {f['unit']} "
-                         f"| **{f['verdict']}** |")
+            lines.append(
+                f"| {f['name']} | {_num(f['value'])} {f['unit']} | {f['op']} {_num(f['target'])} {f['unit']} "
+                f"| **{f['verdict']}** |"
+            )
     sc = results.get("scaling")
     if sc:
-        lines += ["", f"Scaling ({sc.get('env')}; {sc.get('turns_per_rollout')} turns of {sc.get('turn_sleep_s')} s; "
-                      f"reducer alone {sc.get('reducer_only_us_per_event')} µs/event):", "",
-                  "| concurrent rollouts | rollouts/s | ideal | efficiency | events/s | CPU µs/event | CPU cores | max queue |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"Scaling ({sc.get('env')}; {sc.get('turns_per_rollout')} turns of {sc.get('turn_sleep_s')} s; "
+            f"reducer alone {sc.get('reducer_only_us_per_event')} µs/event):",
+            "",
+            "| concurrent rollouts | rollouts/s | ideal | efficiency | events/s | CPU µs/event | CPU cores | max queue |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for row in sc.get("curve", []):
-            lines.append(f"| {row['concurrency']} | {_num(row['rollouts_per_s'])} | {_num(row['ideal_rollouts_per_s'])} "
-                         f"| {_num(row['efficiency'])} | {_num(row['events_per_s'])} | {_num(row['cpu_us_per_event'])} "
-                         f"| {_num(row['cpu_cores_used'])} | {_num(row['max_queue_depth'])} |")
+            lines.append(
+                f"| {row['concurrency']} | {_num(row['rollouts_per_s'])} | {_num(row['ideal_rollouts_per_s'])} "
+                f"| {_num(row['efficiency'])} | {_num(row['events_per_s'])} | {_num(row['cpu_us_per_event'])} "
+                f"| {_num(row['cpu_cores_used'])} | {_num(row['max_queue_depth'])} |"
+            )
     return "\n".join(lines)
 
 
@@ -80,7 +95,7 @@ def update(doc: Path = DOC, results_path: Path = RESULTS) -> bool:
     return True
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ok = update()
     print("BENCHMARKS.md updated" if ok else "BENCHMARKS.md or bench/results.json missing (or no markers)")
     return 0 if ok else 1

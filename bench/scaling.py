@@ -19,7 +19,7 @@ import json
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.common import bench_tmpdir, load_average, median, rnd, write_results
 
@@ -38,19 +38,29 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def one_level(concurrency: int, seconds: float, turn_sleep_s: float, warm_s: float = 1.0) -> Dict[str, float]:
+def one_level(concurrency: int, seconds: float, turn_sleep_s: float, warm_s: float = 1.0) -> dict[str, float]:
+    from bench.synth_env import SynthEnv, events_per_rollout
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.runtime.state import ConsoleState
-    from bench.synth_env import SynthEnv, events_per_rollout
 
     tmp = bench_tmpdir("scale")
     group_size = GROUP_SIZE
-    spec = RunSpec(env=SynthEnv, mode="process", runs_dir=tmp, check_server=False,
-                   max_in_flight=max(1, concurrency // group_size),
-                   env_overrides={"group_size": group_size, "total_steps": 10**9, "turns_per_rollout": TURNS,
-                                  "turn_sleep_s": turn_sleep_s, "turn_jitter": 0.0,
-                                  "data_path_to_save_groups": f"{tmp}/groups.jsonl"})
+    spec = RunSpec(
+        env=SynthEnv,
+        mode="process",
+        runs_dir=tmp,
+        check_server=False,
+        max_in_flight=max(1, concurrency // group_size),
+        env_overrides={
+            "group_size": group_size,
+            "total_steps": 10**9,
+            "turns_per_rollout": TURNS,
+            "turn_sleep_s": turn_sleep_s,
+            "turn_jitter": 0.0,
+            "data_path_to_save_groups": f"{tmp}/groups.jsonl",
+        },
+    )
     host = RuntimeHost(spec, exit_when_finished=False)
     state = ConsoleState()
     stop = threading.Event()
@@ -92,14 +102,21 @@ def one_level(concurrency: int, seconds: float, turn_sleep_s: float, warm_s: flo
     # Events arrive more evenly than rollout completions: rate from events is less quantised.
     rate = events / dt / (events_per_rollout(TURNS) + 4 / group_size)  # + group/item events
     ideal = concurrency / (TURNS * turn_sleep_s)
-    return {"rollouts_per_s": rate, "rollouts_finished_per_s": (r1 - r0) / dt, "ideal_rollouts_per_s": ideal, "efficiency": rate / ideal,
-            "events_per_s": events / dt, "cpu_us_per_event": 1e6 * (c1 - c0) / max(1, events),
-            "cpu_cores_used": (c1 - c0) / dt, "max_queue_depth": max_depth}
+    return {
+        "rollouts_per_s": rate,
+        "rollouts_finished_per_s": (r1 - r0) / dt,
+        "ideal_rollouts_per_s": ideal,
+        "efficiency": rate / ideal,
+        "events_per_s": events / dt,
+        "cpu_us_per_event": 1e6 * (c1 - c0) / max(1, events),
+        "cpu_cores_used": (c1 - c0) / dt,
+        "max_queue_depth": max_depth,
+    }
 
 
 def reducer_cost_us(n_rollouts: int = 4096) -> float:
-    from hermes_console.runtime.state import ConsoleState
     from bench.synth_env import synthetic_events
+    from hermes_console.runtime.state import ConsoleState
 
     stream = synthetic_events(n_rollouts, turns=TURNS, group_size=8, concurrent=1024)
     state = ConsoleState()
@@ -108,15 +125,16 @@ def reducer_cost_us(n_rollouts: int = 4096) -> float:
     return 1e6 * (time.perf_counter() - t0) / len(stream)
 
 
-def run(quick: bool = False, *, levels: Optional[List[int]] = None, seconds: Optional[float] = None,
-        turn_sleep_s: float = 0.25) -> Dict[str, Any]:
+def run(
+    quick: bool = False, *, levels: list[int] | None = None, seconds: float | None = None, turn_sleep_s: float = 0.25
+) -> dict[str, Any]:
     levels = levels or ([16, 64] if quick else [16, 64, 256, 1024])
     seconds = seconds or (1.0 if quick else 3.0)
     rounds = 1 if quick else 2
     load_before = load_average()
-    per: Dict[int, List[Dict[str, float]]] = {n: [] for n in levels}
+    per: dict[int, list[dict[str, float]]] = {n: [] for n in levels}
     for r in range(rounds):
-        for n in (levels if r % 2 == 0 else list(reversed(levels))):
+        for n in levels if r % 2 == 0 else list(reversed(levels)):
             per[n].append(one_level(n, seconds, turn_sleep_s, warm_s=0.5 if quick else 1.0))
     curve = []
     for n in levels:
@@ -137,7 +155,7 @@ def run(quick: bool = False, *, levels: Optional[List[int]] = None, seconds: Opt
     }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--levels", default=None, help="comma-separated concurrency levels")

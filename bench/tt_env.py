@@ -9,7 +9,7 @@ imports and html generation are out of both measurements alike.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
@@ -17,15 +17,15 @@ from environments.terminal_tasks.env import TerminalTasksEnv
 class TimedTerminalTasksEnv(TerminalTasksEnv):
     name = "terminal-tasks-timed"
     # Class-level so the bench can read them from outside the runtime thread.
-    t_first_item: Optional[float] = None
-    sent_at: List[float] = []
+    t_first_item: float | None = None
+    sent_at: list[float] = []
 
     @classmethod
     def reset_clock(cls) -> None:
         cls.t_first_item = None
         cls.sent_at = []
 
-    async def get_next_item(self) -> Dict[str, Any]:
+    async def get_next_item(self) -> dict[str, Any]:
         if type(self).t_first_item is None:
             type(self).t_first_item = time.perf_counter()
         return await super().get_next_item()
@@ -35,16 +35,17 @@ class TimedTerminalTasksEnv(TerminalTasksEnv):
         type(self).sent_at.append(time.perf_counter())
 
     @classmethod
-    def groups_per_s(cls, n_groups: int) -> Optional[float]:
+    def groups_per_s(cls, n_groups: int) -> float | None:
         if cls.t_first_item is None or len(cls.sent_at) < n_groups:
             return None
         return n_groups / (cls.sent_at[n_groups - 1] - cls.t_first_item)
 
 
-def env_overrides(tasks_file: str, out_jsonl: str, *, total_steps: int, group_size: int = 4,
-                  extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def env_overrides(
+    tasks_file: str, out_jsonl: str, *, total_steps: int, group_size: int = 4, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Config values both runners use (the host's process-mode defaults, spelled out)."""
-    values: Dict[str, Any] = {
+    values: dict[str, Any] = {
         "dataset_name": tasks_file,
         "data_path_to_save_groups": out_jsonl,
         "total_steps": total_steps,
@@ -57,7 +58,7 @@ def env_overrides(tasks_file: str, out_jsonl: str, *, total_steps: int, group_si
     return values
 
 
-def build_bare_env(cls: type, base_url: str, overrides: Dict[str, Any]) -> Any:
+def build_bare_env(cls: type, base_url: str, overrides: dict[str, Any]) -> Any:
     """The env as atroposlib's ``process`` CLI would build it (no console anywhere)."""
     from environments.atropos_compat import apply_offline_defaults, tame_atroposlib_logging
 

@@ -24,11 +24,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any
 
 from environments import events
 from environments.redact import safe_head
-
 from environments.tools import handle_function_call  # tests patch this name
 from environments.tools.budget import DEFAULT_BUDGET, BudgetConfig, enforce_turn_budget, maybe_persist_tool_result
 from environments.tools.todo import TodoStore, todo_tool
@@ -49,7 +48,7 @@ _LOOP_ONLY_UNAVAILABLE = ("memory", "session_search")
 
 # Text markers that mean "the model tried to call a tool" per parser family;
 # parsers without a fixed marker (bare JSON) are always tried.
-_PARSER_MARKERS: Dict[str, Tuple[str, ...]] = {
+_PARSER_MARKERS: dict[str, tuple[str, ...]] = {
     "hermes": ("<tool_call>",),
     "qwen": ("<tool_call>",),
     "glm45": ("<tool_call>",),
@@ -104,14 +103,14 @@ class ToolError:
 
 @dataclass
 class AgentResult:
-    messages: List[Dict[str, Any]]
-    managed_state: Optional[Dict[str, Any]] = None
+    messages: list[dict[str, Any]]
+    managed_state: dict[str, Any] | None = None
     turns_used: int = 0
     finished_naturally: bool = False
-    reasoning_per_turn: List[Optional[str]] = field(default_factory=list)
-    tool_errors: List[ToolError] = field(default_factory=list)
+    reasoning_per_turn: list[str | None] = field(default_factory=list)
+    tool_errors: list[ToolError] = field(default_factory=list)
     # Ours (extra, defaulted): why the loop stopped early (API error / empty reply).
-    error: Optional[str] = None
+    error: str | None = None
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -120,7 +119,7 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def _extract_reasoning_from_message(msg: Any) -> Optional[str]:
+def _extract_reasoning_from_message(msg: Any) -> str | None:
     """Provider reasoning: reasoning_content, then reasoning, then reasoning_details[i].text."""
     for name in ("reasoning_content", "reasoning"):
         value = _get(msg, name)
@@ -144,7 +143,7 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:8]}"
 
 
-def _normalise_tool_call(call: Any) -> Dict[str, Any]:
+def _normalise_tool_call(call: Any) -> dict[str, Any]:
     """Object (OpenAI), nested dict or flat ``{name, arguments}`` -> OpenAI dict."""
     if isinstance(call, dict):
         fn = call.get("function")
@@ -169,7 +168,7 @@ def _normalise_tool_call(call: Any) -> Dict[str, Any]:
     return {"id": str(call_id), "type": "function", "function": {"name": str(name or ""), "arguments": arguments}}
 
 
-def _result_error(result: str) -> Tuple[Optional[str], Optional[int]]:
+def _result_error(result: str) -> tuple[str | None, int | None]:
     """(error, exit_code) from a tool's JSON result; (None, code) when it succeeded."""
     try:
         data = json.loads(result)
@@ -191,14 +190,14 @@ class HermesAgentLoop:
     def __init__(
         self,
         server: Any,
-        tool_schemas: List[Dict[str, Any]],
-        valid_tool_names: Set[str],
+        tool_schemas: list[dict[str, Any]],
+        valid_tool_names: set[str],
         max_turns: int = 30,
-        task_id: Optional[str] = None,
+        task_id: str | None = None,
         temperature: float = 1.0,
-        max_tokens: Optional[int] = None,
-        extra_body: Optional[Dict[str, Any]] = None,
-        budget_config: Optional[BudgetConfig] = None,
+        max_tokens: int | None = None,
+        extra_body: dict[str, Any] | None = None,
+        budget_config: BudgetConfig | None = None,
         *,
         tool_call_parser: str = "hermes",
     ) -> None:
@@ -217,7 +216,7 @@ class HermesAgentLoop:
 
     # ------------------------------------------------------------------ helpers
 
-    def _get_managed_state(self) -> Optional[Dict[str, Any]]:
+    def _get_managed_state(self) -> dict[str, Any] | None:
         get_state = getattr(self.server, "get_state", None)
         if get_state is None:
             return None
@@ -228,8 +227,15 @@ class HermesAgentLoop:
             logger.warning("[%s] get_state() failed: %s", self.task_id[:8], exc)
             return None
 
-    def _result(self, messages: List[Dict[str, Any]], turns: int, natural: bool, reasoning: List[Optional[str]],
-                tool_errors: List[ToolError], error: Optional[str] = None) -> AgentResult:
+    def _result(
+        self,
+        messages: list[dict[str, Any]],
+        turns: int,
+        natural: bool,
+        reasoning: list[str | None],
+        tool_errors: list[ToolError],
+        error: str | None = None,
+    ) -> AgentResult:
         return AgentResult(
             messages=messages,
             managed_state=self._get_managed_state(),
@@ -240,7 +246,7 @@ class HermesAgentLoop:
             error=error,
         )
 
-    def _fallback_parse(self, content: str) -> Tuple[Optional[str], Optional[List[Any]], List[str]]:
+    def _fallback_parse(self, content: str) -> tuple[str | None, list[Any] | None, list[str]]:
         """Client-side parse of tool calls left in the text (Phase 2 without vLLM)."""
         markers = _PARSER_MARKERS.get(self.tool_call_parser)
         if markers is not None and not any(m in content for m in markers):
@@ -260,14 +266,17 @@ class HermesAgentLoop:
             return content
         try:
             return maybe_persist_tool_result(
-                content=content, tool_name=tool_name, tool_use_id=call_id, task_id=self.task_id,
+                content=content,
+                tool_name=tool_name,
+                tool_use_id=call_id,
+                task_id=self.task_id,
                 config=self.budget_config,
             )
         except Exception as exc:  # noqa: BLE001 - persisting is an optimisation
             logger.warning("[%s] could not persist %s result: %s", self.task_id[:8], tool_name, exc)
             return content
 
-    def _enforce_budget(self, tool_msgs: List[Dict[str, Any]], tool_names: List[str]) -> None:
+    def _enforce_budget(self, tool_msgs: list[dict[str, Any]], tool_names: list[str]) -> None:
         if self.budget_config is None or not tool_msgs:
             return
         try:
@@ -281,7 +290,7 @@ class HermesAgentLoop:
         except Exception as exc:  # noqa: BLE001
             logger.warning("[%s] turn budget enforcement failed: %s", self.task_id[:8], exc)
 
-    async def _dispatch(self, name: str, args: Dict[str, Any], user_task: Optional[str]) -> str:
+    async def _dispatch(self, name: str, args: dict[str, Any], user_task: str | None) -> str:
         loop = asyncio.get_running_loop()
         task_id = self.task_id
         # A thread gives sync backends that call asyncio.run a clean loop.
@@ -291,9 +300,9 @@ class HermesAgentLoop:
 
     # ------------------------------------------------------------------ the loop
 
-    async def run(self, messages: List[Dict[str, Any]]) -> AgentResult:
+    async def run(self, messages: list[dict[str, Any]]) -> AgentResult:
         todo_store = TodoStore()  # lives as long as this run: todos never leak between loops
-        user_task: Optional[str] = None
+        user_task: str | None = None
         for m in messages:
             if m.get("role") == "user":
                 content = m.get("content")
@@ -301,15 +310,15 @@ class HermesAgentLoop:
                     user_task = content.strip()[:_USER_TASK_LIMIT]
                 break
 
-        reasoning_per_turn: List[Optional[str]] = []
-        tool_errors: List[ToolError] = []
+        reasoning_per_turn: list[str | None] = []
+        tool_errors: list[ToolError] = []
         rid = self.task_id
 
         for turn in range(self.max_turns):
             turn_no = turn + 1
             if events.active:
                 events.emit(events.TurnStarted(rollout_id=rid, turn=turn_no))
-            kwargs: Dict[str, Any] = {"messages": messages, "n": 1, "temperature": self.temperature}
+            kwargs: dict[str, Any] = {"messages": messages, "n": 1, "temperature": self.temperature}
             if self.tool_schemas:
                 kwargs["tools"] = self.tool_schemas
             if self.max_tokens is not None:
@@ -348,19 +357,32 @@ class HermesAgentLoop:
                     parsed_from_text = True
                 for problem in parse_errors:
                     # Malformed payloads are dropped by the parser; keep them visible.
-                    tool_errors.append(ToolError(turn=turn_no, tool_name="<unparsed>", arguments="",
-                                                 error=safe_head(problem, 300), tool_result=""))
+                    tool_errors.append(
+                        ToolError(
+                            turn=turn_no,
+                            tool_name="<unparsed>",
+                            arguments="",
+                            error=safe_head(problem, 300),
+                            tool_result="",
+                        )
+                    )
 
             if raw_calls:
                 tool_calls = [_normalise_tool_call(c) for c in raw_calls]
-                assistant: Dict[str, Any] = {"role": "assistant", "content": content or "", "tool_calls": tool_calls}
+                assistant: dict[str, Any] = {"role": "assistant", "content": content or "", "tool_calls": tool_calls}
                 if reasoning:
                     assistant["reasoning_content"] = reasoning
                 messages.append(assistant)
-                self._emit_turn(turn_no, started, content=content, reasoning=reasoning,
-                                n_calls=len(tool_calls), parsed_from_text=parsed_from_text)
+                self._emit_turn(
+                    turn_no,
+                    started,
+                    content=content,
+                    reasoning=reasoning,
+                    n_calls=len(tool_calls),
+                    parsed_from_text=parsed_from_text,
+                )
 
-                tool_msgs: List[Dict[str, Any]] = []
+                tool_msgs: list[dict[str, Any]] = []
                 for call in tool_calls:
                     result = await self._run_one_call(call, turn_no, todo_store, user_task, tool_errors)
                     tool_msg = {"role": "tool", "tool_call_id": call["id"], "content": result}
@@ -369,7 +391,7 @@ class HermesAgentLoop:
                 self._enforce_budget(tool_msgs, [c["function"]["name"] for c in tool_calls])
                 continue
 
-            final: Dict[str, Any] = {"role": "assistant", "content": content or ""}
+            final: dict[str, Any] = {"role": "assistant", "content": content or ""}
             if reasoning:
                 final["reasoning_content"] = reasoning
             messages.append(final)
@@ -378,18 +400,26 @@ class HermesAgentLoop:
 
         return self._result(messages, self.max_turns, False, reasoning_per_turn, tool_errors)
 
-    async def _run_one_call(self, call: Dict[str, Any], turn: int, todo_store: Any, user_task: Optional[str],
-                            tool_errors: List[ToolError]) -> str:
+    async def _run_one_call(
+        self, call: dict[str, Any], turn: int, todo_store: Any, user_task: str | None, tool_errors: list[ToolError]
+    ) -> str:
         name = call["function"]["name"]
         raw_args = call["function"]["arguments"]
         call_id = call["id"]
         rid = self.task_id
         if events.active:
-            events.emit(events.ToolCallStarted(rollout_id=rid, turn=turn, call_id=call_id, tool_name=name,
-                                               args_head=safe_head(raw_args, _HEAD_LIMIT)))
+            events.emit(
+                events.ToolCallStarted(
+                    rollout_id=rid,
+                    turn=turn,
+                    call_id=call_id,
+                    tool_name=name,
+                    args_head=safe_head(raw_args, _HEAD_LIMIT),
+                )
+            )
         started = time.monotonic()
-        error_kind: Optional[str] = None
-        error: Optional[str] = None
+        error_kind: str | None = None
+        error: str | None = None
 
         if name not in self.valid_tool_names:
             error = f"Unknown tool '{name}'. Available tools: {sorted(self.valid_tool_names)}"
@@ -403,8 +433,10 @@ class HermesAgentLoop:
                 error = f"Invalid JSON in tool arguments: {exc}. Please retry with valid JSON."
                 error_kind = "bad_json"
             if error is None and not isinstance(args, dict):
-                error = (f"Invalid JSON in tool arguments: expected a JSON object, got {type(args).__name__}. "
-                         "Please retry with valid JSON.")
+                error = (
+                    f"Invalid JSON in tool arguments: expected a JSON object, got {type(args).__name__}. "
+                    "Please retry with valid JSON."
+                )
                 error_kind = "bad_json"
             if error is not None:
                 result = json.dumps({"error": error})
@@ -425,57 +457,93 @@ class HermesAgentLoop:
                     result = json.dumps(result) if isinstance(result, (dict, list)) else str(result)
                 elapsed = time.monotonic() - started
                 if elapsed > _SLOW_TOOL_S:
-                    logger.warning("[%s] tool %s took %.1fs (tool pool queue depth %d)", rid[:8], name, elapsed,
-                                   tool_pool_queue_depth())
+                    logger.warning(
+                        "[%s] tool %s took %.1fs (tool pool queue depth %d)",
+                        rid[:8],
+                        name,
+                        elapsed,
+                        tool_pool_queue_depth(),
+                    )
 
-        exit_code: Optional[int] = None
+        exit_code: int | None = None
         if error is None:
             # Post-check: any result with "error" is a failed call (timeouts, exit 124, included).
             error, exit_code = _result_error(result)
             if error is not None:
                 error_kind = "timeout" if exit_code == 124 or "timed out" in error.lower() else "tool_error"
         if error is not None:
-            tool_errors.append(ToolError(turn=turn, tool_name=name, arguments=_args_text(raw_args),
-                                         error=safe_head(error, 1000), tool_result=safe_head(result, 1000)))
+            tool_errors.append(
+                ToolError(
+                    turn=turn,
+                    tool_name=name,
+                    arguments=_args_text(raw_args),
+                    error=safe_head(error, 1000),
+                    tool_result=safe_head(result, 1000),
+                )
+            )
 
         result = self._persist(result, name, call_id)
         if events.active:
-            events.emit(events.ToolCallFinished(
-                rollout_id=rid, turn=turn, call_id=call_id, tool_name=name,
-                duration_s=time.monotonic() - started, result_head=safe_head(result, _HEAD_LIMIT),
-                error=safe_head(error, _HEAD_LIMIT) if error else None, error_kind=error_kind, exit_code=exit_code,
-                result_text=safe_head(result, _RESULT_TEXT_LIMIT),
-            ))
+            events.emit(
+                events.ToolCallFinished(
+                    rollout_id=rid,
+                    turn=turn,
+                    call_id=call_id,
+                    tool_name=name,
+                    duration_s=time.monotonic() - started,
+                    result_head=safe_head(result, _HEAD_LIMIT),
+                    error=safe_head(error, _HEAD_LIMIT) if error else None,
+                    error_kind=error_kind,
+                    exit_code=exit_code,
+                    result_text=safe_head(result, _RESULT_TEXT_LIMIT),
+                )
+            )
         return result
 
     @staticmethod
-    def _todo(args: Dict[str, Any], store: TodoStore) -> str:
+    def _todo(args: dict[str, Any], store: TodoStore) -> str:
         return todo_tool(todos=args.get("todos"), merge=bool(args.get("merge", False)), store=store)
 
-    def _emit_turn(self, turn: int, started: float, *, content: Any = None, reasoning: Optional[str] = None,
-                   n_calls: int = 0, parsed_from_text: bool = False, error: Optional[str] = None) -> None:
+    def _emit_turn(
+        self,
+        turn: int,
+        started: float,
+        *,
+        content: Any = None,
+        reasoning: str | None = None,
+        n_calls: int = 0,
+        parsed_from_text: bool = False,
+        error: str | None = None,
+    ) -> None:
         if not events.active:
             return
         if reasoning is None and isinstance(content, str):
             # Phase 2 replies keep their <think> block in the text (the conversation must
             # re-render byte-identically); for display, show it as reasoning.
             reasoning, content = _split_think(content)
-        events.emit(events.TurnFinished(
-            rollout_id=self.task_id, turn=turn, latency_s=time.monotonic() - started,
-            content=safe_head(content or "", _HEAD_LIMIT), reasoning=safe_head(reasoning, _HEAD_LIMIT) if reasoning else None,
-            tool_calls=n_calls, parsed_from_text=parsed_from_text, error=safe_head(error, 500) if error else None,
-        ))
+        events.emit(
+            events.TurnFinished(
+                rollout_id=self.task_id,
+                turn=turn,
+                latency_s=time.monotonic() - started,
+                content=safe_head(content or "", _HEAD_LIMIT),
+                reasoning=safe_head(reasoning, _HEAD_LIMIT) if reasoning else None,
+                tool_calls=n_calls,
+                parsed_from_text=parsed_from_text,
+                error=safe_head(error, 500) if error else None,
+            )
+        )
 
 
 _THINK_RE = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 
 
-def _split_think(content: str) -> Tuple[Optional[str], str]:
+def _split_think(content: str) -> tuple[str | None, str]:
     """``"<think>r</think> answer"`` -> ``("r", "answer")``; anything else unchanged."""
     match = _THINK_RE.match(content)
     if match is None:
         return None, content
-    return (match.group(1).strip() or None), content[match.end():]
+    return (match.group(1).strip() or None), content[match.end() :]
 
 
 __all__ = [

@@ -52,8 +52,9 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Union
 
 # atroposlib is imported inside the functions: apply_offline_defaults() must be
 # callable before transformers / huggingface_hub are imported (they read the
@@ -83,9 +84,9 @@ def default_server_configs(
     base_url: str = DEFAULT_BASE_URL,
     model_name: str = DEFAULT_MODEL_NAME,
     server_type: str = "openai",
-    tokenizer_name: Optional[str] = None,
+    tokenizer_name: str | None = None,
     timeout: int = DEFAULT_TIMEOUT_S,
-) -> List["APIServerConfig"]:
+) -> list[APIServerConfig]:
     """One in-process-friendly server config, as a list (trap 1).
 
     ``tokenizer_name`` matters for ``vllm``/``sglang`` servers, which load a
@@ -118,13 +119,13 @@ def server_configs_for(
     base_url: str = DEFAULT_BASE_URL,
     model_name: str = DEFAULT_MODEL_NAME,
     server_type: str = "openai",
-    tokenizer_name: Optional[str] = None,
-) -> List["APIServerConfig"]:
+    tokenizer_name: str | None = None,
+) -> list[APIServerConfig]:
     """Alias of :func:`default_server_configs` (name used in docs/contracts.md)."""
     return default_server_configs(base_url, model_name, server_type, tokenizer_name)
 
 
-def _fix_one(cfg: Any, index: int, tokenizer_name: Optional[str]) -> "APIServerConfig":
+def _fix_one(cfg: Any, index: int, tokenizer_name: str | None) -> APIServerConfig:
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline
 
     if isinstance(cfg, dict):
@@ -143,7 +144,7 @@ def _fix_one(cfg: Any, index: int, tokenizer_name: Optional[str]) -> "APIServerC
             stacklevel=3,
         )
         cfg = APIServerConfig(**cfg.model_dump(), base_url=DEFAULT_BASE_URL)
-    updates: Dict[str, Any] = {}
+    updates: dict[str, Any] = {}
     if not cfg.api_key:
         updates["api_key"] = _PLACEHOLDER_API_KEY
     if not cfg.base_url:
@@ -162,7 +163,7 @@ def _fix_one(cfg: Any, index: int, tokenizer_name: Optional[str]) -> "APIServerC
     return cfg.model_copy(update=updates) if updates else cfg
 
 
-def fix_server_configs(configs: ServerConfigs, tokenizer_name: Optional[str] = None) -> List["APIServerConfig"]:
+def fix_server_configs(configs: ServerConfigs, tokenizer_name: str | None = None) -> list[APIServerConfig]:
     """Return a list of usable ``APIServerConfig`` (traps 1, 2, 4, 5).
 
     A single config (or ``ServerBaseline``) is wrapped in a list with a
@@ -216,7 +217,7 @@ async def cancel_health_checks(server_manager: Any) -> int:
 # --------------------------------------------------------------------------- process environment
 
 
-def apply_offline_defaults(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def apply_offline_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
     """Set offline-safe env vars unless the user chose otherwise (traps 5, 6, 7).
 
     Returns what was set. ``WANDB_MODE`` is left alone when already set;
@@ -273,7 +274,7 @@ def tame_atroposlib_logging(level: int = logging.WARNING, stream: Any = None) ->
 
 def drop_reason(
     group: Any, config: Any, max_token_len: int = -1, abort_on_any_max_length_exceeded: bool = True
-) -> Optional[Tuple[str, str]]:
+) -> tuple[str, str] | None:
     """Why ``BaseEnv.handle_send_to_api`` would silently skip ``group`` (same checks,
     same order), as ``(code, detail)``; None when it would be kept. atroposlib only
     logs these, so the console calls this to account for every dropped item."""
@@ -298,7 +299,7 @@ def drop_reason(
     return None
 
 
-def _first_bad_score(scores: Any) -> Optional[Any]:
+def _first_bad_score(scores: Any) -> Any | None:
     """The first score that is not a finite real number (None when all are)."""
     for score in scores:
         try:
@@ -341,10 +342,10 @@ class ConversationTokens:
     those turns are trained only as far as the two renderings agree.
     """
 
-    tokens: List[int]
-    masks: List[int]
-    spans: List[Tuple[int, int]] = field(default_factory=list)
-    span_messages: List[int] = field(default_factory=list)
+    tokens: list[int]
+    masks: list[int]
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    span_messages: list[int] = field(default_factory=list)
     drift: int = 0
 
 
@@ -359,8 +360,8 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def render_conversation(
     tokenizer: Any,
-    messages: List[Dict[str, Any]],
-    tools: Optional[List[Dict[str, Any]]] = None,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
     prompt_messages: int = 0,
 ) -> ConversationTokens:
     """Tokens of the whole conversation, every assistant turn trained (trap 8).
@@ -396,8 +397,14 @@ def render_conversation(
     return out
 
 
-def _turn_span_by_tokens(tokenizer: Any, messages: List[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]],
-                         tokens: List[int], i: int, out: ConversationTokens) -> Tuple[int, int]:
+def _turn_span_by_tokens(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    tokens: list[int],
+    i: int,
+    out: ConversationTokens,
+) -> tuple[int, int]:
     """The upstream way: tokenize the conversation up to turn ``i`` twice (exact, O(n) per turn)."""
     from environments.tokenizer import chat_token_ids
 
@@ -407,8 +414,12 @@ def _turn_span_by_tokens(tokenizer: Any, messages: List[Dict[str, Any]], tools: 
     agreed = _common_prefix(through, tokens)
     if _common_prefix(before, through) < start or agreed < end:
         out.drift += 1
-        logger.warning("chat template renders assistant turn %d differently inside the whole conversation; "
-                       "training only the %d tokens where both renderings agree", i, max(0, agreed - start))
+        logger.warning(
+            "chat template renders assistant turn %d differently inside the whole conversation; "
+            "training only the %d tokens where both renderings agree",
+            i,
+            max(0, agreed - start),
+        )
         end = min(end, agreed)
     return start, end
 
@@ -420,14 +431,16 @@ class _TextBoundaries:
     token boundary there (then tokenizing the prefix alone gives those same tokens);
     otherwise the turn takes the exact per-turn tokenization."""
 
-    def __init__(self, tokenizer: Any, messages: List[Dict[str, Any]], tools: Any, text: str,
-                 boundaries: Dict[int, int]) -> None:
+    def __init__(
+        self, tokenizer: Any, messages: list[dict[str, Any]], tools: Any, text: str, boundaries: dict[int, int]
+    ) -> None:
         self.tokenizer, self.messages, self.tools = tokenizer, messages, tools
         self.text, self.boundaries = text, boundaries
 
     @classmethod
-    def build(cls, tokenizer: Any, messages: List[Dict[str, Any]], tools: Any,
-              tokens: List[int]) -> Optional["_TextBoundaries"]:
+    def build(
+        cls, tokenizer: Any, messages: list[dict[str, Any]], tools: Any, tokens: list[int]
+    ) -> _TextBoundaries | None:
         try:
             text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)
             enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -435,24 +448,30 @@ class _TextBoundaries:
             return None
         if list(enc["input_ids"]) != tokens:
             return None
-        boundaries: Dict[int, int] = {}
+        boundaries: dict[int, int] = {}
         for index, (start, _end) in enumerate(enc["offset_mapping"]):
             boundaries.setdefault(int(start), index)
         boundaries[len(text)] = len(tokens)
         return cls(tokenizer, messages, tools, text, boundaries)
 
-    def _end_of(self, prefix: str) -> Optional[int]:
+    def _end_of(self, prefix: str) -> int | None:
         if not self.text.startswith(prefix):
             return None
         index = self.boundaries.get(len(prefix))
         return index
 
-    def span(self, i: int) -> Optional[Tuple[int, int]]:
+    def span(self, i: int) -> tuple[int, int] | None:
         try:
-            before = (self.tokenizer.apply_chat_template(self.messages[:i], tools=self.tools or None, tokenize=False,
-                                                         add_generation_prompt=True) if i else "")
-            through = self.tokenizer.apply_chat_template(self.messages[: i + 1], tools=self.tools or None,
-                                                         tokenize=False)
+            before = (
+                self.tokenizer.apply_chat_template(
+                    self.messages[:i], tools=self.tools or None, tokenize=False, add_generation_prompt=True
+                )
+                if i
+                else ""
+            )
+            through = self.tokenizer.apply_chat_template(
+                self.messages[: i + 1], tools=self.tools or None, tokenize=False
+            )
         except Exception:  # noqa: BLE001
             return None
         start = self._end_of(before) if before else 0
@@ -464,10 +483,10 @@ class _TextBoundaries:
 
 def tokenize_conversation(
     tokenizer: Any,
-    messages: List[Dict[str, Any]],
-    tools: Optional[List[Dict[str, Any]]] = None,
-    prompt_messages: Optional[int] = None,
-) -> Tuple[List[int], List[int]]:
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    prompt_messages: int | None = None,
+) -> tuple[list[int], list[int]]:
     """Tokens and masks for a finished conversation (trap 8); see :func:`render_conversation`.
 
     Every assistant turn at index >= ``prompt_messages`` (default 0: all of them)
@@ -501,7 +520,7 @@ def strip_end_of_turn(text: str, end_tokens: Sequence[str]) -> str:
     return text
 
 
-def with_sampled_text(messages: List[Dict[str, Any]], sampled: Dict[int, str]) -> List[Dict[str, Any]]:
+def with_sampled_text(messages: list[dict[str, Any]], sampled: dict[int, str]) -> list[dict[str, Any]]:
     """``messages`` with each assistant reply at a known index replaced by its exact sampled text."""
     out = list(messages)
     for index, text in sampled.items():
@@ -510,7 +529,7 @@ def with_sampled_text(messages: List[Dict[str, Any]], sampled: Dict[int, str]) -
     return out
 
 
-def _renders_same(tokenizer: Any, a: Dict[str, Any], b: Dict[str, Any], tools: Optional[List[Dict[str, Any]]]) -> bool:
+def _renders_same(tokenizer: Any, a: dict[str, Any], b: dict[str, Any], tools: list[dict[str, Any]] | None) -> bool:
     probe = [{"role": "user", "content": "x"}]
     try:
         ra = tokenizer.apply_chat_template(probe + [a], tools=tools or None, tokenize=False)
@@ -522,10 +541,10 @@ def _renders_same(tokenizer: Any, a: Dict[str, Any], b: Dict[str, Any], tools: O
 
 def sampled_messages(
     tokenizer: Any,
-    messages: List[Dict[str, Any]],
-    sampled: Dict[int, str],
-    tools: Optional[List[Dict[str, Any]]] = None,
-) -> List[Dict[str, Any]]:
+    messages: list[dict[str, Any]],
+    sampled: dict[int, str],
+    tools: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Phase 2 ``messages`` whose template rendering is what was sampled.
 
     Reasoning goes to ``reasoning_content`` (as in Phase 1). An assistant message
@@ -543,7 +562,7 @@ def sampled_messages(
         reasoning, rest = None, text
         match = _THINK_SPLIT.match(text)
         if match:
-            reasoning, rest = match.group(1), text[match.end():]
+            reasoning, rest = match.group(1), text[match.end() :]
         candidates = []
         if original.get("tool_calls"):
             structured = {k: v for k, v in original.items() if k not in ("content", "reasoning_content")}
@@ -569,25 +588,25 @@ def sampled_messages(
 class Trajectory:
     """One Phase 2 rollout as a trainer sees it."""
 
-    tokens: List[int]
-    masks: List[int]
-    logprobs: List[float]
+    tokens: list[int]
+    masks: list[int]
+    logprobs: list[float]
     node_count: int
     drift: int = 0  # times the prefix broke (extra nodes)
     lost_turns: int = 0  # sampled turns that could not be placed in the final sequence
 
 
-def _find(haystack: List[int], needle: List[int], start: int) -> int:
+def _find(haystack: list[int], needle: list[int], start: int) -> int:
     n = len(needle)
     for j in range(start, len(haystack) - n + 1):
-        if haystack[j: j + n] == needle:
+        if haystack[j : j + n] == needle:
             return j
     return -1
 
 
-def trained_runs(masks: Sequence[int]) -> List[Tuple[int, int]]:
+def trained_runs(masks: Sequence[int]) -> list[tuple[int, int]]:
     """``[start, end)`` of each maximal run of trained (mask != -100) positions."""
-    runs: List[Tuple[int, int]] = []
+    runs: list[tuple[int, int]] = []
     start = None
     for i, mask in enumerate(list(masks) + [-100]):
         if mask != -100 and start is None:
@@ -616,8 +635,11 @@ def merge_nodes(nodes: Sequence[Any]) -> Trajectory:
     traj = Trajectory(tokens, masks, logprobs, node_count=len(nodes), drift=len(nodes) - 1)
     if len(nodes) == 1:
         return traj
-    logger.warning("Phase 2 prefix broke %d time(s) in one rollout (ManagedServer made %d nodes); merging them",
-                   len(nodes) - 1, len(nodes))
+    logger.warning(
+        "Phase 2 prefix broke %d time(s) in one rollout (ManagedServer made %d nodes); merging them",
+        len(nodes) - 1,
+        len(nodes),
+    )
     own = trained_runs(masks)
     limit = own[0][0] if own else len(tokens)  # earlier turns sit before the last node's own completions
     pos = 0
@@ -628,12 +650,13 @@ def merge_nodes(nodes: Sequence[Any]) -> Trajectory:
             if j < 0:
                 traj.lost_turns += 1
                 continue
-            masks[j: j + len(segment)] = segment
-            logprobs[j: j + len(segment)] = list(node.logprobs[a:b])
+            masks[j : j + len(segment)] = segment
+            logprobs[j : j + len(segment)] = list(node.logprobs[a:b])
             pos = j + len(segment)
     if traj.lost_turns:
-        logger.warning("Phase 2: %d sampled turn(s) could not be placed in the final sequence and are not trained",
-                       traj.lost_turns)
+        logger.warning(
+            "Phase 2: %d sampled turn(s) could not be placed in the final sequence and are not trained", traj.lost_turns
+        )
     return traj
 
 
@@ -643,7 +666,7 @@ def complete_to_rendering(tokenizer: Any, traj: Trajectory, rendered: str) -> bo
     text = tokenizer.decode(traj.tokens, skip_special_tokens=False)
     if not rendered.startswith(text):
         return False
-    tail = rendered[len(text):]
+    tail = rendered[len(text) :]
     if tail:
         extra = list(tokenizer.encode(tail, add_special_tokens=False))
         traj.tokens.extend(extra)

@@ -18,12 +18,13 @@ import contextvars
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Type
+from typing import Any, ClassVar
 
 Observer = Callable[["Event"], None]
 
-_EVENT_TYPES: Dict[str, Type["Event"]] = {}
+_EVENT_TYPES: dict[str, type[Event]] = {}
 
 
 def _now() -> float:
@@ -43,13 +44,13 @@ class Event:
         if kind:
             _EVENT_TYPES[kind] = cls
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["kind"] = self.kind
         return data
 
 
-def event_from_dict(data: Dict[str, Any]) -> Event:
+def event_from_dict(data: dict[str, Any]) -> Event:
     """Rebuild an event from ``to_dict`` output. Unknown keys are ignored so
     logs written by a newer version still replay."""
     kind = data.get("kind")
@@ -70,16 +71,16 @@ class GroupStarted(Event):
     item_summary: str
     group_size: int
     phase: int  # 1 = OpenAI-compatible chat, 2 = ManagedServer (/generate)
-    toolsets: List[str] = field(default_factory=list)
+    toolsets: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GroupFinished(Event):
     kind: ClassVar[str] = "group_finished"
     group_id: str
-    scores: List[float] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
     duration_s: float = 0.0
-    error: Optional[str] = None  # set when the whole group failed
+    error: str | None = None  # set when the whole group failed
 
 
 # --------------------------------------------------------------------------- rollouts
@@ -115,12 +116,12 @@ class RolloutFinished(Event):
     trainable_turns: int = 0  # trained runs (one per assistant turn when healthy)
     assistant_turns: int = 0
     drift_count: int = 0  # prefix breaks / re-render mismatches / turns that could not be trained
-    trained_run_tokens: List[int] = field(default_factory=list)  # tokens of each trained run, in order
-    trained_run_logprob: List[float] = field(default_factory=list)  # Phase 2: mean logprob of each run
-    reward_error: Optional[str] = None  # compute_reward raised (reward forced to 0.0)
-    error: Optional[str] = None  # the loop ended on an API error / empty reply
+    trained_run_tokens: list[int] = field(default_factory=list)  # tokens of each trained run, in order
+    trained_run_logprob: list[float] = field(default_factory=list)  # Phase 2: mean logprob of each run
+    reward_error: str | None = None  # compute_reward raised (reward forced to 0.0)
+    error: str | None = None  # the loop ended on an API error / empty reply
     reward_s: float = 0.0  # time spent in compute_reward
-    reward_details: Dict[str, Any] = field(default_factory=dict)  # the env's explanation (ctx.reward_details)
+    reward_details: dict[str, Any] = field(default_factory=dict)  # the env's explanation (ctx.reward_details)
 
 
 # --------------------------------------------------------------------------- turns
@@ -140,10 +141,10 @@ class TurnFinished(Event):
     turn: int
     latency_s: float
     content: str = ""  # redacted, truncated
-    reasoning: Optional[str] = None  # redacted, truncated
+    reasoning: str | None = None  # redacted, truncated
     tool_calls: int = 0
     parsed_from_text: bool = False  # tool calls came from the client-side parser
-    error: Optional[str] = None  # API error / empty reply that ended the loop
+    error: str | None = None  # API error / empty reply that ended the loop
 
 
 # --------------------------------------------------------------------------- tools
@@ -168,9 +169,9 @@ class ToolCallFinished(Event):
     tool_name: str
     duration_s: float
     result_head: str = ""  # redacted, truncated
-    error: Optional[str] = None
-    error_kind: Optional[str] = None  # unknown_tool | bad_json | dispatch | timeout | tool_error
-    exit_code: Optional[int] = None
+    error: str | None = None
+    error_kind: str | None = None  # unknown_tool | bad_json | dispatch | timeout | tool_error
+    exit_code: int | None = None
     result_text: str = ""  # the result the model saw (redacted, bounded; the transcript expands it)
 
 
@@ -225,7 +226,7 @@ class SandboxClosed(Event):
     kind: ClassVar[str] = "sandbox_closed"
     task_id: str
     reason: str  # cleanup | idle_reaped | killed | exit
-    error: Optional[str] = None
+    error: str | None = None
 
 
 # --------------------------------------------------------------------------- item accounting
@@ -255,15 +256,13 @@ class ItemFailed(Event):
 
 # A host that drives the env sets these before calling collect_trajectories so
 # the env's events carry the host's ids; without a host the env makes its own.
-current_group_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
-    "hermes_current_group_id", default=None
-)
-current_phase: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("hermes_current_phase", default=None)
+current_group_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_current_group_id", default=None)
+current_phase: contextvars.ContextVar[int | None] = contextvars.ContextVar("hermes_current_phase", default=None)
 
 
 # --------------------------------------------------------------------------- emission
 
-_observers: List[Observer] = []
+_observers: list[Observer] = []
 _observers_lock = threading.Lock()
 # Fast-path flag read without the lock: emitting sites check it before
 # building an event at all.
@@ -295,4 +294,3 @@ def emit(event: Event) -> None:
             observer(event)
         except Exception:  # noqa: BLE001 - observers are best effort by design
             pass
-

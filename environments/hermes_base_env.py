@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import contextvars
+import copy
 import logging
 import os
 import threading
 import time
 import uuid
 from abc import abstractmethod
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any
 
 from environments.atropos_compat import apply_offline_defaults
 
@@ -64,7 +64,6 @@ from environments.atropos_compat import (  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
-
 from environments.tool_context import ToolContext  # noqa: E402
 from environments.tools import get_tool_definitions  # noqa: E402
 from environments.tools.budget import BudgetConfig  # noqa: E402
@@ -74,12 +73,12 @@ apply_patches()
 
 logger = logging.getLogger(__name__)
 
-ToolSpec = Tuple[List[Dict[str, Any]], Set[str]]
+ToolSpec = tuple[list[dict[str, Any]], set[str]]
 
 # The tools of the group a rollout belongs to. asyncio tasks copy the context
 # when created, so each group's rollouts see their own group's value.
-_group_tools: contextvars.ContextVar[Optional[ToolSpec]] = contextvars.ContextVar("hermes_group_tools", default=None)
-_group_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_group_id", default=None)
+_group_tools: contextvars.ContextVar[ToolSpec | None] = contextvars.ContextVar("hermes_group_tools", default=None)
+_group_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_group_id", default=None)
 
 _TOOL_ERROR_BUFFER_MAX = 500
 _PLACEHOLDER_MAX_TOKENS = 128
@@ -92,20 +91,20 @@ class HermesAgentEnvConfig(BaseEnvConfig):
         default_factory=local_tokenizer_path,
         description="Tokenizer directory or Hub name; defaults to the local tiny tokenizer (no Hub access).",
     )
-    enabled_toolsets: Optional[List[str]] = Field(default=None, description="Toolsets to enable; None means all.")
-    disabled_toolsets: Optional[List[str]] = Field(default=None, description="Toolsets removed last.")
-    distribution: Optional[str] = Field(
+    enabled_toolsets: list[str] | None = Field(default=None, description="Toolsets to enable; None means all.")
+    disabled_toolsets: list[str] | None = Field(default=None, description="Toolsets removed last.")
+    distribution: str | None = Field(
         default=None, description="Toolset distribution sampled once per group; wins over enabled_toolsets."
     )
     max_agent_turns: int = Field(default=30, ge=1, description="Maximum LLM calls per rollout.")
-    system_prompt: Optional[str] = Field(default=None, description="Optional system message.")
+    system_prompt: str | None = Field(default=None, description="Optional system message.")
     agent_temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of the agent.")
     terminal_backend: str = Field(default="local", description="Sandbox backend (local, bwrap, docker, ...).")
     terminal_timeout: int = Field(default=120, ge=1, description="Per-command timeout (TERMINAL_TIMEOUT).")
     terminal_lifetime: int = Field(
         default=3600, ge=1, description="Idle seconds before a sandbox is reaped (TERMINAL_LIFETIME_SECONDS)."
     )
-    dataset_name: Optional[str] = Field(default=None, description="Dataset name or path.")
+    dataset_name: str | None = Field(default=None, description="Dataset name or path.")
     dataset_split: str = Field(default="train", description="Dataset split.")
     prompt_field: str = Field(default="prompt", description="Field holding the prompt.")
     tool_pool_size: int = Field(default=128, ge=1, description="Threads in the tool pool.")
@@ -113,8 +112,8 @@ class HermesAgentEnvConfig(BaseEnvConfig):
     default_result_size_chars: int = Field(default=100_000, ge=1, description="Tool-result persistence threshold.")
     turn_budget_chars: int = Field(default=200_000, ge=1, description="Per-turn aggregate tool-result budget.")
     preview_size_chars: int = Field(default=1_500, ge=0, description="Preview size of persisted results.")
-    tool_result_overrides: Optional[Dict[str, int]] = Field(default=None, description="Per-tool thresholds.")
-    extra_body: Optional[Dict[str, Any]] = Field(default=None, description="Passed through to chat_completion.")
+    tool_result_overrides: dict[str, int] | None = Field(default=None, description="Per-tool thresholds.")
+    extra_body: dict[str, Any] | None = Field(default=None, description="Passed through to chat_completion.")
     allow_placeholder_tokens: bool = Field(
         default=False,
         description="Allow a tokenizer without a chat template (placeholder tokens, untrainable: SFT/messages only). "
@@ -155,7 +154,7 @@ def _item_summary(item: Any) -> str:
 _PROMPT_LIMIT = 4_000
 
 
-def _prompt_fields(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
+def _prompt_fields(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The system and first user message of a rollout, for the console's transcript."""
     out = {"system_prompt": "", "prompt": ""}
     for msg in messages:
@@ -166,21 +165,21 @@ def _prompt_fields(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def _reward_details(details: Any) -> Dict[str, Any]:
+def _reward_details(details: Any) -> dict[str, Any]:
     """ctx.reward_details as small plain data (numbers stay numbers, anything else is text)."""
     if not isinstance(details, dict):
         return {}
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for key, value in list(details.items())[:20]:
         ok = isinstance(value, (int, float, bool)) or value is None
         out[safe_head(str(key), 80)] = value if ok else safe_head(value, 300)
     return out
 
 
-def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple[List[int], List[int]]:
+def _placeholder_tokens(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
     """Upstream's untrainable stand-in tokens: mask only the first position."""
     text = "\n".join(str(m.get("content")) for m in messages if m.get("content"))
-    tokens: List[int] = []
+    tokens: list[int] = []
     if tokenizer is not None:
         try:
             tokens = list(tokenizer.encode(text, add_special_tokens=True))
@@ -193,7 +192,7 @@ def _placeholder_tokens(tokenizer: Any, messages: List[Dict[str, Any]]) -> Tuple
 
 _NO_COPY = object()  # the tokenizer could not be copied for the off-loop worker
 
-_cleanup_threads: Set[threading.Thread] = set()
+_cleanup_threads: set[threading.Thread] = set()
 _cleanup_threads_lock = threading.Lock()
 
 
@@ -251,7 +250,7 @@ class _StripSpecialTokens:
         specials = getattr(tokenizer, "all_special_tokens", None) or []
         self._specials = tuple(t for t in specials if t)
         # message index the reply was appended at -> exact sampled text (no end-of-turn token)
-        self.sampled: Dict[int, str] = {}
+        self.sampled: dict[int, str] = {}
 
     def get_state(self) -> Any:
         state = self._managed.get_state()
@@ -293,14 +292,14 @@ class HermesAgentBaseEnv(BaseEnv):
     """Base class for agentic Atropos envs. Implement setup, get_next_item,
     format_prompt, compute_reward and evaluate."""
 
-    name: Optional[str] = "hermes-agent"
+    name: str | None = "hermes-agent"
     env_config_cls = HermesAgentEnvConfig
     max_token_len: int  # set by BaseEnv.__init__ (the trainer's limit, or -1 without one)
 
     def __init__(
         self,
         config: HermesAgentEnvConfig,
-        server_configs: Union[ServerBaseline, List[APIServerConfig]],
+        server_configs: ServerBaseline | list[APIServerConfig],
         slurm: bool = False,
         testing: bool = False,
     ) -> None:
@@ -317,18 +316,20 @@ class HermesAgentBaseEnv(BaseEnv):
         self._configure_sandboxes(config)
         logger.info(
             "terminal: backend=%s timeout=%ss lifetime=%ss",
-            config.terminal_backend, config.terminal_timeout, config.terminal_lifetime,
+            config.terminal_backend,
+            config.terminal_timeout,
+            config.terminal_lifetime,
         )
 
         resize_tool_pool(config.tool_pool_size)
         if hasattr(self.server, "tool_parser"):
             self.server.tool_parser = config.tool_call_parser
 
-        self._current_group_tools: Optional[ToolSpec] = None
-        self._tool_error_buffer: List[Dict[str, Any]] = []
+        self._current_group_tools: ToolSpec | None = None
+        self._tool_error_buffer: list[dict[str, Any]] = []
         self.reward_errors = 0
         self.rollout_errors = 0
-        self._group_ids: Dict[int, str] = {}
+        self._group_ids: dict[int, str] = {}
         if self.max_token_len <= 0:
             # Without a trainer atroposlib warns on every group (trap 7).
             self.max_token_len = sensible_max_token_len(config.max_token_length, config.max_agent_turns)
@@ -339,8 +340,11 @@ class HermesAgentBaseEnv(BaseEnv):
             return
         name = getattr(config, "tokenizer_name", None) or getattr(self.tokenizer, "name_or_path", "?")
         if getattr(config, "allow_placeholder_tokens", False):
-            logger.warning("tokenizer %s has no chat template: rollouts get placeholder tokens (not trainable); "
-                           "allowed by allow_placeholder_tokens", name)
+            logger.warning(
+                "tokenizer %s has no chat template: rollouts get placeholder tokens (not trainable); "
+                "allowed by allow_placeholder_tokens",
+                name,
+            )
             return
         raise ValueError(
             f"tokenizer {name!r} has no chat_template, so conversations cannot be turned into training tokens; "
@@ -356,12 +360,13 @@ class HermesAgentBaseEnv(BaseEnv):
             return
         configure = getattr(sandboxes, "configure", None)
         if configure is not None:
-            configure(backend=config.terminal_backend, timeout=config.terminal_timeout,
-                      lifetime=config.terminal_lifetime)
+            configure(
+                backend=config.terminal_backend, timeout=config.terminal_timeout, lifetime=config.terminal_lifetime
+            )
 
     # ------------------------------------------------------------------ tools
 
-    def _resolve_group_toolsets(self) -> Optional[List[str]]:
+    def _resolve_group_toolsets(self) -> list[str] | None:
         """The toolsets for one group: a distribution sample, else enabled_toolsets."""
         if self.config.distribution:
             return list(sample_toolsets_from_distribution(self.config.distribution))
@@ -370,7 +375,7 @@ class HermesAgentBaseEnv(BaseEnv):
             return None
         return list(self.config.enabled_toolsets)
 
-    def _tools_for_toolsets(self, toolsets: Optional[List[str]]) -> ToolSpec:
+    def _tools_for_toolsets(self, toolsets: list[str] | None) -> ToolSpec:
         schemas = get_tool_definitions(
             enabled_toolsets=toolsets, disabled_toolsets=self.config.disabled_toolsets, quiet_mode=True
         )
@@ -389,10 +394,10 @@ class HermesAgentBaseEnv(BaseEnv):
 
     # ------------------------------------------------------------------ groups
 
-    async def collect_trajectories(self, item: Item) -> Tuple[Optional[ScoredDataGroup], List[Item]]:
+    async def collect_trajectories(self, item: Item) -> tuple[ScoredDataGroup | None, list[Item]]:
         group_id = events.current_group_id.get() or str(uuid.uuid4())
         phase = 2 if self._use_managed_server() else 1
-        toolsets: List[str] = []
+        toolsets: list[str] = []
         if type(self)._resolve_tools_for_group is HermesAgentBaseEnv._resolve_tools_for_group:
             resolved = self._resolve_group_toolsets()
             toolsets = list(resolved) if resolved else ["all"]
@@ -404,11 +409,18 @@ class HermesAgentBaseEnv(BaseEnv):
         gid_token = _group_id.set(group_id)
         started = time.monotonic()
         if events.active:
-            events.emit(events.GroupStarted(group_id=group_id, item_summary=_item_summary(item),
-                                            group_size=self.config.group_size, phase=phase, toolsets=toolsets))
-        group: Optional[ScoredDataGroup] = None
-        error: Optional[str] = None
-        extras: Dict[int, List[float]] = {}
+            events.emit(
+                events.GroupStarted(
+                    group_id=group_id,
+                    item_summary=_item_summary(item),
+                    group_size=self.config.group_size,
+                    phase=phase,
+                    toolsets=toolsets,
+                )
+            )
+        group: ScoredDataGroup | None = None
+        error: str | None = None
+        extras: dict[int, list[float]] = {}
         extras_token = _rollout_extras.set(extras)
         try:
             group, backlog = await super().collect_trajectories(item)
@@ -425,12 +437,17 @@ class HermesAgentBaseEnv(BaseEnv):
             _group_id.reset(gid_token)
             if events.active:
                 scores = list(group.get("scores") or []) if group else []
-                events.emit(events.GroupFinished(group_id=group_id, scores=scores,
-                                                 duration_s=time.monotonic() - started,
-                                                 error=safe_head(error, 500) if error else None))
+                events.emit(
+                    events.GroupFinished(
+                        group_id=group_id,
+                        scores=scores,
+                        duration_s=time.monotonic() - started,
+                        error=safe_head(error, 500) if error else None,
+                    )
+                )
 
     @staticmethod
-    def _attach_inference_logprobs(group: ScoredDataGroup, extras: Dict[int, List[float]]) -> None:
+    def _attach_inference_logprobs(group: ScoredDataGroup, extras: dict[int, list[float]]) -> None:
         # BaseEnv.collect_trajectories drops per-item keys it does not know; the
         # token lists are the same objects, so they map items back.
         tokens = group.get("tokens") or []
@@ -448,8 +465,8 @@ class HermesAgentBaseEnv(BaseEnv):
     async def prepare_rollout(self, item: Item, ctx: Any) -> None:
         """Hook (ours, optional): runs in the rollout's sandbox before the agent starts."""
 
-    def _build_messages(self, item: Item) -> List[Dict[str, Any]]:
-        messages: List[Dict[str, Any]] = []
+    def _build_messages(self, item: Item) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
         if self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
         messages.append({"role": "user", "content": self.format_prompt(item)})
@@ -469,13 +486,18 @@ class HermesAgentBaseEnv(BaseEnv):
             tool_call_parser=self.config.tool_call_parser,
         )
 
-    async def _run_agent(self, messages: List[Dict[str, Any]], tools: ToolSpec, task_id: str) -> Tuple[AgentResult, int]:
+    async def _run_agent(
+        self, messages: list[dict[str, Any]], tools: ToolSpec, task_id: str
+    ) -> tuple[AgentResult, int]:
         """Run the loop; returns (result, phase actually used)."""
         if self._use_managed_server():
             async with contextlib.AsyncExitStack() as stack:
                 try:
-                    managed = await stack.enter_async_context(self.server.managed_server(
-                        tokenizer=self.tokenizer, preserve_think_blocks=bool(self.config.thinking_mode)))
+                    managed = await stack.enter_async_context(
+                        self.server.managed_server(
+                            tokenizer=self.tokenizer, preserve_think_blocks=bool(self.config.thinking_mode)
+                        )
+                    )
                 except NotImplementedError as exc:
                     logger.warning("managed_server unavailable (%s); falling back to direct chat (Phase 1)", exc)
                 else:
@@ -483,8 +505,9 @@ class HermesAgentBaseEnv(BaseEnv):
                     return await self._make_loop(server, tools, task_id).run(messages), 2
         return await self._make_loop(self.server, tools, task_id).run(messages), 1
 
-    def _tokens_for(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
-                    tools: ToolSpec, tokenizer: Any = None) -> Dict[str, Any]:
+    def _tokens_for(
+        self, result: AgentResult | None, messages: list[dict[str, Any]], tools: ToolSpec, tokenizer: Any = None
+    ) -> dict[str, Any]:
         """tokens/masks (+ logprobs) for the scored item, how they were made, and data health.
 
         Phase 2 also returns ``messages`` rewritten so they render to the sampled text.
@@ -493,26 +516,51 @@ class HermesAgentBaseEnv(BaseEnv):
         state = result.managed_state if result is not None else None
         nodes = (state.get("nodes") or []) if isinstance(state, dict) else []
         assistant_turns = sum(1 for m in messages if m.get("role") == "assistant")
-        if nodes and isinstance(state, dict) and not any((getattr(n, "metadata", None) or {}).get("dummy_tokens") for n in nodes):
+        if (
+            nodes
+            and isinstance(state, dict)
+            and not any((getattr(n, "metadata", None) or {}).get("dummy_tokens") for n in nodes)
+        ):
             return self._phase2_tokens(nodes, state, messages, tools, assistant_turns, tokenizer)
         if nodes:  # DummyManagedServer: placeholder ids, never real data
             last = nodes[-1]
-            return self._health({"tokens": list(last.tokens), "masks": list(last.masked_tokens),
-                                 "node_count": len(nodes), "placeholder": True}, assistant_turns)
+            return self._health(
+                {
+                    "tokens": list(last.tokens),
+                    "masks": list(last.masked_tokens),
+                    "node_count": len(nodes),
+                    "placeholder": True,
+                },
+                assistant_turns,
+            )
         if tokenizer is not None and getattr(tokenizer, "chat_template", None):
             try:
                 rendered = render_conversation(tokenizer, messages, tools=tools[0] or None)
                 if rendered.tokens:
-                    return self._health({"tokens": rendered.tokens, "masks": rendered.masks, "node_count": 0,
-                                         "placeholder": False, "drift": rendered.drift}, assistant_turns)
+                    return self._health(
+                        {
+                            "tokens": rendered.tokens,
+                            "masks": rendered.masks,
+                            "node_count": 0,
+                            "placeholder": False,
+                            "drift": rendered.drift,
+                        },
+                        assistant_turns,
+                    )
             except Exception as exc:  # noqa: BLE001 - odd templates fall back to placeholders, flagged
                 logger.warning("chat-template tokenization failed (%s); using placeholder tokens", exc)
         tokens, masks = _placeholder_tokens(tokenizer, messages)
-        return self._health({"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True},
-                            assistant_turns)
+        return self._health({"tokens": tokens, "masks": masks, "node_count": 0, "placeholder": True}, assistant_turns)
 
-    def _phase2_tokens(self, nodes: List[Any], state: Dict[str, Any], messages: List[Dict[str, Any]],
-                       tools: ToolSpec, assistant_turns: int, tokenizer: Any = None) -> Dict[str, Any]:
+    def _phase2_tokens(
+        self,
+        nodes: list[Any],
+        state: dict[str, Any],
+        messages: list[dict[str, Any]],
+        tools: ToolSpec,
+        assistant_turns: int,
+        tokenizer: Any = None,
+    ) -> dict[str, Any]:
         tokenizer = self.tokenizer if tokenizer is None else tokenizer
         traj = merge_nodes(nodes)
         sampled = state.get("sampled_turns") or {}
@@ -526,15 +574,21 @@ class HermesAgentBaseEnv(BaseEnv):
                     logger.warning("Phase 2 tokens do not decode to the template rendering of the messages")
             except Exception as exc:  # noqa: BLE001 - the data is still the sampled tokens
                 logger.warning("could not render Phase 2 messages with the chat template: %s", exc)
-        out: Dict[str, Any] = {"tokens": traj.tokens, "masks": traj.masks, "node_count": traj.node_count,
-                               "placeholder": False, "drift": traj.drift + traj.lost_turns,
-                               "messages": out_messages}
+        out: dict[str, Any] = {
+            "tokens": traj.tokens,
+            "masks": traj.masks,
+            "node_count": traj.node_count,
+            "placeholder": False,
+            "drift": traj.drift + traj.lost_turns,
+            "messages": out_messages,
+        }
         if len(traj.logprobs) == len(traj.tokens):
             out["logprobs"] = traj.logprobs
         return self._health(out, assistant_turns)
 
-    async def _tokens_off_loop(self, result: Optional[AgentResult], messages: List[Dict[str, Any]],
-                               tools: ToolSpec) -> Dict[str, Any]:
+    async def _tokens_off_loop(
+        self, result: AgentResult | None, messages: list[dict[str, Any]], tools: ToolSpec
+    ) -> dict[str, Any]:
         """``_tokens_for`` in a worker thread: a long rollout's tokenisation (seconds for a
         multi-megabyte conversation) must not stall every other rollout on the loop. The worker
         uses its own copy of the tokenizer (a fast tokenizer must not be used from two threads
@@ -543,7 +597,7 @@ class HermesAgentBaseEnv(BaseEnv):
         if copy_ is _NO_COPY:  # could not copy the tokenizer: stay on the loop rather than race
             return self._tokens_for(result, messages, tools)
 
-        def work() -> Dict[str, Any]:
+        def work() -> dict[str, Any]:
             with self._tokenize_lock:
                 return self._tokens_for(result, messages, tools, copy_)
 
@@ -566,7 +620,7 @@ class HermesAgentBaseEnv(BaseEnv):
         return self.__dict__.setdefault("_tokenize_lock_obj", threading.Lock())
 
     @staticmethod
-    def _health(out: Dict[str, Any], assistant_turns: int) -> Dict[str, Any]:
+    def _health(out: dict[str, Any], assistant_turns: int) -> dict[str, Any]:
         """Data-health figures of one rollout (trained tokens and turns, drift)."""
         masks = out["masks"]
         runs = [] if out["placeholder"] else trained_runs(masks)
@@ -574,26 +628,31 @@ class HermesAgentBaseEnv(BaseEnv):
         out["trainable_turns"] = len(runs)
         out["run_tokens"] = [b - a for a, b in runs]
         logprobs = out.get("logprobs")
-        out["run_logprob"] = ([round(sum(logprobs[a:b]) / (b - a), 4) for a, b in runs]
-                              if logprobs is not None and len(logprobs) == len(masks) else [])
+        out["run_logprob"] = (
+            [round(sum(logprobs[a:b]) / (b - a), 4) for a, b in runs]
+            if logprobs is not None and len(logprobs) == len(masks)
+            else []
+        )
         out["assistant_turns"] = assistant_turns
         out.setdefault("drift", 0)
         return out
 
     def _buffer_tool_errors(self, result: AgentResult) -> None:
         for err in result.tool_errors:
-            self._tool_error_buffer.append({
-                "turn": err.turn,
-                "tool": err.tool_name,
-                "args": safe_head(err.arguments, 150),
-                "error": safe_head(err.error, 300),
-                "result": safe_head(err.tool_result, 300),
-            })
+            self._tool_error_buffer.append(
+                {
+                    "turn": err.turn,
+                    "tool": err.tool_name,
+                    "args": safe_head(err.arguments, 150),
+                    "error": safe_head(err.error, 300),
+                    "result": safe_head(err.tool_result, 300),
+                }
+            )
         overflow = len(self._tool_error_buffer) - _TOOL_ERROR_BUFFER_MAX
         if overflow > 0:
             del self._tool_error_buffer[:overflow]
 
-    async def collect_trajectory(self, item: Item) -> Tuple[Optional[Union[ScoredDataItem, Any]], List[Item]]:
+    async def collect_trajectory(self, item: Item) -> tuple[ScoredDataItem | Any | None, list[Item]]:
         task_id = str(uuid.uuid4())  # one sandbox per rollout
         group_id = _group_id.get() or events.current_group_id.get() or str(uuid.uuid4())
         tools = _group_tools.get()
@@ -601,25 +660,31 @@ class HermesAgentBaseEnv(BaseEnv):
             tools = self._current_group_tools or self._resolve_tools_for_group()
         phase = 2 if self._use_managed_server() else 1
         started = time.monotonic()
-        prompt_messages: List[Dict[str, Any]] = []
-        build_error: Optional[Exception] = None
+        prompt_messages: list[dict[str, Any]] = []
+        build_error: Exception | None = None
         try:
             prompt_messages = self._build_messages(item)
         except Exception as exc:  # noqa: BLE001 - raised inside the rollout's try below, handled there
             build_error = exc
         if events.active:
-            events.emit(events.RolloutStarted(rollout_id=task_id, group_id=group_id,
-                                              item_summary=_item_summary(item), phase=phase,
-                                              **_prompt_fields(prompt_messages)))
+            events.emit(
+                events.RolloutStarted(
+                    rollout_id=task_id,
+                    group_id=group_id,
+                    item_summary=_item_summary(item),
+                    phase=phase,
+                    **_prompt_fields(prompt_messages),
+                )
+            )
 
-        messages: List[Dict[str, Any]] = []
-        result: Optional[AgentResult] = None
+        messages: list[dict[str, Any]] = []
+        result: AgentResult | None = None
         reward = 0.0
         reward_s = 0.0
-        reward_error: Optional[str] = None
-        rollout_error: Optional[str] = None
-        ctx: Optional[ToolContext] = _make_tool_context(task_id)
-        reward_details: Dict[str, Any] = {}
+        reward_error: str | None = None
+        rollout_error: str | None = None
+        ctx: ToolContext | None = _make_tool_context(task_id)
+        reward_details: dict[str, Any] = {}
         try:
             if build_error is not None:
                 raise build_error
@@ -658,8 +723,12 @@ class HermesAgentBaseEnv(BaseEnv):
             self._buffer_tool_errors(result)
         tok = await self._tokens_off_loop(result, messages, tools)
         messages = tok.get("messages", messages)
-        scored: Dict[str, Any] = {"tokens": tok["tokens"], "masks": tok["masks"], "scores": reward,
-                                  "messages": messages}
+        scored: dict[str, Any] = {
+            "tokens": tok["tokens"],
+            "masks": tok["masks"],
+            "scores": reward,
+            "messages": messages,
+        }
         if "logprobs" in tok:
             scored["advantages"] = None
             scored["ref_logprobs"] = None
@@ -667,26 +736,42 @@ class HermesAgentBaseEnv(BaseEnv):
             if extras is not None:
                 extras[id(scored["tokens"])] = tok["logprobs"]
         if events.active:
-            events.emit(events.RolloutFinished(
-                rollout_id=task_id, group_id=group_id, reward=reward,
-                turns_used=result.turns_used if result else 0,
-                finished_naturally=result.finished_naturally if result else False,
-                tool_error_count=len(result.tool_errors) if result else 0,
-                duration_s=time.monotonic() - started, token_count=len(tok["tokens"]), phase=phase,
-                node_count=tok["node_count"], placeholder_tokens=tok["placeholder"],
-                trainable_tokens=tok["trainable_tokens"], trainable_turns=tok["trainable_turns"],
-                assistant_turns=tok["assistant_turns"], drift_count=tok["drift"],
-                trained_run_tokens=tok["run_tokens"], trained_run_logprob=tok["run_logprob"],
-                reward_error=safe_head(reward_error, 500) if reward_error else None,
-                error=safe_head(rollout_error, 500) if rollout_error else None,
-                reward_s=reward_s, reward_details=reward_details,
-            ))
+            events.emit(
+                events.RolloutFinished(
+                    rollout_id=task_id,
+                    group_id=group_id,
+                    reward=reward,
+                    turns_used=result.turns_used if result else 0,
+                    finished_naturally=result.finished_naturally if result else False,
+                    tool_error_count=len(result.tool_errors) if result else 0,
+                    duration_s=time.monotonic() - started,
+                    token_count=len(tok["tokens"]),
+                    phase=phase,
+                    node_count=tok["node_count"],
+                    placeholder_tokens=tok["placeholder"],
+                    trainable_tokens=tok["trainable_tokens"],
+                    trainable_turns=tok["trainable_turns"],
+                    assistant_turns=tok["assistant_turns"],
+                    drift_count=tok["drift"],
+                    trained_run_tokens=tok["run_tokens"],
+                    trained_run_logprob=tok["run_logprob"],
+                    reward_error=safe_head(reward_error, 500) if reward_error else None,
+                    error=safe_head(rollout_error, 500) if rollout_error else None,
+                    reward_s=reward_s,
+                    reward_details=reward_details,
+                )
+            )
         return scored, []
 
     # ------------------------------------------------------------------ sending / logging
 
-    async def handle_send_to_api(self, scored_data: Any, item: Item = None, do_send_to_api: bool = True,
-                                 abort_on_any_max_length_exceeded: bool = True) -> None:
+    async def handle_send_to_api(
+        self,
+        scored_data: Any,
+        item: Item = None,
+        do_send_to_api: bool = True,
+        abort_on_any_max_length_exceeded: bool = True,
+    ) -> None:
         groups = scored_data if isinstance(scored_data, list) else [scored_data]
         for group in groups:
             group_id = self._group_ids.pop(id(group), None) if group is not None else None
@@ -694,15 +779,24 @@ class HermesAgentBaseEnv(BaseEnv):
                 continue
             dropped = drop_reason(group, self.config, self.max_token_len, abort_on_any_max_length_exceeded)
             if dropped is not None:
-                events.emit(events.ItemDropped(group_id=group_id or events.current_group_id.get() or "unknown",
-                                               reason=dropped[0], detail=dropped[1]))
-        return await super().handle_send_to_api(scored_data, item, do_send_to_api=do_send_to_api,
-                                                abort_on_any_max_length_exceeded=abort_on_any_max_length_exceeded)
+                events.emit(
+                    events.ItemDropped(
+                        group_id=group_id or events.current_group_id.get() or "unknown",
+                        reason=dropped[0],
+                        detail=dropped[1],
+                    )
+                )
+        return await super().handle_send_to_api(
+            scored_data,
+            item,
+            do_send_to_api=do_send_to_api,
+            abort_on_any_max_length_exceeded=abort_on_any_max_length_exceeded,
+        )
 
     @staticmethod
-    def _format_trajectory_for_display(messages: List[Dict[str, Any]]) -> str:
+    def _format_trajectory_for_display(messages: list[dict[str, Any]]) -> str:
         """Readable text of a conversation for logs and wandb (not raw token decode)."""
-        blocks: List[str] = []
+        blocks: list[str] = []
         for msg in messages:
             role = msg.get("role")
             content = msg.get("content") or ""
@@ -749,15 +843,16 @@ class HermesAgentBaseEnv(BaseEnv):
         while len(self.rollouts_for_wandb) > self.config.num_rollouts_to_keep:
             self.rollouts_for_wandb.pop(0)
 
-    async def wandb_log(self, wandb_metrics: Optional[Dict[str, Any]] = None) -> None:
+    async def wandb_log(self, wandb_metrics: dict[str, Any] | None = None) -> None:
         if wandb_metrics is None:
             wandb_metrics = {}
         errors = self._tool_error_buffer
         wandb_metrics["train/tool_errors_count"] = len(errors)
         if errors:
             # A summary string, not a wandb table: tables crash wandb on tmp cleanup.
-            lines = [f"[turn {e['turn']}] {e['tool']}({str(e['args'])[:80]}) -> {str(e['error'])[:150]}"
-                     for e in errors]
+            lines = [
+                f"[turn {e['turn']}] {e['tool']}({str(e['args'])[:80]}) -> {str(e['error'])[:150]}" for e in errors
+            ]
             wandb_metrics["train/tool_error_details"] = "\n".join(lines)
             for line in lines:
                 logger.info("tool error: %s", line)
@@ -790,7 +885,7 @@ class HermesAgentBaseEnv(BaseEnv):
 
 
 # Per-group map from a scored item's token list to its Phase 2 logprobs.
-_rollout_extras: contextvars.ContextVar[Optional[Dict[int, List[float]]]] = contextvars.ContextVar(
+_rollout_extras: contextvars.ContextVar[dict[int, list[float]] | None] = contextvars.ContextVar(
     "hermes_rollout_extras", default=None
 )
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 _applied = False
-_original_transform: Optional[Callable[..., Any]] = None
+_original_transform: Callable[..., Any] | None = None
 _SCALARS = (str, int, float, bool, type(None))
 OPT_OUT_VAR = "HERMES_OPENAI_FULL_TRANSFORM"
 

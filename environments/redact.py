@@ -11,7 +11,8 @@ import base64
 import os
 import re
 import threading
-from typing import Any, FrozenSet, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "«redacted»"
 
@@ -30,16 +31,20 @@ _TOKEN_RE = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
 
 # NAME=value / NAME: value / "name": "value" where NAME smells like a secret.
 # Repeats are bounded: unbounded ones backtrack quadratically on long unbroken runs.
-_SECRET_NAME = r"[A-Za-z0-9_\-]{0,64}(?:api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]{0,64}"
+_SECRET_NAME = (
+    r"[A-Za-z0-9_\-]{0,64}(?:api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]{0,64}"
+)
 _ASSIGN_RE = re.compile(
     rf"""(?P<name>["']?\b{_SECRET_NAME}["']?)(?P<sep>\s*[:=]\s*)(?P<quote>["']?)(?P<value>[^\s"',;&|]+)""",
     re.IGNORECASE,
 )
 _BEARER_RE = re.compile(r"(?P<kw>\b(?:Bearer|Basic|token)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{12,})", re.IGNORECASE)
-_URL_CRED_RE = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.\-]{0,30}://)(?P<user>[^:/@\s]{1,256}):(?P<pw>[^@/\s]{1,256})@", re.IGNORECASE)
+_URL_CRED_RE = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.\-]{0,30}://)(?P<user>[^:/@\s]{1,256}):(?P<pw>[^@/\s]{1,256})@", re.IGNORECASE
+)
 
 
-def _redact_assignment(m: "re.Match[str]") -> str:
+def _redact_assignment(m: re.Match[str]) -> str:
     if m["value"].startswith(REDACTED) or m["value"].lower() in ("bearer", "basic", "token"):
         return m.group(0)  # already handled by the bearer rule
     return f"{m['name']}{m['sep']}{m['quote']}{REDACTED}"
@@ -97,7 +102,7 @@ def is_secret_env_name(name: str) -> bool:
 MIN_KNOWN_SECRET = 8  # shorter values would redact ordinary words
 _registered: set = set()
 _known_lock = threading.Lock()
-_known_cache: Tuple[FrozenSet[str], Optional["re.Pattern[str]"]] = (frozenset(), None)
+_known_cache: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
 
 
 def register_secret(value: str) -> None:
@@ -107,10 +112,10 @@ def register_secret(value: str) -> None:
             _registered.add(value)
 
 
-_env_cache: Tuple[Optional[tuple], FrozenSet[str]] = (None, frozenset())
+_env_cache: tuple[tuple | None, frozenset[str]] = (None, frozenset())
 
 
-def _environ_secrets() -> FrozenSet[str]:
+def _environ_secrets() -> frozenset[str]:
     """Secret-named values of os.environ, recomputed only when the environment changed
     (redact runs on every event: decoding and matching every name each time is costly)."""
     global _env_cache
@@ -119,14 +124,12 @@ def _environ_secrets() -> FrozenSet[str]:
     cached_for, secrets = _env_cache
     if snapshot is not None and snapshot == cached_for:
         return secrets
-    secrets = frozenset(
-        v for k, v in list(os.environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k)
-    )
+    secrets = frozenset(v for k, v in list(os.environ.items()) if len(v) >= MIN_KNOWN_SECRET and is_secret_env_name(k))
     _env_cache = (snapshot, secrets)
     return secrets
 
 
-def known_secrets(environ: Optional[Any] = None) -> FrozenSet[str]:
+def known_secrets(environ: Any | None = None) -> frozenset[str]:
     if environ is None:
         found = set(_environ_secrets())
     else:
@@ -148,12 +151,12 @@ def _b64_cores(secret: bytes) -> Iterable[str]:
             yield core.replace("+", "-").replace("/", "_")  # urlsafe alphabet
 
 
-def _known_pattern(secrets: FrozenSet[str]) -> Optional["re.Pattern[str]"]:
+def _known_pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
     global _known_cache
     cached_for, pattern = _known_cache
     if cached_for == secrets:
         return pattern
-    forms: List[str] = []
+    forms: list[str] = []
     for secret in secrets:
         forms.append(secret)
         forms.extend(_b64_cores(secret.encode("utf-8", errors="surrogateescape")))
@@ -171,7 +174,7 @@ def redact_known(text: str) -> str:
     return pattern.sub(REDACTED, text) if pattern is not None else text
 
 
-def local_backend_warning(backend: str, environ: Optional[Any] = None) -> Optional[str]:
+def local_backend_warning(backend: str, environ: Any | None = None) -> str | None:
     """The start-up warning for the local backend when the console's environment holds
     secrets: local commands can read them from /proc/<console pid>/environ."""
     if backend != "local":

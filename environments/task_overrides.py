@@ -21,12 +21,13 @@ between tasks that reuse a task id.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 KNOWN_KEYS = frozenset({"docker_image", "modal_image", "singularity_image", "daytona_image", "cwd", "rootfs"})
 
 _lock = threading.Lock()
-_overrides: Dict[str, Dict[str, Any]] = {}
+_overrides: dict[str, dict[str, Any]] = {}
 
 
 def _check_task_id(task_id: Any, where: str) -> str:
@@ -56,7 +57,7 @@ def clear_task_env_overrides(task_id: str) -> None:
         _overrides.pop(task_id, None)
 
 
-def get_task_env_overrides(task_id: Optional[str]) -> Dict[str, Any]:
+def get_task_env_overrides(task_id: str | None) -> dict[str, Any]:
     """The overrides registered for ``task_id`` (a copy), or ``{}``.
 
     This is the lookup for sandbox creation: call it with the task id the sandbox is for."""
@@ -66,7 +67,7 @@ def get_task_env_overrides(task_id: Optional[str]) -> Dict[str, Any]:
         return dict(_overrides.get(task_id, {}))
 
 
-def list_task_env_overrides() -> Dict[str, Dict[str, Any]]:
+def list_task_env_overrides() -> dict[str, dict[str, Any]]:
     """Every registered task's overrides (copies), for inspection."""
     with _lock:
         return {task_id: dict(values) for task_id, values in _overrides.items()}

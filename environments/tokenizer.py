@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 FORMAT_VERSION = "2"
@@ -120,7 +120,7 @@ def build_tokenizer(out_dir: Path) -> Path:
     return out_dir
 
 
-@lru_cache(maxsize=None)
+@cache
 def local_tokenizer_path() -> str:
     """Path of the cached local tokenizer directory, building it if needed.
 

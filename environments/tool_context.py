@@ -17,16 +17,16 @@ import asyncio
 import base64
 import functools
 import json
-import threading
 import logging
 import shlex
+import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, TypeVar
 
-from environments.tools import handle_function_call
-from environments.tools import sandbox_access
+from environments.tools import handle_function_call, sandbox_access
 from environments.tools.file_access import shell_read_bytes
 from environments.tools.files import forget_task
 
@@ -52,7 +52,7 @@ def shutdown_executor(wait: bool = True) -> None:
     old.shutdown(wait=wait, cancel_futures=True)
 
 
-def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
+def _parse(raw: str, on_error: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except (TypeError, ValueError):
@@ -60,8 +60,9 @@ def _parse(raw: str, on_error: Callable[[str], Dict[str, Any]]) -> Dict[str, Any
     return value if isinstance(value, dict) else on_error(raw)
 
 
-def _call_tool_args(tool_name: Optional[str], arguments: Optional[Dict[str, Any]], name: Optional[str],
-                    args: Optional[Dict[str, Any]]) -> Tuple[str, Dict[str, Any]]:
+def _call_tool_args(
+    tool_name: str | None, arguments: dict[str, Any] | None, name: str | None, args: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
     """One (tool_name, arguments) from either spelling; both spellings at once is a mistake."""
     if name is not None:
         if tool_name is not None:
@@ -83,12 +84,18 @@ class ToolContext:
         self.task_id = task_id
         # compute_reward may explain its score here ({"tests passed": "3/4", ...}); the console
         # shows it beside the reward. The float compute_reward returns stays the contract.
-        self.reward_details: Dict[str, Any] = {}
+        self.reward_details: dict[str, Any] = {}
 
     # ------------------------------------------------------------ tools
 
-    def call_tool(self, tool_name: Optional[str] = None, arguments: Optional[Dict[str, Any]] = None, *,
-                  name: Optional[str] = None, args: Optional[Dict[str, Any]] = None) -> str:
+    def call_tool(
+        self,
+        tool_name: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> str:
         """Any registered tool in this rollout's sandbox; the raw JSON string.
 
         ``tool_name``/``arguments`` are the upstream keywords; ``name``/``args`` (this
@@ -96,7 +103,7 @@ class ToolContext:
         tool_name, arguments = _call_tool_args(tool_name, arguments, name, args)
         return handle_function_call(tool_name, arguments, task_id=self.task_id)
 
-    def terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
+    def terminal(self, command: str, timeout: int = 180) -> dict[str, Any]:
         # The verifier runner, not the agent's shell: the model's functions/PATH/exports cannot
         # change what the reward code runs (see environments/sandboxes/shell.py).
         raw = handle_function_call(
@@ -104,40 +111,40 @@ class ToolContext:
         )
         return _parse(raw, lambda text: {"exit_code": -1, "output": text})
 
-    def read_file(self, path: str) -> Dict[str, Any]:
+    def read_file(self, path: str) -> dict[str, Any]:
         # dedup=False: the reward must see the content even if the agent just read it
         raw = handle_function_call("read_file", {"path": path}, task_id=self.task_id, dedup=False)
         return _parse(raw, lambda text: {"error": text})
 
-    def write_file(self, path: str, content: str) -> Dict[str, Any]:
+    def write_file(self, path: str, content: str) -> dict[str, Any]:
         raw = handle_function_call("write_file", {"path": path, "content": content}, task_id=self.task_id)
         return _parse(raw, lambda text: {"error": text})
 
-    def search(self, query: str, path: str = ".") -> Dict[str, Any]:
+    def search(self, query: str, path: str = ".") -> dict[str, Any]:
         raw = handle_function_call("search_files", {"pattern": query, "path": path}, task_id=self.task_id)
         return _parse(raw, lambda text: {"error": text})
 
-    def web_search(self, query: str) -> Dict[str, Any]:
+    def web_search(self, query: str) -> dict[str, Any]:
         return _parse(handle_function_call("web_search", {"query": query}), lambda t: {"error": t})
 
-    def web_extract(self, urls: List[str]) -> Dict[str, Any]:
+    def web_extract(self, urls: list[str]) -> dict[str, Any]:
         return _parse(handle_function_call("web_extract", {"urls": urls}), lambda t: {"error": t})
 
-    def browser_navigate(self, url: str) -> Dict[str, Any]:
+    def browser_navigate(self, url: str) -> dict[str, Any]:
         raw = handle_function_call("browser_navigate", {"url": url}, task_id=self.task_id)
         return _parse(raw, lambda t: {"error": t})
 
-    def browser_snapshot(self) -> Dict[str, Any]:
+    def browser_snapshot(self) -> dict[str, Any]:
         raw = handle_function_call("browser_snapshot", {}, task_id=self.task_id)
         return _parse(raw, lambda t: {"error": t})
 
     # ------------------------------------------------------------ transfer
 
-    def _execute(self, command: str, stdin_data: Optional[str] = None, timeout: float = TRANSFER_TIMEOUT) -> Any:
+    def _execute(self, command: str, stdin_data: str | None = None, timeout: float = TRANSFER_TIMEOUT) -> Any:
         sandbox = sandbox_access.get_sandbox(self.task_id)
         return sandbox.execute(command, timeout, stdin_data=stdin_data, isolated=True)
 
-    def upload_file(self, local_path: str, remote_path: str) -> Dict[str, Any]:
+    def upload_file(self, local_path: str, remote_path: str) -> dict[str, Any]:
         """Copy a host file into the sandbox byte for byte."""
         local = Path(local_path)
         if not local.is_file():
@@ -161,7 +168,9 @@ class ToolContext:
                         break
                     result = self._execute(f"cat >> {staging}", stdin_data=encoded[start : start + UPLOAD_CHUNK_CHARS])
                 if result.exit_code == 0:
-                    result = self._execute(f"{parent} && base64 -d {staging} > {remote}; rc=$?; rm -f {staging}; exit $rc")
+                    result = self._execute(
+                        f"{parent} && base64 -d {staging} > {remote}; rc=$?; rm -f {staging}; exit $rc"
+                    )
                 else:
                     self._execute(f"rm -f {staging}")
         except Exception as exc:  # noqa: BLE001 - reward code wants a result, not a crash
@@ -171,7 +180,7 @@ class ToolContext:
             out["bytes"] = len(data)
         return out
 
-    def upload_dir(self, local_dir: str, remote_dir: str) -> List[Dict[str, Any]]:
+    def upload_dir(self, local_dir: str, remote_dir: str) -> list[dict[str, Any]]:
         root = Path(local_dir)
         if not root.is_dir():
             return [{"exit_code": -1, "output": f"Local directory not found: {local_dir}"}]
@@ -182,7 +191,7 @@ class ToolContext:
                 results.append(self.upload_file(str(path), f"{remote_dir.rstrip('/')}/{rel}"))
         return results
 
-    def download_file(self, remote_path: str, local_path: str) -> Dict[str, Any]:
+    def download_file(self, remote_path: str, local_path: str) -> dict[str, Any]:
         """Copy a sandbox file to the host byte for byte: ``{success, bytes}`` or ``{success: False, error}``."""
         try:
             data = shell_read_bytes(sandbox_access.get_sandbox(self.task_id), remote_path, TRANSFER_TIMEOUT)
@@ -200,7 +209,7 @@ class ToolContext:
             return {"success": False, "error": f"Cannot write local file {local_path}: {exc}"}
         return {"success": True, "bytes": len(data)}
 
-    def download_dir(self, remote_dir: str, local_dir: str) -> List[Dict[str, Any]]:
+    def download_dir(self, remote_dir: str, local_dir: str) -> list[dict[str, Any]]:
         q = shlex.quote(remote_dir.rstrip("/") or "/")
         try:
             # a subshell: the agent's session cwd must not move
@@ -236,33 +245,39 @@ class ToolContext:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_executor, functools.partial(fn, *args))
 
-    async def a_call_tool(self, tool_name: Optional[str] = None, arguments: Optional[Dict[str, Any]] = None, *,
-                          name: Optional[str] = None, args: Optional[Dict[str, Any]] = None) -> str:
+    async def a_call_tool(
+        self,
+        tool_name: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> str:
         tool_name, arguments = _call_tool_args(tool_name, arguments, name, args)
         return await self._off_loop(self.call_tool, tool_name, arguments)
 
-    async def a_terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
+    async def a_terminal(self, command: str, timeout: int = 180) -> dict[str, Any]:
         return await self._off_loop(self.terminal, command, timeout)
 
-    async def a_read_file(self, path: str) -> Dict[str, Any]:
+    async def a_read_file(self, path: str) -> dict[str, Any]:
         return await self._off_loop(self.read_file, path)
 
-    async def a_write_file(self, path: str, content: str) -> Dict[str, Any]:
+    async def a_write_file(self, path: str, content: str) -> dict[str, Any]:
         return await self._off_loop(self.write_file, path, content)
 
-    async def a_search(self, query: str, path: str = ".") -> Dict[str, Any]:
+    async def a_search(self, query: str, path: str = ".") -> dict[str, Any]:
         return await self._off_loop(self.search, query, path)
 
-    async def a_upload_file(self, local_path: str, remote_path: str) -> Dict[str, Any]:
+    async def a_upload_file(self, local_path: str, remote_path: str) -> dict[str, Any]:
         return await self._off_loop(self.upload_file, local_path, remote_path)
 
-    async def a_upload_dir(self, local_dir: str, remote_dir: str) -> List[Dict[str, Any]]:
+    async def a_upload_dir(self, local_dir: str, remote_dir: str) -> list[dict[str, Any]]:
         return await self._off_loop(self.upload_dir, local_dir, remote_dir)
 
-    async def a_download_file(self, remote_path: str, local_path: str) -> Dict[str, Any]:
+    async def a_download_file(self, remote_path: str, local_path: str) -> dict[str, Any]:
         return await self._off_loop(self.download_file, remote_path, local_path)
 
-    async def a_download_dir(self, remote_dir: str, local_dir: str) -> List[Dict[str, Any]]:
+    async def a_download_dir(self, remote_dir: str, local_dir: str) -> list[dict[str, Any]]:
         return await self._off_loop(self.download_dir, remote_dir, local_dir)
 
     async def a_cleanup(self) -> None:

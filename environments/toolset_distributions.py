@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from environments.toolsets import validate_toolset
 
@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 _ALL_SEVEN = ["web", "vision", "image_gen", "terminal", "file", "moa", "browser"]
 
-DISTRIBUTIONS: Dict[str, Dict[str, Any]] = {
+DISTRIBUTIONS: dict[str, dict[str, Any]] = {
     "default": {"description": "Every toolset, always", "toolsets": {t: 100 for t in _ALL_SEVEN}},
     "image_gen": {
         "description": "Image generation and analysis first",
@@ -67,12 +67,12 @@ DISTRIBUTIONS: Dict[str, Dict[str, Any]] = {
 }
 
 
-def get_distribution(name: str) -> Optional[Dict[str, Any]]:
+def get_distribution(name: str) -> dict[str, Any] | None:
     entry = DISTRIBUTIONS.get(name)
     return copy.deepcopy(entry) if entry is not None else None
 
 
-def list_distributions() -> Dict[str, Dict[str, Any]]:
+def list_distributions() -> dict[str, dict[str, Any]]:
     """A deep copy: callers may mutate it freely."""
     return copy.deepcopy(DISTRIBUTIONS)
 
@@ -81,7 +81,7 @@ def validate_distribution(name: str) -> bool:
     return name in DISTRIBUTIONS
 
 
-def sample_toolsets_from_distribution(name: str, rng: Optional[random.Random] = None) -> List[str]:
+def sample_toolsets_from_distribution(name: str, rng: random.Random | None = None) -> list[str]:
     """Draw each toolset independently with its percent chance; never empty.
 
     Pass a seeded ``random.Random`` for reproducible draws."""
@@ -89,8 +89,8 @@ def sample_toolsets_from_distribution(name: str, rng: Optional[random.Random] = 
     if entry is None:
         raise ValueError(f"Unknown distribution: {name!r}; expected one of {', '.join(sorted(DISTRIBUTIONS))}")
     draw = rng.random if rng is not None else random.random
-    chosen: List[str] = []
-    valid: Dict[str, float] = {}
+    chosen: list[str] = []
+    valid: dict[str, float] = {}
     for toolset, percent in entry["toolsets"].items():
         if not validate_toolset(toolset):
             logger.warning("distribution %s: skipping unknown toolset %r", name, toolset)

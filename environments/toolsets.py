@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Set
+from collections.abc import Iterable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ BROWSER_TOOLS = [
     "browser_wait",
 ]
 
-TOOLSETS: Dict[str, Dict[str, Any]] = {
+TOOLSETS: dict[str, dict[str, Any]] = {
     # ---- leaf toolsets
     "terminal": {"description": "Run shell commands in the rollout's sandbox", "tools": ["terminal"], "includes": []},
     "file": {
@@ -41,7 +42,11 @@ TOOLSETS: Dict[str, Dict[str, Any]] = {
         "includes": [],
     },
     "todo": {"description": "Task planning list (handled by the agent loop)", "tools": ["todo"], "includes": []},
-    "web": {"description": "Web search and page extraction (offline: unavailable)", "tools": ["web_search", "web_extract"], "includes": []},
+    "web": {
+        "description": "Web search and page extraction (offline: unavailable)",
+        "tools": ["web_search", "web_extract"],
+        "includes": [],
+    },
     "search": {"description": "Web search only (offline: unavailable)", "tools": ["web_search"], "includes": []},
     "browser": {
         "description": "Browser automation (offline: unavailable)",
@@ -49,20 +54,48 @@ TOOLSETS: Dict[str, Dict[str, Any]] = {
         "includes": [],
     },
     "vision": {"description": "Image analysis (offline: unavailable)", "tools": ["vision_analyze"], "includes": []},
-    "image_gen": {"description": "Image generation (offline: unavailable)", "tools": ["image_generate"], "includes": []},
+    "image_gen": {
+        "description": "Image generation (offline: unavailable)",
+        "tools": ["image_generate"],
+        "includes": [],
+    },
     "moa": {"description": "Mixture of agents (offline: unavailable)", "tools": ["mixture_of_agents"], "includes": []},
-    "memory": {"description": "Persistent memory (not available in RL environments)", "tools": ["memory"], "includes": []},
+    "memory": {
+        "description": "Persistent memory (not available in RL environments)",
+        "tools": ["memory"],
+        "includes": [],
+    },
     "session_search": {
         "description": "Search past sessions (not available in RL environments)",
         "tools": ["session_search"],
         "includes": [],
     },
-    "delegation": {"description": "Delegate to a sub-agent (not available in RL environments)", "tools": ["delegate_task"], "includes": []},
+    "delegation": {
+        "description": "Delegate to a sub-agent (not available in RL environments)",
+        "tools": ["delegate_task"],
+        "includes": [],
+    },
     # ---- composites
-    "debugging": {"description": "Terminal plus web and file tools for debugging", "tools": ["terminal"], "includes": ["web", "file"]},
-    "safe": {"description": "No terminal or file access: web, vision, image generation", "tools": [], "includes": ["web", "vision", "image_gen"]},
-    "hermes-rl": {"description": "What RL coding tasks need: terminal, files, todo", "tools": [], "includes": ["terminal", "file", "todo"]},
-    "hermes-research": {"description": "Research: web, browser, vision, files, todo", "tools": [], "includes": ["web", "browser", "vision", "file", "todo"]},
+    "debugging": {
+        "description": "Terminal plus web and file tools for debugging",
+        "tools": ["terminal"],
+        "includes": ["web", "file"],
+    },
+    "safe": {
+        "description": "No terminal or file access: web, vision, image generation",
+        "tools": [],
+        "includes": ["web", "vision", "image_gen"],
+    },
+    "hermes-rl": {
+        "description": "What RL coding tasks need: terminal, files, todo",
+        "tools": [],
+        "includes": ["terminal", "file", "todo"],
+    },
+    "hermes-research": {
+        "description": "Research: web, browser, vision, files, todo",
+        "tools": [],
+        "includes": ["web", "browser", "vision", "file", "todo"],
+    },
     "hermes-cli": {
         "description": "Everything the interactive Hermes CLI offers",
         "tools": [],
@@ -83,7 +116,7 @@ TOOLSETS: Dict[str, Dict[str, Any]] = {
 }
 
 # Legacy names some configs still use.
-ALIASES: Dict[str, str] = {
+ALIASES: dict[str, str] = {
     "terminal_tools": "terminal",
     "file_tools": "file",
     "web_tools": "web",
@@ -111,13 +144,13 @@ def validate_toolset(name: str) -> bool:
     return name in ALL_ALIASES or _canonical(name) in TOOLSETS
 
 
-def get_toolset(name: str) -> Optional[Dict[str, Any]]:
+def get_toolset(name: str) -> dict[str, Any] | None:
     """A copy of the toolset's entry, or None."""
     entry = TOOLSETS.get(_canonical(name))
     return copy.deepcopy(entry) if entry is not None else None
 
 
-def resolve_toolset(name: str, visited: Optional[Set[str]] = None) -> List[str]:
+def resolve_toolset(name: str, visited: set[str] | None = None) -> list[str]:
     """Sorted tool names of ``name`` including everything it includes.
 
     Cycles and diamonds terminate: a toolset already visited contributes
@@ -133,29 +166,29 @@ def resolve_toolset(name: str, visited: Optional[Set[str]] = None) -> List[str]:
     if name in visited:
         return []
     visited.add(name)
-    tools: Set[str] = set(entry.get("tools", []))
+    tools: set[str] = set(entry.get("tools", []))
     for child in entry.get("includes", []):
         tools.update(resolve_toolset(child, visited))
     return sorted(tools)
 
 
-def resolve_multiple_toolsets(names: Iterable[str]) -> List[str]:
-    tools: Set[str] = set()
+def resolve_multiple_toolsets(names: Iterable[str]) -> list[str]:
+    tools: set[str] = set()
     for name in names:
         tools.update(resolve_toolset(name))
     return sorted(tools)
 
 
-def get_all_toolsets() -> Dict[str, Dict[str, Any]]:
+def get_all_toolsets() -> dict[str, dict[str, Any]]:
     return copy.deepcopy(TOOLSETS)
 
 
-def get_toolset_names() -> List[str]:
+def get_toolset_names() -> list[str]:
     return sorted(TOOLSETS)
 
 
 def create_custom_toolset(
-    name: str, description: str, tools: Optional[List[str]] = None, includes: Optional[List[str]] = None
+    name: str, description: str, tools: list[str] | None = None, includes: list[str] | None = None
 ) -> None:
     """Add (or replace) a toolset at runtime. Built-in toolsets cannot be replaced."""
     global generation
@@ -180,7 +213,7 @@ def delete_custom_toolset(name: str) -> bool:
     return removed
 
 
-def get_toolset_info(name: str) -> Optional[Dict[str, Any]]:
+def get_toolset_info(name: str) -> dict[str, Any] | None:
     entry = TOOLSETS.get(_canonical(name))
     if entry is None:
         return None

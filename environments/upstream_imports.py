@@ -34,15 +34,22 @@ import importlib.machinery
 import json
 import sys
 import types
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 # --------------------------------------------------------------------------- adapters
 # Where the upstream signature differs from ours, a small function keeps the upstream one.
 
 
-def terminal_tool(command: Any, background: bool = False, timeout: Optional[float] = None,
-                  task_id: Optional[str] = None, force: bool = False, workdir: Optional[str] = None,
-                  **_ignored: Any) -> str:
+def terminal_tool(
+    command: Any,
+    background: bool = False,
+    timeout: float | None = None,
+    task_id: str | None = None,
+    force: bool = False,
+    workdir: str | None = None,
+    **_ignored: Any,
+) -> str:
     """Upstream ``terminal_tool``: our terminal tool, answering with a JSON string.
 
     ``force`` and the background-notification options have no counterpart here and
@@ -53,29 +60,36 @@ def terminal_tool(command: Any, background: bool = False, timeout: Optional[floa
     return json.dumps(result, ensure_ascii=False)
 
 
-def get_active_env(task_id: Optional[str]) -> Any:
+def get_active_env(task_id: str | None) -> Any:
     """The live sandbox of ``task_id`` (never creates one), or None."""
     from environments.sandboxes import find_sandbox
 
     return find_sandbox(task_id)
 
 
-def handle_function_call(function_name: str, function_args: Dict[str, Any], task_id: Optional[str] = None,
-                         tool_call_id: Optional[str] = None, session_id: Optional[str] = None,
-                         user_task: Optional[str] = None, enabled_tools: Optional[Iterable[str]] = None,
-                         skip_pre_tool_call_hook: bool = False) -> str:
+def handle_function_call(
+    function_name: str,
+    function_args: dict[str, Any],
+    task_id: str | None = None,
+    tool_call_id: str | None = None,
+    session_id: str | None = None,
+    user_task: str | None = None,
+    enabled_tools: Iterable[str] | None = None,
+    skip_pre_tool_call_hook: bool = False,
+) -> str:
     """Upstream ``model_tools.handle_function_call``; always a JSON string.
 
     ``tool_call_id``/``session_id`` and the plugin hook flag have no counterpart here."""
     from environments.tools import handle_function_call as dispatch
 
     if enabled_tools is not None and function_name not in set(enabled_tools):
-        return json.dumps({"error": f"Tool '{function_name}' is not enabled for this call; "
-                                    f"enabled tools: {sorted(enabled_tools)}"})
+        return json.dumps(
+            {"error": f"Tool '{function_name}' is not enabled for this call; enabled tools: {sorted(enabled_tools)}"}
+        )
     return dispatch(function_name, function_args, task_id=task_id, user_task=user_task)
 
 
-def _task_id_of(env: Any) -> Optional[str]:
+def _task_id_of(env: Any) -> str | None:
     """Upstream passed the sandbox object; ours are addressed by task id."""
     if env is None or isinstance(env, str):
         return env
@@ -83,16 +97,23 @@ def _task_id_of(env: Any) -> Optional[str]:
     return task_id if isinstance(task_id, str) else None
 
 
-def maybe_persist_tool_result(content: str, tool_name: str, tool_use_id: str, env: Any = None,
-                              config: Any = None, threshold: Optional[float] = None) -> str:
+def maybe_persist_tool_result(
+    content: str, tool_name: str, tool_use_id: str, env: Any = None, config: Any = None, threshold: float | None = None
+) -> str:
     from environments.tools.budget import DEFAULT_BUDGET
     from environments.tools.budget import maybe_persist_tool_result as persist
 
-    return persist(content, tool_name, tool_use_id, _task_id_of(env),
-                   config=DEFAULT_BUDGET if config is None else config, threshold=threshold)
+    return persist(
+        content,
+        tool_name,
+        tool_use_id,
+        _task_id_of(env),
+        config=DEFAULT_BUDGET if config is None else config,
+        threshold=threshold,
+    )
 
 
-def enforce_turn_budget(tool_msgs: List[Dict[str, Any]], env: Any = None, config: Any = None) -> List[Dict[str, Any]]:
+def enforce_turn_budget(tool_msgs: list[dict[str, Any]], env: Any = None, config: Any = None) -> list[dict[str, Any]]:
     from environments.tools.budget import DEFAULT_BUDGET
     from environments.tools.budget import enforce_turn_budget as enforce
 
@@ -103,12 +124,14 @@ def enforce_turn_budget(tool_msgs: List[Dict[str, Any]], env: Any = None, config
 
 _HERE = __name__
 # upstream module -> ordered sources: (our module, names or None for "everything public")
-_Source = Tuple[str, Optional[Sequence[str]]]
-SERVED: Dict[str, List[_Source]] = {
+_Source = tuple[str, Sequence[str] | None]
+SERVED: dict[str, list[_Source]] = {
     "tools": [],  # a namespace for the submodules below
     "tools.terminal_tool": [
-        ("environments.task_overrides", ("register_task_env_overrides", "clear_task_env_overrides",
-                                         "get_task_env_overrides")),
+        (
+            "environments.task_overrides",
+            ("register_task_env_overrides", "clear_task_env_overrides", "get_task_env_overrides"),
+        ),
         ("environments.sandboxes", ("cleanup_vm", "cleanup_all_environments")),
         (_HERE, ("terminal_tool", "get_active_env")),
     ],
@@ -118,24 +141,30 @@ SERVED: Dict[str, List[_Source]] = {
     ],
     "toolsets": [("environments.toolsets", None)],
     "toolset_distributions": [("environments.toolset_distributions", None)],
-    "tools.budget_config": [("environments.tools.budget", ("BudgetConfig", "DEFAULT_BUDGET", "PINNED_THRESHOLDS",
-                                                           "resolve_threshold"))],
+    "tools.budget_config": [
+        ("environments.tools.budget", ("BudgetConfig", "DEFAULT_BUDGET", "PINNED_THRESHOLDS", "resolve_threshold"))
+    ],
     "tools.tool_result_storage": [(_HERE, ("maybe_persist_tool_result", "enforce_turn_budget"))],
     "tools.todo_tool": [("environments.tools.todo", ("TodoStore", "todo_tool"))],
 }
 
 
-def _public(module: types.ModuleType) -> List[str]:
+def _public(module: types.ModuleType) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is None:
         # Public names defined there (not what it imported: typing names, modules).
-        names = [n for n, v in vars(module).items() if not n.startswith("_") and n not in ("annotations", "logger")
-                 and not isinstance(v, types.ModuleType)
-                 and (not callable(v) or getattr(v, "__module__", module.__name__) == module.__name__)]
+        names = [
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_")
+            and n not in ("annotations", "logger")
+            and not isinstance(v, types.ModuleType)
+            and (not callable(v) or getattr(v, "__module__", module.__name__) == module.__name__)
+        ]
     return list(names)
 
 
-def _resolver(upstream: str) -> Tuple[Callable[[str], Any], Callable[[], List[str]]]:
+def _resolver(upstream: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     sources = SERVED[upstream]
 
     def lookup(name: str) -> Any:
@@ -149,8 +178,8 @@ def _resolver(upstream: str) -> Tuple[Callable[[str], Any], Callable[[], List[st
             f"it provides: {', '.join(listing()) or 'only submodules'}"
         )
 
-    def listing() -> List[str]:
-        out: List[str] = []
+    def listing() -> list[str]:
+        out: list[str] = []
         for module_name, names in sources:
             out.extend(names if names is not None else _public(importlib.import_module(module_name)))
         return sorted(set(out))
@@ -159,7 +188,7 @@ def _resolver(upstream: str) -> Tuple[Callable[[str], Any], Callable[[], List[st
 
 
 class _ServedLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[types.ModuleType]:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return None  # the default module object
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -177,7 +206,7 @@ class UpstreamModuleFinder(importlib.abc.MetaPathFinder):
 
     _loader = _ServedLoader()
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in SERVED:
             return None
         parent = fullname.rpartition(".")[0]

@@ -24,14 +24,15 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, TextIO
 
 NOT_TRAINED = -100
 
 #: Problem kinds, in the order the table lists them, with what each means.
-KINDS: Dict[str, str] = {
+KINDS: dict[str, str] = {
     "bad_line": "line is not a JSON object",
     "missing_field": "group lacks tokens/masks/scores",
     "length_mismatch": "tokens, masks, logprobs, scores or messages differ in length",
@@ -49,8 +50,8 @@ KINDS: Dict[str, str] = {
 
 @dataclass
 class Report:
-    counts: Dict[str, int] = field(default_factory=dict)
-    examples: Dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)
     groups: int = 0
     rollouts: int = 0
 
@@ -63,8 +64,8 @@ class Report:
         return not self.counts
 
 
-def _runs(masks: Sequence[int]) -> List[Tuple[int, int]]:
-    runs: List[Tuple[int, int]] = []
+def _runs(masks: Sequence[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
     start = None
     for i, mask in enumerate(list(masks) + [NOT_TRAINED]):
         if mask != NOT_TRAINED and start is None:
@@ -82,14 +83,15 @@ def _is_number(x: Any) -> bool:
 class Checker:
     """Checks groups one by one; ``tokenizer``/``tools`` enable the template checks."""
 
-    def __init__(self, tokenizer: Any = None, tools: Optional[List[Dict[str, Any]]] = None,
-                 group_size: Optional[int] = None) -> None:
+    def __init__(
+        self, tokenizer: Any = None, tools: list[dict[str, Any]] | None = None, group_size: int | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.tools = tools or None
         self.group_size = group_size
         self.report = Report()
-        self._seen: Dict[str, str] = {}
-        self._first_size: Optional[Tuple[int, str]] = None
+        self._seen: dict[str, str] = {}
+        self._first_size: tuple[int, str] | None = None
 
     # ------------------------------------------------------------------ groups
 
@@ -104,7 +106,7 @@ class Checker:
             return
         self.check_group(group, where)
 
-    def check_group(self, group: Dict[str, Any], where: str) -> None:
+    def check_group(self, group: dict[str, Any], where: str) -> None:
         self.report.groups += 1
         missing = [k for k in ("tokens", "masks", "scores") if not isinstance(group.get(k), list)]
         if missing:
@@ -114,8 +116,12 @@ class Checker:
         logprobs = group.get("inference_logprobs")
         messages = group.get("messages")
         n = len(tokens)
-        for name, other in (("masks", masks), ("scores", scores), ("inference_logprobs", logprobs),
-                            ("messages", messages)):
+        for name, other in (
+            ("masks", masks),
+            ("scores", scores),
+            ("inference_logprobs", logprobs),
+            ("messages", messages),
+        ):
             if isinstance(other, list) and len(other) != n:
                 self.report.add("length_mismatch", where, f"{n} token lists but {len(other)} {name}")
         self._check_size(group, n, where)
@@ -129,7 +135,7 @@ class Checker:
             msgs = messages[i] if isinstance(messages, list) and i < len(messages) else None
             self.check_rollout(tokens[i], masks[i], lps, msgs, f"{where} rollout {i}")
 
-    def _check_size(self, group: Dict[str, Any], n: int, where: str) -> None:
+    def _check_size(self, group: dict[str, Any], n: int, where: str) -> None:
         declared = (group.get("group_overrides") or {}).get("group_size")
         if declared is not None and declared != n:
             self.report.add("group_size", where, f"{n} rollouts, group_overrides.group_size {declared}")
@@ -139,10 +145,11 @@ class Checker:
             if self._first_size is None:
                 self._first_size = (n, where)
             elif self._first_size[0] != n:
-                self.report.add("group_size", where,
-                                f"{n} rollouts, but {self._first_size[1]} has {self._first_size[0]}")
+                self.report.add(
+                    "group_size", where, f"{n} rollouts, but {self._first_size[1]} has {self._first_size[0]}"
+                )
 
-    def _check_duplicate(self, group: Dict[str, Any], where: str) -> None:
+    def _check_duplicate(self, group: dict[str, Any], where: str) -> None:
         digest = hashlib.sha256(json.dumps([group.get("tokens"), group.get("masks")]).encode()).hexdigest()
         if digest in self._seen:
             self.report.add("duplicate_group", where, f"same tokens and masks as {self._seen[digest]}")
@@ -168,7 +175,7 @@ class Checker:
         if self.tokenizer is not None and isinstance(messages, list) and messages:
             self._check_template(tokens, masks, messages, phase2=logprobs is not None, where=where)
 
-    def _check_logprobs(self, masks: List[int], logprobs: Any, where: str) -> None:
+    def _check_logprobs(self, masks: list[int], logprobs: Any, where: str) -> None:
         if not isinstance(logprobs, list) or len(logprobs) != len(masks):
             size = len(logprobs) if isinstance(logprobs, list) else type(logprobs).__name__
             self.report.add("length_mismatch", where, f"{len(masks)} masks, {size} logprobs")
@@ -182,8 +189,9 @@ class Checker:
                 self.report.add("logprob_trained", where, f"position {j}: logprob {lp!r} on a trained token")
                 break
 
-    def _check_template(self, tokens: List[int], masks: List[int], messages: List[Dict[str, Any]],
-                        phase2: bool, where: str) -> None:
+    def _check_template(
+        self, tokens: list[int], masks: list[int], messages: list[dict[str, Any]], phase2: bool, where: str
+    ) -> None:
         from environments.atropos_compat import render_conversation
 
         try:
@@ -196,8 +204,11 @@ class Checker:
         if text != rendered:
             at = next((j for j, (a, b) in enumerate(zip(text, rendered)) if a != b), min(len(text), len(rendered)))
             hint = "" if self.tools else " (rendered without tools: pass --tools if the run had any)"
-            self.report.add("decode_mismatch", where,
-                            f"differs at char {at}: {text[at:at + 40]!r} vs template {rendered[at:at + 40]!r}{hint}")
+            self.report.add(
+                "decode_mismatch",
+                where,
+                f"differs at char {at}: {text[at : at + 40]!r} vs template {rendered[at : at + 40]!r}{hint}",
+            )
             return
         if all(m == NOT_TRAINED for m in masks):
             return  # reported as nothing_trained
@@ -208,7 +219,7 @@ class Checker:
             if tokens == expected.tokens and is_trained != should:
                 j = next(j for j, (a, b) in enumerate(zip(is_trained, should)) if a != b)
                 what = "trained" if masks[j] != NOT_TRAINED else "masked"
-                piece = self.tokenizer.decode(tokens[j:j + 8], skip_special_tokens=False)
+                piece = self.tokenizer.decode(tokens[j : j + 8], skip_special_tokens=False)
                 self.report.add("mask_spans", where, f"position {j} is {what} ({piece!r}...)")
             return
         # Phase 2: token boundaries are the sampler's; compare characters.
@@ -216,13 +227,17 @@ class Checker:
         trained = [self._char_span(tokens, a, b) for a, b in _runs(masks)]
         outside = next(((a, b) for a, b in trained if not any(s <= a and b <= e for s, e in spans)), None)
         if outside is not None:
-            self.report.add("mask_spans", where, f"trained text outside assistant turns: {text[outside[0]:outside[1]][:40]!r}")
+            self.report.add(
+                "mask_spans", where, f"trained text outside assistant turns: {text[outside[0] : outside[1]][:40]!r}"
+            )
             return
         untouched = next(((s, e) for s, e in spans if not any(s <= a < e for a, _ in trained)), None)
         if untouched is not None:
-            self.report.add("mask_spans", where, f"assistant turn not trained: {rendered[untouched[0]:untouched[1]][:40]!r}")
+            self.report.add(
+                "mask_spans", where, f"assistant turn not trained: {rendered[untouched[0] : untouched[1]][:40]!r}"
+            )
 
-    def _char_span(self, tokens: List[int], a: int, b: int) -> Tuple[int, int]:
+    def _char_span(self, tokens: list[int], a: int, b: int) -> tuple[int, int]:
         start = len(self.tokenizer.decode(tokens[:a], skip_special_tokens=False))
         return start, start + len(self.tokenizer.decode(tokens[a:b], skip_special_tokens=False))
 
@@ -244,8 +259,11 @@ def print_report(report: Report, out: TextIO) -> None:
     print(f"{'problem':<{width}}  count  example", file=out)
     for kind, count, example in rows:
         print(f"{kind:<{width}}  {count:>5}  {example[:200]}", file=out)
-    print(f"{sum(report.counts.values())} problem(s); kinds: "
-          + "; ".join(f"{k} = {KINDS[k]}" for k in KINDS if k in report.counts), file=out)
+    print(
+        f"{sum(report.counts.values())} problem(s); kinds: "
+        + "; ".join(f"{k} = {KINDS[k]}" for k in KINDS if k in report.counts),
+        file=out,
+    )
 
 
 def _load_tokenizer(path: str) -> Any:
@@ -260,7 +278,7 @@ def _load_tokenizer(path: str) -> Any:
     return tokenizer
 
 
-def _tools(spec: Optional[str]) -> Optional[List[Dict[str, Any]]]:
+def _tools(spec: str | None) -> list[dict[str, Any]] | None:
     if not spec:
         return None
     from environments.tools import get_tool_definitions
@@ -270,18 +288,23 @@ def _tools(spec: Optional[str]) -> Optional[List[Dict[str, Any]]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hermes-console check-data",
-                                description="Verify an Atropos groups JSONL against the data contract.")
+    p = argparse.ArgumentParser(
+        prog="hermes-console check-data", description="Verify an Atropos groups JSONL against the data contract."
+    )
     p.add_argument("file", help="groups JSONL (one ScoredDataGroup per line)")
-    p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory: enables decode/mask-span checks "
-                   "(use 'local' for the repo's tokenizer)")
-    p.add_argument("--tools", metavar="TOOLSETS", help="comma-separated toolsets the run used (rendered into the "
-                   "system prompt)")
+    p.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="tokenizer directory: enables decode/mask-span checks (use 'local' for the repo's tokenizer)",
+    )
+    p.add_argument(
+        "--tools", metavar="TOOLSETS", help="comma-separated toolsets the run used (rendered into the system prompt)"
+    )
     p.add_argument("--group-size", type=int, default=None, help="required rollouts per group")
     return p
 
 
-def main(argv: Optional[List[str]] = None, out: TextIO = sys.stdout) -> int:
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = build_parser().parse_args(argv)
     path = Path(args.file)
     if not path.is_file():

@@ -1,12 +1,12 @@
 """``hermes-console``: demo | run ENV | replay LOG | sim.
 
-    hermes-console demo [--headless] [--record FILE]
-    hermes-console run path/to/env.py[:Class] [--mode process|serve|evaluate] [--config cfg.yaml]
-                   [--env.group_size 8 --openai.base_url URL ...] [--headless] [--record FILE]
-    hermes-console replay events.jsonl[.gz] [--speed 10] [--headless]
-    hermes-console attach ADDR [ADDR ...] [--token-file FILE]   (hosts started with run --listen ADDR)
-    hermes-console sim [--port 9001 ...]
-    hermes-console check-data groups.jsonl [--tokenizer DIR] [--tools toolsets] [--group-size N]
+hermes-console demo [--headless] [--record FILE]
+hermes-console run path/to/env.py[:Class] [--mode process|serve|evaluate] [--config cfg.yaml]
+               [--env.group_size 8 --openai.base_url URL ...] [--headless] [--record FILE]
+hermes-console replay events.jsonl[.gz] [--speed 10] [--headless]
+hermes-console attach ADDR [ADDR ...] [--token-file FILE]   (hosts started with run --listen ADDR)
+hermes-console sim [--port 9001 ...]
+hermes-console check-data groups.jsonl [--tokenizer DIR] [--tools toolsets] [--group-size N]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional
+from typing import Any, NoReturn
 
 from hermes_console.runtime.errors import ConfigError, UsageError
 
@@ -27,7 +27,7 @@ DEMO_RUN_PREFIX = "terminal-tasks"  # the demo env's name: its run dirs are term
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (flag, value, what is expected), exit 2, no usage dump."""
 
-    def error(self, message: str) -> "NoReturn":
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -49,35 +49,51 @@ def _number(kind: type, minimum: float, strict: bool = False) -> Any:
     return parse
 
 
-def _check_record_path(path: Optional[str]) -> None:
+def _check_record_path(path: str | None) -> None:
     """``--record`` must be a file we can create, checked before anything starts."""
     if not path:
         return
     target = Path(path).expanduser()
     if target.is_dir():
-        raise UsageError(f"--record {path!r}: is a directory; expected a file path such as {path.rstrip('/')}/events.jsonl.gz")
+        raise UsageError(
+            f"--record {path!r}: is a directory; expected a file path such as {path.rstrip('/')}/events.jsonl.gz"
+        )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise UsageError(f"--record {path!r}: cannot be written ({exc.strerror or exc}); "
-                         "expected a file path in a writable directory") from None
+        raise UsageError(
+            f"--record {path!r}: cannot be written ({exc.strerror or exc}); "
+            "expected a file path in a writable directory"
+        ) from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no UI: progress bar and a final summary")
     p.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON lines; .gz to compress)")
-    p.add_argument("--drain-deadline", type=_number(float, 0), default=10.0, metavar="S",
-                   help="on stop, wait this long for in-flight groups before cancelling them (default 10)")
-    p.add_argument("--sigterm-exit-code", type=_number(int, 0), default=0, metavar="N",
-                   help="headless: exit code after a SIGTERM that drained with nothing lost (default 0; "
-                        "143 makes a Kubernetes Job retry the shard)")
+    p.add_argument(
+        "--drain-deadline",
+        type=_number(float, 0),
+        default=10.0,
+        metavar="S",
+        help="on stop, wait this long for in-flight groups before cancelling them (default 10)",
+    )
+    p.add_argument(
+        "--sigterm-exit-code",
+        type=_number(int, 0),
+        default=0,
+        metavar="N",
+        help="headless: exit code after a SIGTERM that drained with nothing lost (default 0; "
+        "143 makes a Kubernetes Job retry the shard)",
+    )
     _keys_flag(p)
 
 
 def _keys_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keys", metavar="FILE", help="YAML keymap: binding id -> key (default ~/.config/hermes-console/keys.yaml)")
+    p.add_argument(
+        "--keys", metavar="FILE", help="YAML keymap: binding id -> key (default ~/.config/hermes-console/keys.yaml)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,8 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--latency-ms", type=_number(float, 0), default=300.0, help="simulated mean latency (lognormal)")
     demo.add_argument("--no-faults", action="store_true", help="turn the simulator's injected faults off")
     demo.add_argument("--runs-dir", default="runs")
-    demo.add_argument("--keep-runs", type=_number(int, 0), default=10, metavar="N",
-                      help="keep the newest N demo run dirs under --runs-dir, delete older ones (0: keep all; default 10)")
+    demo.add_argument(
+        "--keep-runs",
+        type=_number(int, 0),
+        default=10,
+        metavar="N",
+        help="keep the newest N demo run dirs under --runs-dir, delete older ones (0: keep all; default 10)",
+    )
 
     run = sub.add_parser(
         "run",
@@ -101,36 +122,68 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("env", help="path/to/env.py[:Class] or package.module[:Class]")
     run.add_argument("--mode", choices=("process", "serve", "evaluate"), default="process")
     run.add_argument("--config", metavar="YAML", help="YAML with env:, openai: (dict or list), phase2: keys")
-    run.add_argument("--phase", type=int, choices=(1, 2), default=None,
-                     help="start in phase 1 (chat) or 2 (token-level); default: what the env's server_type implies")
-    run.add_argument("--max-in-flight", type=_number(int, 1), default=None, help="groups in flight at once (default: env max_num_workers)")
-    run.add_argument("--shard", default=None, metavar="I/N",
-                     help="take every N-th item starting at I (default: from SLURM_ARRAY_TASK_ID/COUNT, "
-                          "SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX/HERMES_SHARD_COUNT or RANK/WORLD_SIZE)")
+    run.add_argument(
+        "--phase",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="start in phase 1 (chat) or 2 (token-level); default: what the env's server_type implies",
+    )
+    run.add_argument(
+        "--max-in-flight",
+        type=_number(int, 1),
+        default=None,
+        help="groups in flight at once (default: env max_num_workers)",
+    )
+    run.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="take every N-th item starting at I (default: from SLURM_ARRAY_TASK_ID/COUNT, "
+        "SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX/HERMES_SHARD_COUNT or RANK/WORLD_SIZE)",
+    )
     run.add_argument("--runs-dir", default="runs", help="where run directories are created (default runs/)")
     run.add_argument("--no-server-check", action="store_true", help="skip the reachability check of loopback servers")
-    run.add_argument("--listen", metavar="ADDR", default=None,
-                     help="serve events, controls and /metrics on unix:PATH or [HOST:]PORT (port 0 = any; "
-                          "host defaults to 127.0.0.1); for `hermes-console attach`")
-    run.add_argument("--listen-token-file", metavar="FILE", default=None,
-                     help="token for --listen: required for controls and for reads from other machines")
+    run.add_argument(
+        "--listen",
+        metavar="ADDR",
+        default=None,
+        help="serve events, controls and /metrics on unix:PATH or [HOST:]PORT (port 0 = any; "
+        "host defaults to 127.0.0.1); for `hermes-console attach`",
+    )
+    run.add_argument(
+        "--listen-token-file",
+        metavar="FILE",
+        default=None,
+        help="token for --listen: required for controls and for reads from other machines",
+    )
     _common(run)
 
     replay = sub.add_parser("replay", help="replay a recorded event log (read-only)")
     replay.add_argument("log")
-    replay.add_argument("--speed", type=_number(float, 0, strict=True), default=None, help="1.0 = real time; default: everything at once")
+    replay.add_argument(
+        "--speed",
+        type=_number(float, 0, strict=True),
+        default=None,
+        help="1.0 = real time; default: everything at once",
+    )
     replay.add_argument("--headless", action="store_true")
     _keys_flag(replay)
 
     attach = sub.add_parser("attach", help="one console over headless hosts started with --listen")
-    attach.add_argument("addresses", nargs="+", metavar="ADDR",
-                        help="unix:PATH or HOST:PORT of a host's --listen (NAME=ADDR to name it)")
+    attach.add_argument(
+        "addresses",
+        nargs="+",
+        metavar="ADDR",
+        help="unix:PATH or HOST:PORT of a host's --listen (NAME=ADDR to name it)",
+    )
     attach.add_argument("--token-file", metavar="FILE", default=None, help="the hosts' --listen-token-file")
     _keys_flag(attach)
 
     sub.add_parser("sim", help="run the inference simulator (see `hermes-console sim --help`)", add_help=False)
-    sub.add_parser("check-data", help="verify a groups JSONL against the data contract (see `check-data --help`)",
-                   add_help=False)
+    sub.add_parser(
+        "check-data", help="verify a groups JSONL against the data contract (see `check-data --help`)", add_help=False
+    )
     sub.add_parser("images", help="build/list/remove/export sandbox images (see `images --help`)", add_help=False)
     return parser
 
@@ -147,8 +200,11 @@ def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float 
             print("hermes-console: waiting for the runtime to drain and clean up sandboxes…", file=sys.stderr)
             future.result(timeout=drain_deadline_s + cleanup_grace_s)
     except concurrent.futures.TimeoutError:
-        print(f"hermes-console: the runtime did not finish stopping within {drain_deadline_s + cleanup_grace_s:g}s; "
-              "leaving anyway (sandboxes are swept by the next start)", file=sys.stderr)
+        print(
+            f"hermes-console: the runtime did not finish stopping within {drain_deadline_s + cleanup_grace_s:g}s; "
+            "leaving anyway (sandboxes are swept by the next start)",
+            file=sys.stderr,
+        )
         return False
     except concurrent.futures.CancelledError:
         print("hermes-console: the runtime's stop was cancelled before it finished", file=sys.stderr)
@@ -161,8 +217,9 @@ def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float 
     return True
 
 
-def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file: Optional[str] = None,
-               sigterm_exit_code: int = 0) -> int:
+def _front_end(
+    runtime: Any, headless: bool, drain_deadline_s: float, keys_file: str | None = None, sigterm_exit_code: int = 0
+) -> int:
     if not headless:
         from hermes_console.ui.app import run_console
         from hermes_console.ui.config import KeymapError, load_console_config
@@ -194,7 +251,7 @@ def _front_end(runtime: Any, headless: bool, drain_deadline_s: float, keys_file:
     return run_headless(runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code)
 
 
-def _run(args: argparse.Namespace, extra: List[str]) -> int:
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
     from hermes_console.runtime.config import RunSpec, check_flag_values, parse_flags
     from hermes_console.runtime.host import RuntimeHost
 
@@ -227,13 +284,13 @@ def _run(args: argparse.Namespace, extra: List[str]) -> int:
         listener.stop()
 
 
-def _demo(args: argparse.Namespace, extra: List[str]) -> int:
+def _demo(args: argparse.Namespace, extra: list[str]) -> int:
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
 
     port = _free_loopback_port()
     base_url = f"http://127.0.0.1:{port}"
-    holder: Dict[str, Any] = {}
+    holder: dict[str, Any] = {}
 
     def start_sim() -> None:
         # Runs on the host thread after the UI is up: importing the simulator (aiohttp,
@@ -277,8 +334,10 @@ def _rotate_demo_runs(runs_dir: str, keep: int) -> None:
         return
     removed = rotate(runs_dir, DEMO_RUN_PREFIX, keep - 1)
     if removed:
-        print(f"hermes-console demo: removed {len(removed)} old demo run dir(s) under {runs_dir} "
-              f"(--keep-runs {keep})", file=sys.stderr)
+        print(
+            f"hermes-console demo: removed {len(removed)} old demo run dir(s) under {runs_dir} (--keep-runs {keep})",
+            file=sys.stderr,
+        )
 
 
 def _free_loopback_port() -> int:
@@ -296,7 +355,7 @@ def _replay(args: argparse.Namespace) -> int:
     return _front_end(source, args.headless, 0.0, args.keys)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "sim":
         from hermes_console.sim.cli import main as sim_main

@@ -35,10 +35,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = REPO / ".build" / "docker"
@@ -68,9 +68,9 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = sock
 
 
-def socket_path(host: str) -> Optional[str]:
+def socket_path(host: str) -> str | None:
     """The socket file of a ``unix://`` DOCKER_HOST (None for tcp/ssh hosts)."""
-    return host[len("unix://"):] if host.startswith("unix://") else None
+    return host[len("unix://") :] if host.startswith("unix://") else None
 
 
 def ping(host: str, timeout: float = 5.0) -> bool:
@@ -132,22 +132,34 @@ class Layout:
     def log(self) -> Path:
         return self.state / "dockerd.log"
 
-    def dockerd_argv(self, dockerd: str) -> List[str]:
+    def dockerd_argv(self, dockerd: str) -> list[str]:
         return [
-            dockerd, "--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false",
-            "--data-root", str(self.data_root), "--exec-root", str(self.run_dir / "exec"),
-            "--pidfile", str(self.pidfile), "--host", self.host, "--group", "root",
+            dockerd,
+            "--bridge=none",
+            "--iptables=false",
+            "--ip-forward=false",
+            "--ip-masq=false",
+            "--data-root",
+            str(self.data_root),
+            "--exec-root",
+            str(self.run_dir / "exec"),
+            "--pidfile",
+            str(self.pidfile),
+            "--host",
+            self.host,
+            "--group",
+            "root",
         ]
 
 
-def _read_pid(path: Path) -> Optional[int]:
+def _read_pid(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
 
 
-def our_dockerd_pid(layout: Layout) -> Optional[int]:
+def our_dockerd_pid(layout: Layout) -> int | None:
     """The pid of the dockerd this tool started (pidfile + its command line names our data
     root), or None: we never signal a process we cannot prove is ours."""
     pid = _read_pid(layout.pidfile)
@@ -176,7 +188,7 @@ def can_manage() -> str:
     return ""
 
 
-def apt_install(packages: List[str], quiet: bool = True) -> None:
+def apt_install(packages: list[str], quiet: bool = True) -> None:
     """``apt-get install`` (root + apt), waiting for a dpkg lock another installer holds;
     one ``apt-get update`` retry when the lists are stale. Raises EngineError on failure."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -185,8 +197,14 @@ def apt_install(packages: List[str], quiet: bool = True) -> None:
     for attempt in range(2):
         if attempt:
             subprocess.run(base[:-2] + ["-qq", "update"], env=env, stdout=out, stderr=out, timeout=600)
-        proc = subprocess.run(base + ["install", "--no-install-recommends", *packages], env=env,
-                              stdout=out, stderr=subprocess.PIPE, text=True, timeout=900)
+        proc = subprocess.run(
+            base + ["install", "--no-install-recommends", *packages],
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=900,
+        )
         if proc.returncode == 0:
             return
     raise EngineError(f"`apt-get install {' '.join(packages)}` failed: {' '.join(proc.stderr.split())[-300:]}")
@@ -224,8 +242,14 @@ def start_dockerd(layout: Layout, timeout: float = START_TIMEOUT_S) -> int:
     except OSError:
         pass
     with open(layout.log, "ab") as log:
-        proc = subprocess.Popen(layout.dockerd_argv(dockerd), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            layout.dockerd_argv(dockerd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if ping(layout.host, timeout=2.0):
@@ -277,8 +301,9 @@ def _terminate(pid: int, timeout: float) -> None:
 
 def _docker(host: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
     cli = shutil.which("docker") or "docker"
-    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, DOCKER_HOST=host))
+    return subprocess.run(
+        [cli, *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ, DOCKER_HOST=host)
+    )
 
 
 def clean_private_engine(host: str) -> None:
@@ -290,7 +315,9 @@ def clean_private_engine(host: str) -> None:
             _docker(host, "rm", "-f", *ids, timeout=120)
         listing = _docker(host, "images", "--format", "{{.ID}}\t{{.Repository}}:{{.Tag}}").stdout
         keep = set(_docker(host, "images", "-q", "--filter", f"label={KEEP_LABEL}=1").stdout.split())
-        drop = sorted({line.split("\t")[0] for line in listing.splitlines() if line and line.split("\t")[0] not in keep})
+        drop = sorted(
+            {line.split("\t")[0] for line in listing.splitlines() if line and line.split("\t")[0] not in keep}
+        )
         if drop:
             _docker(host, "rmi", "-f", *drop, timeout=120)
         _docker(host, "network", "prune", "-f")
@@ -314,13 +341,13 @@ def _flock(path: Path, mode: int) -> Iterator[int]:
 
 @dataclass
 class Engine:
-    host: Optional[str]  # DOCKER_HOST to use, or None
+    host: str | None  # DOCKER_HOST to use, or None
     reason: str = ""  # why there is none
     started: bool = False  # this session started dockerd (informational)
     private: bool = False  # the engine is this tool's (stopped by the last session)
 
 
-def _existing_engine() -> Optional[str]:
+def _existing_engine() -> str | None:
     given = os.environ.get("DOCKER_HOST")
     if given:
         return given if ping(given) else None
@@ -381,8 +408,9 @@ def stop_private_engine(layout: Layout) -> bool:
     return True
 
 
-def run(cmd: List[str], state: Path = DEFAULT_STATE, prepare: Optional[List[str]] = None,
-        default_image: bool = False) -> int:
+def run(
+    cmd: list[str], state: Path = DEFAULT_STATE, prepare: list[str] | None = None, default_image: bool = False
+) -> int:
     """Run ``cmd`` with an engine (or the reason there is none) in its environment.
     ``prepare``: image kinds to build first (cached), see hermes_console.images;
     ``default_image``: the base image becomes TERMINAL_DOCKER_IMAGE unless one is set."""
@@ -401,25 +429,26 @@ def run(cmd: List[str], state: Path = DEFAULT_STATE, prepare: Optional[List[str]
         return _run_child(cmd, env)
 
 
-def _prepare_images(host: str, kinds: List[str]) -> Dict[str, str]:
+def _prepare_images(host: str, kinds: list[str]) -> dict[str, str]:
     """Build (or find cached) images; their tags (or why not) go to the child's env."""
     if not kinds:
         return {}
     from hermes_console import images
 
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for kind in kinds:
         var = images.ENV_VARS[kind]
         try:
             out[var] = images.ensure(kind, docker_host=host, log=sys.stderr)
         except images.ImageError as exc:
             out[var + "_ERROR"] = str(exc)
-            print(f"docker-engine: image {kind!r} not built ({exc}); tests that need it will be skipped",
-                  file=sys.stderr)
+            print(
+                f"docker-engine: image {kind!r} not built ({exc}); tests that need it will be skipped", file=sys.stderr
+            )
     return out
 
 
-def _run_child(cmd: List[str], env: Dict[str, str]) -> int:
+def _run_child(cmd: list[str], env: dict[str, str]) -> int:
     """Run the child; SIGINT/SIGTERM are passed on (the child stops, then we clean up)."""
     proc = subprocess.Popen(cmd, env=env)
     previous = {}
@@ -443,16 +472,24 @@ def _run_child(cmd: List[str], env: Dict[str, str]) -> int:
             signal.signal(sig, handler)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_console.docker_engine",
-                                     description="run a command with a Docker engine (started and stopped here if needed)")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_console.docker_engine",
+        description="run a command with a Docker engine (started and stopped here if needed)",
+    )
     parser.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state dir (default .build/docker)")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run CMD with DOCKER_HOST set (or HERMES_DOCKER_UNAVAILABLE saying why)")
-    r.add_argument("--image", action="append", default=[], choices=("base", "busybox"),
-                   help="build this image first (cached by content); repeatable")
-    r.add_argument("--default-image", action="store_true",
-                   help="use the base image as TERMINAL_DOCKER_IMAGE unless that is set")
+    r.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        choices=("base", "busybox"),
+        help="build this image first (cached by content); repeatable",
+    )
+    r.add_argument(
+        "--default-image", action="store_true", help="use the base image as TERMINAL_DOCKER_IMAGE unless that is set"
+    )
     r.add_argument("cmd", nargs=argparse.REMAINDER)
     sub.add_parser("stop", help="stop the private engine if it runs (cleaning it first)")
     sub.add_parser("status", help="say which engine answers")
@@ -469,8 +506,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     existing = _existing_engine()
     private = ping(layout.host)
-    print(f"engine: {existing or (layout.host if private else 'none')}"
-          + (" (private)" if private else "") + ("" if existing or private else f" ({can_manage() or 'startable'})"))
+    print(
+        f"engine: {existing or (layout.host if private else 'none')}"
+        + (" (private)" if private else "")
+        + ("" if existing or private else f" ({can_manage() or 'startable'})")
+    )
     return 0
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Dict, List, Optional, TextIO
+from typing import IO, TextIO
 
 LABEL_KIND = "hermes-console.image"
 KEEP_LABEL = "hermes-console.keep"
@@ -54,18 +54,20 @@ def _docker_cli() -> str:
     return cli
 
 
-def _env(docker_host: Optional[str]) -> Dict[str, str]:
+def _env(docker_host: str | None) -> dict[str, str]:
     env = dict(os.environ)
     if docker_host:
         env["DOCKER_HOST"] = docker_host
     return env
 
 
-def docker(*args: str, docker_host: Optional[str] = None, timeout: float = 120.0,
-           stdin: Optional[int | IO[bytes]] = None) -> subprocess.CompletedProcess:
+def docker(
+    *args: str, docker_host: str | None = None, timeout: float = 120.0, stdin: int | IO[bytes] | None = None
+) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([_docker_cli(), *args], capture_output=True, text=True, timeout=timeout,
-                              env=_env(docker_host), stdin=stdin)
+        return subprocess.run(
+            [_docker_cli(), *args], capture_output=True, text=True, timeout=timeout, env=_env(docker_host), stdin=stdin
+        )
     except subprocess.TimeoutExpired:
         raise ImageError(f"`docker {' '.join(args[:2])}` did not finish within {timeout:g}s") from None
 
@@ -76,11 +78,11 @@ def _checked(proc: subprocess.CompletedProcess, what: str) -> str:
     return proc.stdout
 
 
-def image_exists(tag: str, docker_host: Optional[str] = None) -> bool:
+def image_exists(tag: str, docker_host: str | None = None) -> bool:
     return docker("image", "inspect", "--format", "{{.Id}}", tag, docker_host=docker_host, timeout=30).returncode == 0
 
 
-def _changes(kind: str, extra: Optional[Dict[str, str]] = None) -> List[str]:
+def _changes(kind: str, extra: dict[str, str] | None = None) -> list[str]:
     labels = {LABEL_KIND: kind, KEEP_LABEL: "1", **(extra or {})}
     out = [f"ENV PATH={SANDBOX_PATH}"]
     for key, value in labels.items():
@@ -88,8 +90,15 @@ def _changes(kind: str, extra: Optional[Dict[str, str]] = None) -> List[str]:
     return out
 
 
-def import_rootfs(source: Path, tag: str, *, kind: str = "task", docker_host: Optional[str] = None,
-                  labels: Optional[Dict[str, str]] = None, keep: bool = True) -> str:
+def import_rootfs(
+    source: Path,
+    tag: str,
+    *,
+    kind: str = "task",
+    docker_host: str | None = None,
+    labels: dict[str, str] | None = None,
+    keep: bool = True,
+) -> str:
     """``docker import`` a rootfs directory or a tarball (.tar, .tar.gz, ...) as ``tag``."""
     source = Path(source)
     changes = _changes(kind, labels)
@@ -101,7 +110,9 @@ def import_rootfs(source: Path, tag: str, *, kind: str = "task", docker_host: Op
             raise ImageError(f"{source} does not look like a root filesystem (no bin/ or usr/ inside)")
         tar = subprocess.Popen(["tar", "-C", str(source), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         try:
-            proc = docker("import", *flags, "-", tag, docker_host=docker_host, timeout=BUILD_TIMEOUT_S, stdin=tar.stdout)
+            proc = docker(
+                "import", *flags, "-", tag, docker_host=docker_host, timeout=BUILD_TIMEOUT_S, stdin=tar.stdout
+            )
         finally:
             assert tar.stdout is not None
             tar.stdout.close()
@@ -116,21 +127,26 @@ def import_rootfs(source: Path, tag: str, *, kind: str = "task", docker_host: Op
     return tag
 
 
-def export_rootfs(image: str, dest: Path, docker_host: Optional[str] = None) -> Path:
+def export_rootfs(image: str, dest: Path, docker_host: str | None = None) -> Path:
     """An image's filesystem as a directory (``docker create`` + ``docker export``): usable
     as a bwrap ``rootfs`` override. ``dest`` must be missing or empty."""
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise ImageError(f"{dest} is not empty; expected a new or empty directory to export into")
     dest.mkdir(parents=True, exist_ok=True)
-    cid = _checked(docker("create", "--network", "none", image, "true", docker_host=docker_host),
-                   f"docker create {image}").strip()
+    cid = _checked(
+        docker("create", "--network", "none", image, "true", docker_host=docker_host), f"docker create {image}"
+    ).strip()
     try:
         exp = subprocess.Popen([_docker_cli(), "export", cid], stdout=subprocess.PIPE, env=_env(docker_host))
         assert exp.stdout is not None
         try:
-            untar = subprocess.run(["tar", "-C", str(dest), "-x", "--numeric-owner"], stdin=exp.stdout,
-                                   capture_output=True, timeout=BUILD_TIMEOUT_S)
+            untar = subprocess.run(
+                ["tar", "-C", str(dest), "-x", "--numeric-owner"],
+                stdin=exp.stdout,
+                capture_output=True,
+                timeout=BUILD_TIMEOUT_S,
+            )
         finally:
             exp.stdout.close()
             exp.wait(timeout=60)
@@ -144,14 +160,17 @@ def export_rootfs(image: str, dest: Path, docker_host: Optional[str] = None) -> 
 # --------------------------------------------------------------------------- recipes
 
 
-def _digest(recipe: Dict[str, object]) -> str:
+def _digest(recipe: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def apt_mirror(sources: Optional[List[Path]] = None) -> str:
+def apt_mirror(sources: list[Path] | None = None) -> str:
     """The Debian mirror apt already uses (first non-security ``debian`` URI), or deb.debian.org."""
-    paths = sources if sources is not None else [Path("/etc/apt/sources.list"),
-                                                 *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    paths = (
+        sources
+        if sources is not None
+        else [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    )
     for path in paths:
         try:
             text = path.read_text(errors="replace")
@@ -173,9 +192,14 @@ def debian_suite() -> str:
     return "bookworm"
 
 
-def base_recipe() -> Dict[str, object]:
-    return {"kind": "base", "suite": debian_suite(), "variant": "minbase", "include": list(BASE_PACKAGES),
-            "version": RECIPE_VERSION}
+def base_recipe() -> dict[str, object]:
+    return {
+        "kind": "base",
+        "suite": debian_suite(),
+        "variant": "minbase",
+        "include": list(BASE_PACKAGES),
+        "version": RECIPE_VERSION,
+    }
 
 
 def base_tag() -> str:
@@ -194,7 +218,7 @@ def busybox_tag() -> str:
     return f"hermes-busybox:{_digest({'kind': 'busybox', 'busybox': digest, 'version': RECIPE_VERSION})}"
 
 
-def _need_tool(tool: str, package: str, log: Optional[TextIO]) -> None:
+def _need_tool(tool: str, package: str, log: TextIO | None) -> None:
     if shutil.which(tool) is not None or os.path.isfile(f"/bin/{tool}"):
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
@@ -216,7 +240,7 @@ def _work_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="hermes-image-", dir=base))
 
 
-def build_busybox(docker_host: Optional[str] = None, log: Optional[TextIO] = None) -> str:
+def build_busybox(docker_host: str | None = None, log: TextIO | None = None) -> str:
     _need_tool("busybox", "busybox-static", log)
     tag = busybox_tag()
     if image_exists(tag, docker_host):
@@ -227,8 +251,9 @@ def build_busybox(docker_host: Optional[str] = None, log: Optional[TextIO] = Non
         for sub in ("bin", "etc", "tmp", "workspace"):
             (root / sub).mkdir(parents=True)
         shutil.copy2(_busybox_binary(), root / "bin" / "busybox")
-        applets = subprocess.run([str(root / "bin" / "busybox"), "--list"], capture_output=True, text=True,
-                                 timeout=30).stdout.split()
+        applets = subprocess.run(
+            [str(root / "bin" / "busybox"), "--list"], capture_output=True, text=True, timeout=30
+        ).stdout.split()
         for name in applets:
             if name != "busybox" and "/" not in name:
                 os.symlink("busybox", root / "bin" / name)
@@ -239,7 +264,7 @@ def build_busybox(docker_host: Optional[str] = None, log: Optional[TextIO] = Non
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_base(docker_host: Optional[str] = None, log: Optional[TextIO] = None) -> str:
+def build_base(docker_host: str | None = None, log: TextIO | None = None) -> str:
     """The sandbox base image (cached by recipe): debootstrap, trim, docker import."""
     tag = base_tag()
     if image_exists(tag, docker_host):
@@ -254,8 +279,14 @@ def build_base(docker_host: Optional[str] = None, log: Optional[TextIO] = None) 
     work = _work_dir()
     try:
         root = work / "rootfs"
-        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", str(recipe["suite"]),
-                str(root), mirror]
+        argv = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(BASE_PACKAGES)}",
+            str(recipe["suite"]),
+            str(root),
+            mirror,
+        ]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -269,8 +300,13 @@ def build_base(docker_host: Optional[str] = None, log: Optional[TextIO] = None) 
         for junk in (root / "var" / "cache" / "apt").glob("*.bin"):
             junk.unlink()
         (root / "workspace").mkdir(exist_ok=True)
-        return import_rootfs(root, tag, kind="base", docker_host=docker_host,
-                             labels={"hermes-console.recipe": json.dumps(recipe, sort_keys=True)})
+        return import_rootfs(
+            root,
+            tag,
+            kind="base",
+            docker_host=docker_host,
+            labels={"hermes-console.recipe": json.dumps(recipe, sort_keys=True)},
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -278,28 +314,43 @@ def build_base(docker_host: Optional[str] = None, log: Optional[TextIO] = None) 
 BUILDERS = {"base": build_base, "busybox": build_busybox}
 
 
-def ensure(kind: str, docker_host: Optional[str] = None, log: Optional[TextIO] = None) -> str:
+def ensure(kind: str, docker_host: str | None = None, log: TextIO | None = None) -> str:
     if kind not in BUILDERS:
         raise ImageError(f"unknown image kind {kind!r}; expected one of {', '.join(BUILDERS)}")
     return BUILDERS[kind](docker_host=docker_host, log=log)
 
 
-def list_images(docker_host: Optional[str] = None) -> List[Dict[str, str]]:
-    out = _checked(docker("images", "--filter", f"label={LABEL_KIND}", "--format",
-                          "{{.Repository}}:{{.Tag}}\t{{.ID}}\t{{.Size}}\t{{.CreatedSince}}", docker_host=docker_host),
-                   "docker images")
+def list_images(docker_host: str | None = None) -> list[dict[str, str]]:
+    out = _checked(
+        docker(
+            "images",
+            "--filter",
+            f"label={LABEL_KIND}",
+            "--format",
+            "{{.Repository}}:{{.Tag}}\t{{.ID}}\t{{.Size}}\t{{.CreatedSince}}",
+            docker_host=docker_host,
+        ),
+        "docker images",
+    )
     rows = []
     for line in out.splitlines():
         parts = line.split("\t")
         if len(parts) == 4:
             tag, image_id, size, created = parts
-            kind = docker("image", "inspect", "--format", "{{index .Config.Labels \"%s\"}}" % LABEL_KIND, tag,
-                          docker_host=docker_host, timeout=30).stdout.strip()
+            kind = docker(
+                "image",
+                "inspect",
+                "--format",
+                '{{index .Config.Labels "%s"}}' % LABEL_KIND,
+                tag,
+                docker_host=docker_host,
+                timeout=30,
+            ).stdout.strip()
             rows.append({"tag": tag, "id": image_id, "size": size, "created": created, "kind": kind})
     return rows
 
 
-def remove_images(tags: List[str], docker_host: Optional[str] = None) -> None:
+def remove_images(tags: list[str], docker_host: str | None = None) -> None:
     _checked(docker("rmi", *tags, docker_host=docker_host), f"docker rmi {' '.join(tags)}")
 
 
@@ -322,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.action == "build":

@@ -15,23 +15,24 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from hermes_console.runtime.trainer_api import TrainerAPIError, TrainerClient, TrainerRegistration
 
 
 @dataclass
 class TrainerRun:
-    batches: List[List[Dict[str, Any]]] = field(default_factory=list)
+    batches: list[list[dict[str, Any]]] = field(default_factory=list)
     seconds: float = 0.0
-    status: Dict[str, Any] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sequences(self) -> int:
         return sum(len(g.get("tokens") or []) for b in self.batches for g in b)
 
-    def env_ids(self) -> List[Any]:
+    def env_ids(self) -> list[Any]:
         return sorted({g.get("env_id") for b in self.batches for g in b}, key=repr)
 
 
@@ -44,7 +45,7 @@ async def run_trainer(
     poll_s: float = 0.2,
     reset: bool = True,
     max_token_len: int = 100_000,
-    on_batch: Optional[Callable[[int, List[Dict[str, Any]]], None]] = None,
+    on_batch: Callable[[int, list[dict[str, Any]]], None] | None = None,
     wandb_project: str = "local",
     wandb_group: str = "local",
 ) -> TrainerRun:
@@ -55,8 +56,13 @@ async def run_trainer(
         if reset:
             await client.reset()  # run-api keeps state in memory between trainers
         await client.register_trainer(
-            TrainerRegistration(batch_size=batch_size, num_steps=steps, max_token_len=max_token_len,
-                                wandb_project=wandb_project, wandb_group=wandb_group)
+            TrainerRegistration(
+                batch_size=batch_size,
+                num_steps=steps,
+                max_token_len=max_token_len,
+                wandb_project=wandb_project,
+                wandb_group=wandb_group,
+            )
         )
         while len(out.batches) < steps and time.monotonic() - t0 < deadline_s:
             try:
@@ -77,7 +83,7 @@ async def run_trainer(
     return out
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hermes_console_dev.fake_trainer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--api", default="http://127.0.0.1:8000", help="run-api base URL")
     ap.add_argument("--steps", type=int, default=3, help="batches to take (also registered as num_steps)")
@@ -88,18 +94,38 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.steps < 1 or a.batch_size < 1:
         ap.error("--steps and --batch-size must be at least 1")
 
-    def show(n: int, batch: List[Dict[str, Any]]) -> None:
-        print(json.dumps({"batch": n, "groups": len(batch), "env_ids": sorted({g.get("env_id") for g in batch}, key=repr),
-                          "scores": [g.get("scores") for g in batch]}), flush=True)
+    def show(n: int, batch: list[dict[str, Any]]) -> None:
+        print(
+            json.dumps(
+                {
+                    "batch": n,
+                    "groups": len(batch),
+                    "env_ids": sorted({g.get("env_id") for g in batch}, key=repr),
+                    "scores": [g.get("scores") for g in batch],
+                }
+            ),
+            flush=True,
+        )
 
     try:
-        run = asyncio.run(run_trainer(a.api, a.steps, a.batch_size, deadline_s=a.deadline_s, reset=not a.no_reset,
-                                      on_batch=show))
+        run = asyncio.run(
+            run_trainer(a.api, a.steps, a.batch_size, deadline_s=a.deadline_s, reset=not a.no_reset, on_batch=show)
+        )
     except TrainerAPIError as exc:
         print(f"fake_trainer: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"batches": len(run.batches), "sequences": run.sequences, "env_ids": run.env_ids(),
-                      "status": run.status, "seconds": run.seconds}), flush=True)
+    print(
+        json.dumps(
+            {
+                "batches": len(run.batches),
+                "sequences": run.sequences,
+                "env_ids": run.env_ids(),
+                "status": run.status,
+                "seconds": run.seconds,
+            }
+        ),
+        flush=True,
+    )
     return 0 if len(run.batches) >= a.steps else 1
 
 

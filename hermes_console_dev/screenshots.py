@@ -14,10 +14,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 from textual.pilot import Pilot
 
@@ -39,16 +40,16 @@ class ScriptedRuntime:
     ``recent_commands``) so the sandbox screen has content.
     """
 
-    def __init__(self, events: List[Event]) -> None:
+    def __init__(self, events: list[Event]) -> None:
         self._events = list(events)
-        self.fatal: Optional[BaseException] = None
-        self._finished: "Future[None]" = Future()
+        self.fatal: BaseException | None = None
+        self._finished: Future[None] = Future()
 
     @property
-    def done(self) -> "Future[None]":
+    def done(self) -> Future[None]:
         return self._finished
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         return True
 
     @property
@@ -59,7 +60,7 @@ class ScriptedRuntime:
     def pending(self) -> int:
         return len(self._events)
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+    def drain(self, max_events: int | None = None) -> list[Event]:
         n = len(self._events) if max_events is None else max_events
         out, self._events = self._events[:n], self._events[n:]
         return out
@@ -68,62 +69,83 @@ class ScriptedRuntime:
         pass
 
     @staticmethod
-    def _done(value: Any = None) -> "Future[Any]":
+    def _done(value: Any = None) -> Future[Any]:
         future: Future = Future()
         future.set_result(value)
         return future
 
-    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
+    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]:
         if not self._finished.done():
             self._finished.set_result(None)
         return self._finished
 
-    def pause(self) -> "Future[None]":
+    def pause(self) -> Future[None]:
         return self._done()
 
-    def resume(self) -> "Future[None]":
+    def resume(self) -> Future[None]:
         return self._done()
 
-    def cancel_in_flight(self) -> "Future[int]":
+    def cancel_in_flight(self) -> Future[int]:
         return self._done(0)
 
-    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> "Future[None]":
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
         return self._done()
 
-    def evaluate(self, pause_intake: bool = False) -> "Future[Dict[str, Any]]":
+    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
         return self._done({})
 
-    def kill_sandbox(self, task_id: str) -> "Future[bool]":
+    def kill_sandbox(self, task_id: str) -> Future[bool]:
         return self._done(True)
 
-    def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]":
+    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
         return self._done(seconds)
 
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]":
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
         return self._done({"output": "", "exit_code": 0, "duration_s": 0.0})
 
-    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
-        return self._done({
-            "cwd": f"/tmp/hermes/{task_id}/src",
-            "process_tree": [
-                {"pid": 4101, "ppid": 1, "command": "bash --noprofile --norc", "state": "S", "elapsed_s": 212.0},
-                {"pid": 4188, "ppid": 4101, "command": "find src -type f -printf '%s %p\\n'", "state": "R",
-                 "elapsed_s": 95.0},
-                {"pid": 4189, "ppid": 4101, "command": "sort -n", "state": "S", "elapsed_s": 95.0},
-            ],
-            "live_output": {
-                "command": "find src -type f -printf '%s %p\\n' | sort -n", "running_s": 95.0, "bytes": 139,
-                "tail": "12 src/__init__.py\n96 src/test_calc.py\n310 src/calc.py\n2048 src/vendor/big.py\n",
-            },
-            "recent_commands": [
-                {"command": "ls -la", "duration_s": 0.02, "exit_code": 0,
-                 "output_head": "total 12\n-rw-r--r-- 1 agent agent 310 calc.py\n-rw-r--r-- 1 agent agent 96 test_calc.py"},
-                {"command": "python -m pytest -q", "duration_s": 1.42, "exit_code": 1,
-                 "output_head": "F.\nFAILED test_calc.py::test_add - assert -1 == 5"},
-                {"command": "cat calc.py", "duration_s": 0.01, "exit_code": 0,
-                 "output_head": "def add(a, b):\n    return a - b"},
-            ],
-        })
+    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
+        return self._done(
+            {
+                "cwd": f"/tmp/hermes/{task_id}/src",
+                "process_tree": [
+                    {"pid": 4101, "ppid": 1, "command": "bash --noprofile --norc", "state": "S", "elapsed_s": 212.0},
+                    {
+                        "pid": 4188,
+                        "ppid": 4101,
+                        "command": "find src -type f -printf '%s %p\\n'",
+                        "state": "R",
+                        "elapsed_s": 95.0,
+                    },
+                    {"pid": 4189, "ppid": 4101, "command": "sort -n", "state": "S", "elapsed_s": 95.0},
+                ],
+                "live_output": {
+                    "command": "find src -type f -printf '%s %p\\n' | sort -n",
+                    "running_s": 95.0,
+                    "bytes": 139,
+                    "tail": "12 src/__init__.py\n96 src/test_calc.py\n310 src/calc.py\n2048 src/vendor/big.py\n",
+                },
+                "recent_commands": [
+                    {
+                        "command": "ls -la",
+                        "duration_s": 0.02,
+                        "exit_code": 0,
+                        "output_head": "total 12\n-rw-r--r-- 1 agent agent 310 calc.py\n-rw-r--r-- 1 agent agent 96 test_calc.py",
+                    },
+                    {
+                        "command": "python -m pytest -q",
+                        "duration_s": 1.42,
+                        "exit_code": 1,
+                        "output_head": "F.\nFAILED test_calc.py::test_add - assert -1 == 5",
+                    },
+                    {
+                        "command": "cat calc.py",
+                        "duration_s": 0.01,
+                        "exit_code": 0,
+                        "output_head": "def add(a, b):\n    return a - b",
+                    },
+                ],
+            }
+        )
 
 
 async def _settle(pilot: Pilot, rounds: int = 4) -> None:
@@ -205,12 +227,25 @@ SAMPLE_CONFIG = [
     {"section": "env", "key": "env.max_token_length", "value": "4096", "source": "config file 'demo.yaml'"},
     {"section": "env", "key": "env.terminal_backend", "value": "'local'", "source": "config_init()"},
     {"section": "env", "key": "env.use_wandb", "value": "False", "source": "process mode default (offline)"},
-    {"section": "env", "key": "env.data_path_to_save_groups", "value": "runs/terminal_tasks/groups.jsonl",
-     "source": "run dir default"},
-    {"section": "openai", "key": "openai[0].base_url", "value": "http://127.0.0.1:8100/v1",
-     "source": "config file 'demo.yaml' openai[0]"},
+    {
+        "section": "env",
+        "key": "env.data_path_to_save_groups",
+        "value": "runs/terminal_tasks/groups.jsonl",
+        "source": "run dir default",
+    },
+    {
+        "section": "openai",
+        "key": "openai[0].base_url",
+        "value": "http://127.0.0.1:8100/v1",
+        "source": "config file 'demo.yaml' openai[0]",
+    },
     {"section": "openai", "key": "openai[0].api_key", "value": "(set, hidden)", "source": "config_init()"},
-    {"section": "phase2", "key": "phase2[0].server_type", "value": "'vllm'", "source": "phase 1 server as token-level (vllm)"},
+    {
+        "section": "phase2",
+        "key": "phase2[0].server_type",
+        "value": "'vllm'",
+        "source": "phase 1 server as token-level (vllm)",
+    },
     {"section": "run", "key": "run.phase", "value": "1", "source": "derived from the server types"},
 ]
 
@@ -222,10 +257,20 @@ async def _config(pilot: Pilot) -> None:
     await _settle(pilot)
     # The fixture logs predate the config rows: give the run its resolved config as a live run would.
     run = pilot.app.state.run
-    pilot.app.apply_events([rev.RunConfigured(ts=pilot.app.now(), env_name=run.env_name, mode=run.mode,
-                                              phase=run.phase, group_size=run.group_size,
-                                              max_in_flight=run.max_in_flight, worker_timeout_s=run.worker_timeout_s,
-                                              config=SAMPLE_CONFIG)])
+    pilot.app.apply_events(
+        [
+            rev.RunConfigured(
+                ts=pilot.app.now(),
+                env_name=run.env_name,
+                mode=run.mode,
+                phase=run.phase,
+                group_size=run.group_size,
+                max_in_flight=run.max_in_flight,
+                worker_timeout_s=run.worker_timeout_s,
+                config=SAMPLE_CONFIG,
+            )
+        ]
+    )
     pilot.app.push_screen(ConfigScreen())
     await _settle(pilot)
 
@@ -233,11 +278,11 @@ async def _config(pilot: Pilot) -> None:
 @dataclass(frozen=True)
 class Scene:
     log: str
-    size: Tuple[int, int]
+    size: tuple[int, int]
     run_before: Callable[[Pilot], Awaitable[None]]
 
 
-SCENES: Dict[str, Scene] = {
+SCENES: dict[str, Scene] = {
     "main": Scene("main.jsonl", (200, 50), _main),
     "main_compact": Scene("main.jsonl", (80, 24), _main),
     "rollout": Scene("main.jsonl", (200, 50), _rollout),
@@ -257,7 +302,7 @@ SCENES: Dict[str, Scene] = {
 }
 
 
-def read_log(path: Path) -> List[Event]:
+def read_log(path: Path) -> list[Event]:
     with path.open(encoding="utf-8") as fh:
         return [event_from_dict(json.loads(line)) for line in fh if line.strip()]
 
@@ -281,16 +326,21 @@ async def capture(scene: str, out_dir: Path, fixtures: Path = DEFAULT_FIXTURES) 
     return path
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_console_dev.screenshots", description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_console_dev.screenshots", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES, help="directory with the *.jsonl logs")
     parser.add_argument("--scene", action="append", choices=sorted(SCENES), help="only these scenes")
     args = parser.parse_args(argv)
     missing = sorted({s.log for s in SCENES.values() if not (args.fixtures / s.log).is_file()})
     if missing:
-        print(f"screenshots: missing fixture logs in {args.fixtures}: {', '.join(missing)} "
-              "(write them with: python -m tests.ui.eventlog)", file=sys.stderr)
+        print(
+            f"screenshots: missing fixture logs in {args.fixtures}: {', '.join(missing)} "
+            "(write them with: python -m tests.ui.eventlog)",
+            file=sys.stderr,
+        )
         return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for scene in args.scene or list(SCENES):

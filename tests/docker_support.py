@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import List
 
 import pytest
 
@@ -63,7 +62,7 @@ def docker(*args: str, timeout: float = 60.0, check: bool = True) -> subprocess.
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check, env=env)
 
 
-def managed_containers() -> List[str]:
+def managed_containers() -> list[str]:
     """Every container this tool labelled, running or not."""
     out = docker("ps", "-aq", "--filter", "label=hermes-console.managed=1").stdout
     return out.split()
@@ -97,7 +96,7 @@ def base_rootfs() -> Path:
     return final
 
 
-def task_image(files: "dict", tag: str, tmp: Path) -> str:
+def task_image(files: dict, tag: str, tmp: Path) -> str:
     """A task image built from a rootfs: the base rootfs (hard-linked copy) plus ``files``
     (absolute path -> text), ``docker import``-ed as ``tag`` (not labelled to keep)."""
     from hermes_console import images
@@ -134,7 +133,7 @@ class EngineProxy:
 
         self.path, self.upstream = path, upstream
         self._lock = threading.Lock()
-        self._conns: List = []
+        self._conns: list = []
         self._server = None
 
     @property
@@ -211,4 +210,4 @@ def engine_socket() -> str:
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not host.startswith("unix://"):
         pytest.skip(f"the engine is not on a unix socket ({host})")
-    return host[len("unix://"):]
+    return host[len("unix://") :]

@@ -5,15 +5,16 @@ figures themselves live in BENCHMARKS.md / bench/results.json."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable
+from typing import Any
 
 import pytest
 
 FIGURE_KEYS = {"name", "value", "target", "unit", "op", "verdict"}
 
 
-def _check(result: Dict[str, Any], keys: Iterable[str], n_figures: int) -> None:
+def _check(result: dict[str, Any], keys: Iterable[str], n_figures: int) -> None:
     missing = set(keys) - set(result)
     assert not missing, f"missing keys {sorted(missing)} in {sorted(result)}"
     json.dumps(result, default=str)  # results.json must be able to hold it
@@ -57,7 +58,9 @@ def test_synthetic_events_replay_through_the_reducer() -> None:
     state = ConsoleState()
     state.apply_all(stream)
     assert state.rollouts_finished == 16
-    assert sum(1 for e in stream if e.kind.startswith(("rollout_", "turn_", "tool_call_"))) == 16 * events_per_rollout(2)
+    assert sum(1 for e in stream if e.kind.startswith(("rollout_", "turn_", "tool_call_"))) == 16 * events_per_rollout(
+        2
+    )
 
 
 def test_p1_overhead_smoke() -> None:
@@ -119,4 +122,3 @@ def test_main_table_and_selection() -> None:
     assert {k for k, _, _ in BENCHES} == {"sim", "p1", "p2", "p3", "p4", "p5", "scaling", "peers"}
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
-

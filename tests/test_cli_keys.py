@@ -19,6 +19,10 @@ def test_bad_keymap_exits_2_with_the_offending_id(tmp_path: Path, capsys) -> Non
 
 def test_keys_flag_is_accepted_by_every_ui_command() -> None:
     parser = cli.build_parser()
-    for argv in (["demo", "--keys", "k.yaml"], ["run", "env.py", "--keys", "k.yaml"], ["replay", "l.jsonl", "--keys", "k.yaml"]):
+    for argv in (
+        ["demo", "--keys", "k.yaml"],
+        ["run", "env.py", "--keys", "k.yaml"],
+        ["replay", "l.jsonl", "--keys", "k.yaml"],
+    ):
         args, _ = parser.parse_known_args(argv)
         assert args.keys == "k.yaml"

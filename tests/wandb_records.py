@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 _HEADER = b":W&B\xe1\xbe\x00"
 _BLOCK = 32768
@@ -28,8 +29,8 @@ def _chunks(data: bytes) -> Iterator[bytes]:
         if left_in_block < _CHUNK_HEADER:  # block trailer padding
             pos += left_in_block
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + _CHUNK_HEADER])
-        body = data[pos + _CHUNK_HEADER:pos + _CHUNK_HEADER + length]
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + _CHUNK_HEADER])
+        body = data[pos + _CHUNK_HEADER : pos + _CHUNK_HEADER + length]
         pos += _CHUNK_HEADER + length
         if kind == 0 and length == 0:  # zero padding at a block's end
             continue
@@ -47,8 +48,8 @@ def _chunks(data: bytes) -> Iterator[bytes]:
 @dataclass
 class OfflineRun:
     directory: Path
-    config: Dict[str, Any] = field(default_factory=dict)
-    history: List[Dict[str, Any]] = field(default_factory=list)  # one dict per logged step
+    config: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)  # one dict per logged step
     run_name: str = ""
     project: str = ""
     group: str = ""
@@ -87,6 +88,6 @@ def read_offline_run(run_dir: Path) -> OfflineRun:
     return run
 
 
-def offline_runs(wandb_root: Path) -> List[Path]:
+def offline_runs(wandb_root: Path) -> list[Path]:
     """Every offline run directory under a ``WANDB_DIR`` (``<dir>/wandb/offline-run-*``)."""
     return sorted(Path(wandb_root).glob("**/offline-run-*"))

@@ -31,18 +31,16 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Protocol, Set, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from environments.sandboxes import procfs, quota
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
 from environments.sandboxes.hostio import write_new
 from environments.sandboxes.paths import resolve_to_host
-from environments.sandboxes.settings import SandboxSettings
-from environments.sandboxes.shell import DRIVER, INIT, VERIFIER
-from environments.sandboxes.stale import discard_owner, write_owner
 from environments.sandboxes.records import (
     ExecResult,
     PathEscapeError,
@@ -50,6 +48,9 @@ from environments.sandboxes.records import (
     SandboxClosedError,
     SandboxUnavailable,
 )
+from environments.sandboxes.settings import SandboxSettings
+from environments.sandboxes.shell import DRIVER, INIT, VERIFIER
+from environments.sandboxes.stale import discard_owner, write_owner
 
 __all__ = [
     "ExecResult",
@@ -82,15 +83,15 @@ class Sandbox(Protocol):
     task_id: str
     backend: str  # "local" | "bwrap" | "docker"
     workspace: str  # the workspace as commands inside see it (initial cwd, $HOME)
-    host_workspace: Optional[Path]  # host dir backing the workspace; None for docker
+    host_workspace: Path | None  # host dir backing the workspace; None for docker
 
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None) -> ExecResult: ...
+    def execute(self, command: str, timeout: float, *, stdin_data: str | None = None) -> ExecResult: ...
 
     def cwd(self) -> str: ...
 
     def to_host_path(self, path: str) -> Path: ...
 
-    def process_tree(self) -> List[ProcessInfo]: ...
+    def process_tree(self) -> list[ProcessInfo]: ...
 
     def cleanup(self) -> None: ...
 
@@ -118,12 +119,12 @@ class BashSessionSandbox(ABC):
         task_id: str,
         *,
         workspace: str,
-        host_workspace: Optional[Path],
+        host_workspace: Path | None,
         state_host_dir: Path,
         state_view_dir: str,
         kill_grace: float = 0.5,
         output_limit: int = 1_000_000,
-        limits: Optional[SandboxSettings] = None,
+        limits: SandboxSettings | None = None,
     ) -> None:
         self.task_id = task_id
         self.workspace = workspace
@@ -141,10 +142,10 @@ class BashSessionSandbox(ABC):
         self._closed = False
         self._command_extra_s = 0.0  # operator's extension of the running command's timeout
         self._busy = 0
-        self._machine: Optional[subprocess.Popen] = None
-        self._vmachine: Optional[subprocess.Popen] = None  # docker: the verifier's own exec
-        self._agent: Optional["_Channel"] = None
-        self._verifier: Optional["_Channel"] = None
+        self._machine: subprocess.Popen | None = None
+        self._vmachine: subprocess.Popen | None = None  # docker: the verifier's own exec
+        self._agent: _Channel | None = None
+        self._verifier: _Channel | None = None
         self._restore_cwd = False
         self._start_timeout = START_TIMEOUT_S
         self.shell_restarts = 0
@@ -153,28 +154,34 @@ class BashSessionSandbox(ABC):
         self._stop_agent_before_verify = limits.verifier_stops_agent if limits is not None else True
         self._agent_seen = 0  # agent commands so far; a sweep happens once per burst of them
         self._agent_swept = 0
-        self.on_restart: Optional[Callable[[str, str], None]] = None  # (what, why): the registry's event hook
+        self.on_restart: Callable[[str, str], None] | None = None  # (what, why): the registry's event hook
         self._cwd_cache = workspace
-        self._live: Optional[BoundedOutput] = None  # the agent command in flight's output, for live_output
+        self._live: BoundedOutput | None = None  # the agent command in flight's output, for live_output
         self._live_command = ""
         self._live_since = 0.0
         self._limits = limits
-        self._cgroup: Optional[SandboxCgroup] = None
-        self._owner_record: Optional[Path] = None
-        self._prefix: Optional[List[str]] = None
+        self._cgroup: SandboxCgroup | None = None
+        self._owner_record: Path | None = None
+        self._prefix: list[str] | None = None
         write_new(self._state_host / "cwd", (workspace + "\n").encode(), 0o644)  # fresh dir: nothing planted yet
         if limits is not None and self._wants_cgroup():
             self._cgroup = SandboxCgroup.create(
-                self.sandbox_id, pids_max=limits.pids_limit, memory_bytes=limits.memory_mb * 1024 * 1024,
+                self.sandbox_id,
+                pids_max=limits.pids_limit,
+                memory_bytes=limits.memory_mb * 1024 * 1024,
                 cpus=limits.cpu,
             )
         # The whole workspace's size, not just each file's (RLIMIT_FSIZE): a sized tmpfs, where root can mount.
         self._workspace_quota = bool(
-            limits is not None and host_workspace is not None and quota.mount_tmpfs(host_workspace, limits.workspace_size_mb)
+            limits is not None
+            and host_workspace is not None
+            and quota.mount_tmpfs(host_workspace, limits.workspace_size_mb)
         )
         try:
             self._owner_record = write_owner(
-                self._state_host.parent, self.sandbox_id, self._dirs_to_remove(),
+                self._state_host.parent,
+                self.sandbox_id,
+                self._dirs_to_remove(),
                 self._cgroup.paths() if self._cgroup else [],
             )
         except OSError:
@@ -183,14 +190,14 @@ class BashSessionSandbox(ABC):
     # ------------------------------------------------------------ backend hooks
 
     @abstractmethod
-    def _argv(self, script: str) -> List[str]:
+    def _argv(self, script: str) -> list[str]:
         """The argv that runs ``bash -c script`` inside this backend."""
 
     @abstractmethod
-    def _env(self) -> Dict[str, str]:
+    def _env(self) -> dict[str, str]:
         """Environment for the spawned host process (must carry the marker)."""
 
-    def _popen_cwd(self) -> Optional[str]:
+    def _popen_cwd(self) -> str | None:
         return None
 
     def _spawn_error(self, exc: OSError) -> Exception:
@@ -214,7 +221,7 @@ class BashSessionSandbox(ABC):
         q = "'" + path.replace("'", "'\\''") + "'"
         self.execute(f"mkdir -p -- {q} 2>/dev/null; cd -- {q}", 30)
 
-    def _limit_counters(self) -> Dict[str, int]:
+    def _limit_counters(self) -> dict[str, int]:
         """Limit-hit counters (oom_kill, pids_max) of the sandbox's cgroup, when it has one."""
         return self._cgroup.counters() if self._cgroup is not None else {}
 
@@ -228,7 +235,7 @@ class BashSessionSandbox(ABC):
         """Host-process backends (local, bwrap) get a cgroup; docker has its own."""
         return True
 
-    def _limit_prefix(self) -> List[str]:
+    def _limit_prefix(self) -> list[str]:
         """argv prefix that joins the sandbox's cgroup and sets rlimits, then execs the rest.
         Values never exceed the console's own hard limits (raising them would fail the command)."""
         lim = self._limits
@@ -249,7 +256,7 @@ class BashSessionSandbox(ABC):
             self._prefix = ["/bin/sh", "-c", script, "hermes-limits"]
         return self._prefix
 
-    def limits_summary(self) -> Dict[str, str]:
+    def limits_summary(self) -> dict[str, str]:
         """What bounds this sandbox, for the drill-down."""
         lim = self._limits
         if lim is None:
@@ -257,19 +264,24 @@ class BashSessionSandbox(ABC):
         how = "cgroup" if self._cgroup is not None else "rlimit"
         mem_how = "cgroup" if self._cgroup is not None and self._cgroup.has_memory else "rlimit (address space)"
         pids_how = "cgroup" if self._cgroup is not None and self._cgroup.has_pids else "none (rlimits do not bind root)"
-        cpu_how = f"{lim.cpu:g} CPUs (cgroup)" if self._cgroup is not None and self._cgroup.has_cpu else "no CPU share limit"
+        cpu_how = (
+            f"{lim.cpu:g} CPUs (cgroup)" if self._cgroup is not None and self._cgroup.has_cpu else "no CPU share limit"
+        )
         return {
             "pids": f"{lim.pids_limit} ({pids_how})",
             "cpu": cpu_how,
             "memory": f"{lim.memory_mb} MB ({mem_how})",
             "cpu_time": f"{lim.cpu_time_s} s per process (rlimit)",
             "file_size": f"{lim.file_size_mb} MB per file (rlimit)",
-            "workspace": (f"{lim.workspace_size_mb} MB in all (tmpfs)" if self._workspace_quota
-                          else "unbounded in sum (a sized tmpfs needs root)"),
+            "workspace": (
+                f"{lim.workspace_size_mb} MB in all (tmpfs)"
+                if self._workspace_quota
+                else "unbounded in sum (a sized tmpfs needs root)"
+            ),
             "enforced_by": how,
         }
 
-    def _dirs_to_remove(self) -> List[Path]:
+    def _dirs_to_remove(self) -> list[Path]:
         dirs = [self._state_host]
         if self.host_workspace is not None:
             dirs.append(self.host_workspace)
@@ -282,7 +294,7 @@ class BashSessionSandbox(ABC):
         return self._closed
 
     def execute(
-        self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
+        self, command: str, timeout: float, *, stdin_data: str | None = None, isolated: bool = False
     ) -> ExecResult:
         """Run ``command`` in the agent's persistent shell (``isolated``: in a fresh fork of
         the verifier runner instead, with none of the agent shell's state; see shell.py).
@@ -301,8 +313,9 @@ class BashSessionSandbox(ABC):
         killed = procfs.kill_until_gone(self._agent_leftovers, 5.0)
         if killed:
             self.agent_processes_stopped += killed
-            _log.info("sandbox %s: stopped %d process(es) the agent left running before verification",
-                      self.sandbox_id, killed)
+            _log.info(
+                "sandbox %s: stopped %d process(es) the agent left running before verification", self.sandbox_id, killed
+            )
         return killed
 
     def run_diagnostic(self, command: str, timeout: float = 10.0) -> ExecResult:
@@ -321,7 +334,7 @@ class BashSessionSandbox(ABC):
             path, cwd=self.cwd(), home=self.workspace, view_root=self.workspace, host_root=self.host_workspace
         )
 
-    def process_tree(self) -> List[ProcessInfo]:
+    def process_tree(self) -> list[ProcessInfo]:
         roots = {m.pid for m in (self._machine, self._vmachine) if m is not None}
         if self._cgroup is not None:
             roots |= self._cgroup.pids()
@@ -329,7 +342,7 @@ class BashSessionSandbox(ABC):
         found = procfs.sandbox_processes(self._marker, (), roots)
         return procfs.describe(st for pid, st in found.items() if pid not in infra)
 
-    def shell_state(self) -> Dict[str, object]:
+    def shell_state(self) -> dict[str, object]:
         """The persistent shell, for the drill-down: pid, uptime, restarts, busy."""
         ch = self._agent
         return {
@@ -341,7 +354,7 @@ class BashSessionSandbox(ABC):
             "agent_processes_stopped": self.agent_processes_stopped,
         }
 
-    def live_output(self, limit: int = LIVE_TAIL_LIMIT) -> Optional[Dict[str, object]]:
+    def live_output(self, limit: int = LIVE_TAIL_LIMIT) -> dict[str, object] | None:
         """The agent command in flight and the last ``limit`` bytes of its output so far
         (stdout+stderr, as the shell sees them); None when the shell is idle."""
         buf, command, since = self._live, self._live_command, self._live_since
@@ -354,7 +367,7 @@ class BashSessionSandbox(ABC):
             "tail": buf.peek_tail(max(0, min(int(limit), self._output_limit))),
         }
 
-    def _agent_leftovers(self) -> List[int]:
+    def _agent_leftovers(self) -> list[int]:
         """Live non-machine processes of this sandbox: from its cgroup when there is one (a
         few small reads; a full /proc scan per rollout costs ms with hundreds of sandboxes)."""
         if self._cgroup is None:
@@ -372,7 +385,7 @@ class BashSessionSandbox(ABC):
         the machine's own init, shell and verifier runner do not count."""
         return bool(self._busy) or bool(self.process_tree())
 
-    def running_pids(self) -> List[int]:
+    def running_pids(self) -> list[int]:
         ch = self._agent
         return [ch.shell_pid] if self._busy and ch is not None and ch.shell_pid else []
 
@@ -424,8 +437,8 @@ class BashSessionSandbox(ABC):
         """Start the machine (INIT + agent shell + verifier runner); wait for the shell."""
         _raise_nofile()
         in_machine = self._verifier_in_machine()
-        vpipes: List[int] = []
-        extra: List[str] = []
+        vpipes: list[int] = []
+        extra: list[str] = []
         if in_machine:
             v_in_r, v_in_w = os.pipe()
             v_out_r, v_out_w = os.pipe()
@@ -458,11 +471,11 @@ class BashSessionSandbox(ABC):
         if self._verifier.wait_ready(self._start_timeout):
             self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
 
-    def _argv_init(self, fds: List[str]) -> List[str]:
+    def _argv_init(self, fds: list[str]) -> list[str]:
         argv = self._argv(INIT)
         return argv + [DRIVER, VERIFIER, f"{self._state_view}/{SHELL_STATE_FILE}", *fds]
 
-    def _popen(self, argv: List[str], pass_fds: tuple) -> subprocess.Popen:
+    def _popen(self, argv: list[str], pass_fds: tuple) -> subprocess.Popen:
         try:
             return subprocess.Popen(
                 argv,
@@ -481,7 +494,7 @@ class BashSessionSandbox(ABC):
     def _new_nonce() -> str:
         return secrets.token_hex(16)
 
-    def _map_pid(self, reported: Optional[int]) -> Optional[int]:
+    def _map_pid(self, reported: int | None) -> int | None:
         """The host pid of a process that reported its pid from inside its namespace."""
         if reported is None:
             return None
@@ -493,10 +506,10 @@ class BashSessionSandbox(ABC):
                 return pid
         return None
 
-    def _infra_pids(self) -> Set[int]:
+    def _infra_pids(self) -> set[int]:
         """The machine's own processes: from the agent shell up to the spawned process, and
         the verifier runner (and its ancestors up to the machine)."""
-        infra: Set[int] = set()
+        infra: set[int] = set()
         tops = {m.pid for m in (self._machine, self._vmachine) if m is not None}
         infra |= tops
         for ch in (self._agent, self._verifier):
@@ -549,7 +562,7 @@ class BashSessionSandbox(ABC):
 
     # ------------------------------------------------------------ one command
 
-    def _run(self, command: str, timeout: float, stdin_data: Optional[str], verifier: bool) -> ExecResult:
+    def _run(self, command: str, timeout: float, stdin_data: str | None, verifier: bool) -> ExecResult:
         if not isinstance(command, str):
             raise TypeError(f"command must be a str, got {type(command).__name__}")
         timeout = _check_timeout(timeout)
@@ -578,7 +591,7 @@ class BashSessionSandbox(ABC):
                     self._busy -= 1
 
     def _call(
-        self, ch: "_Channel", command: str, timeout: float, stdin_data: Optional[str], cwd_hint: str, verifier: bool
+        self, ch: _Channel, command: str, timeout: float, stdin_data: str | None, cwd_hint: str, verifier: bool
     ) -> ExecResult:
         if any(rec[0] == "D" for rec in ch.read_records()):  # the shell died between commands
             if not verifier:
@@ -639,7 +652,7 @@ class BashSessionSandbox(ABC):
         return self._command_extra_s
 
     @staticmethod
-    def _shell_ended_note(code: Optional[int]) -> str:
+    def _shell_ended_note(code: int | None) -> str:
         """The model ended its own shell (``exit``, ``set -e``, ``exec``, ``kill $$``): the
         command's status is ``code``; say what the fresh shell kept."""
         if code in BROKEN_SHELL_CODES:
@@ -651,12 +664,12 @@ class BashSessionSandbox(ABC):
             "exported variables kept unless it was SIGKILLed or exec'd; functions, aliases and unexported variables reset]"
         )
 
-    def _pump(self, ch: "_Channel", payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> "_Outcome":
+    def _pump(self, ch: _Channel, payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> _Outcome:
         """Send the frame, collect output, wait for this command's trailer; police the deadline."""
         res = _Outcome()
         pending = memoryview(payload)
         deadline = time.monotonic() + timeout
-        stage_end: Optional[float] = None  # after a timeout/close: how long we wait before escalating
+        stage_end: float | None = None  # after a timeout/close: how long we wait before escalating
         stage = 0
         while True:
             now = time.monotonic()
@@ -715,7 +728,7 @@ class BashSessionSandbox(ABC):
     def _machine_dead_note(self, buf: BoundedOutput) -> None:
         buf.feed(b"\n[The sandbox machine stopped; a fresh one starts with the next command]")
 
-    def _kill_command(self, ch: "_Channel", t0: int) -> None:
+    def _kill_command(self, ch: _Channel, t0: int) -> None:
         """SIGTERM, grace, SIGKILL every process the command started: descendants of the
         shell that started at or after the command did. Earlier background jobs live on."""
         if ch.shell_pid is None:
@@ -731,20 +744,20 @@ class BashSessionSandbox(ABC):
         for pid in victims | procfs.descendants_since(ch.shell_pid, t0, ch.spare):
             _signal(pid, signal.SIGKILL)
 
-    def _kill_shell(self, ch: "_Channel") -> None:
+    def _kill_shell(self, ch: _Channel) -> None:
         if ch.shell_pid is not None and ch is self._agent:
             _signal(ch.shell_pid, signal.SIGKILL)
         else:
             self._kill_machine(ch)
 
-    def _kill_machine(self, ch: "_Channel") -> None:
+    def _kill_machine(self, ch: _Channel) -> None:
         procfs.kill_group(ch.proc.pid, signal.SIGKILL)
         _reap(ch.proc)
         ch.dead = True
         if ch.proc is self._machine and self._cgroup is not None:
             self._cgroup.kill_all()
 
-    def _limit_notes(self, before: Dict[str, int], code: int) -> str:
+    def _limit_notes(self, before: dict[str, int], code: int) -> str:
         """Say which sandbox limit stopped the command, so the model (and operator) know."""
         lim = self._limits
         if lim is None:
@@ -764,8 +777,8 @@ class BashSessionSandbox(ABC):
 
 @dataclass
 class _Outcome:
-    code: Optional[int] = None
-    cwd: Optional[str] = None
+    code: int | None = None
+    cwd: str | None = None
     timed_out: bool = False
     killed: bool = False
     shell_died: bool = False
@@ -783,12 +796,12 @@ class _Channel:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.wfd, self.ofd, self.sfd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
-        self._owned: List[int] = []
+        self._owned: list[int] = []
         self._borrowed = False
         self._setup(nonce)
 
     @classmethod
-    def from_fds(cls, wfd: int, ofd: int, sfd: int, proc: subprocess.Popen, nonce: str) -> "_Channel":
+    def from_fds(cls, wfd: int, ofd: int, sfd: int, proc: subprocess.Popen, nonce: str) -> _Channel:
         ch = cls.__new__(cls)
         ch.proc = proc
         ch.wfd, ch.ofd, ch.sfd = wfd, ofd, sfd
@@ -805,10 +818,10 @@ class _Channel:
         self.status_eof = False
         self.dead = False
         self.ready = False
-        self.reported_pid: Optional[int] = None
-        self.reported_ppid: Optional[int] = None  # the shell's INIT, as the sandbox sees it
-        self.spare: Optional[Set[int]] = None  # the shell's children before the command in flight
-        self.shell_pid: Optional[int] = None
+        self.reported_pid: int | None = None
+        self.reported_ppid: int | None = None  # the shell's INIT, as the sandbox sees it
+        self.spare: set[int] | None = None  # the shell's children before the command in flight
+        self.shell_pid: int | None = None
         self.started = time.monotonic()
         self._poller = select.poll()
         self._poller.register(self.ofd, select.POLLIN)
@@ -833,7 +846,7 @@ class _Channel:
                 return False
         return self.ready
 
-    def poll(self, pending: memoryview, ms: int) -> Dict[str, bool]:
+    def poll(self, pending: memoryview, ms: int) -> dict[str, bool]:
         want_w = bool(pending)
         if want_w != self._w_registered:
             if want_w:
@@ -841,7 +854,7 @@ class _Channel:
             else:
                 self._poller.unregister(self.wfd)
             self._w_registered = want_w
-        out: Dict[str, bool] = {}
+        out: dict[str, bool] = {}
         for fd, _ev in self._poller.poll(ms):
             out["w" if fd == self.wfd else "o" if fd == self.ofd else "s"] = True
         return out
@@ -853,7 +866,7 @@ class _Channel:
         probe.register(self.sfd, select.POLLIN)
         return any(ev & (select.POLLIN | select.POLLHUP) for _fd, ev in probe.poll(0))
 
-    def read_output(self, buf: Optional[BoundedOutput], until_empty: bool = False) -> None:
+    def read_output(self, buf: BoundedOutput | None, until_empty: bool = False) -> None:
         while True:
             try:
                 chunk = os.read(self.ofd, _READ_CHUNK)
@@ -874,7 +887,7 @@ class _Channel:
         self.read_output(buf, until_empty=True)
         return buf.text()
 
-    def read_records(self, block_ms: int = 0) -> List[tuple]:
+    def read_records(self, block_ms: int = 0) -> list[tuple]:
         """Parse complete status lines. Malformed lines, foreign nonces and overlong lines
         are dropped (the buffer is bounded)."""
         if block_ms:
@@ -911,7 +924,7 @@ class _Channel:
                 records.append(rec)
         return records
 
-    def _parse(self, line: str) -> Optional[tuple]:
+    def _parse(self, line: str) -> tuple | None:
         if len(line) > _STATUS_LINE_MAX:
             return None
         parts = line.split(" ", 4)

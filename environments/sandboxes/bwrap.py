@@ -18,8 +18,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, SandboxUnavailable, _slug
 from environments.sandboxes.settings import SandboxSettings
@@ -35,7 +35,7 @@ _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 
-def _system_binds(root: str = "/", *, trust_links: bool = True) -> List[str]:
+def _system_binds(root: str = "/", *, trust_links: bool = True) -> list[str]:
     """Read-only system dirs from ``root`` (the host, or a task's rootfs directory).
 
     The sandbox's own root is a writable tmpfs (writes anywhere else persist for the
@@ -49,7 +49,7 @@ def _system_binds(root: str = "/", *, trust_links: bool = True) -> List[str]:
     """
     root = os.path.realpath(root)
 
-    def find(name: str) -> Optional[str]:
+    def find(name: str) -> str | None:
         host = os.path.join(root, name)
         if trust_links or root == "/":
             return os.path.realpath(host) if os.path.isdir(host) else None  # follows merged-/usr links
@@ -77,7 +77,7 @@ def _system_binds(root: str = "/", *, trust_links: bool = True) -> List[str]:
     return args
 
 
-def _resolve_in_root(root: str, name: str, hops: int = 8) -> Optional[str]:
+def _resolve_in_root(root: str, name: str, hops: int = 8) -> str | None:
     """``root/name`` with symlinks resolved as if ``root`` were ``/`` (never leaving it);
     None when it is no directory there, or the chain is too long."""
     rel = name
@@ -107,12 +107,12 @@ def build_bwrap_argv(
     host_workspace: str,
     host_state: str,
     network: bool,
-    env: Dict[str, str],
+    env: dict[str, str],
     command: Sequence[str],
-    system_binds: Optional[List[str]] = None,
-    tmp_size_mb: Optional[int] = None,
+    system_binds: list[str] | None = None,
+    tmp_size_mb: int | None = None,
     chdir: str = VIEW_WORKSPACE,
-) -> List[str]:
+) -> list[str]:
     """The full bwrap command line (pure: the only host lookup is ``_system_binds``)."""
     argv = [bwrap]
     argv += _system_binds() if system_binds is None else system_binds
@@ -135,7 +135,7 @@ def build_bwrap_argv(
     return argv
 
 
-def sandbox_env(sandbox_id: str) -> Dict[str, str]:
+def sandbox_env(sandbox_id: str) -> dict[str, str]:
     return {
         "PATH": SANDBOX_PATH,
         "HOME": VIEW_WORKSPACE,
@@ -151,10 +151,10 @@ def sandbox_env(sandbox_id: str) -> Dict[str, str]:
 
 
 _probe_lock = threading.Lock()
-_probe_ok: Dict[bool, bool] = {}
+_probe_ok: dict[bool, bool] = {}
 
 
-def check_bwrap(network: bool, bwrap: Optional[str] = None) -> str:
+def check_bwrap(network: bool, bwrap: str | None = None) -> str:
     """Return the bwrap path, or raise SandboxUnavailable saying how to get a working one.
     The start-up probe runs once per process (per network mode)."""
     path = bwrap or shutil.which("bwrap")
@@ -168,7 +168,12 @@ def check_bwrap(network: bool, bwrap: Optional[str] = None) -> str:
             os.mkdir(ws)
             os.mkdir(st)
             argv = build_bwrap_argv(
-                bwrap=path, host_workspace=ws, host_state=st, network=network, env=sandbox_env("probe"), command=["true"]
+                bwrap=path,
+                host_workspace=ws,
+                host_state=st,
+                network=network,
+                env=sandbox_env("probe"),
+                command=["true"],
             )
             try:
                 proc = subprocess.run(argv, capture_output=True, text=True, timeout=15)
@@ -191,11 +196,11 @@ class BwrapSandbox(BashSessionSandbox):
     def __init__(
         self,
         task_id: str,
-        settings: Optional[SandboxSettings] = None,
+        settings: SandboxSettings | None = None,
         *,
-        bwrap: Optional[str] = None,
-        rootfs: Optional[str] = None,
-        cwd: Optional[str] = None,
+        bwrap: str | None = None,
+        rootfs: str | None = None,
+        cwd: str | None = None,
         rootfs_trusted: bool = True,
     ) -> None:
         settings = settings or SandboxSettings()
@@ -237,7 +242,7 @@ class BwrapSandbox(BashSessionSandbox):
         if cwd:
             self.set_initial_cwd(cwd)
 
-    def _argv(self, script: str) -> List[str]:
+    def _argv(self, script: str) -> list[str]:
         assert self.host_workspace is not None
         return build_bwrap_argv(
             bwrap=self._bwrap,
@@ -250,7 +255,7 @@ class BwrapSandbox(BashSessionSandbox):
             tmp_size_mb=self._tmp_size_mb,
         )
 
-    def _env(self) -> Dict[str, str]:
+    def _env(self) -> dict[str, str]:
         return self._host_env
 
     def _cgroup_inescapable(self) -> bool:

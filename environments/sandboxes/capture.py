@@ -38,9 +38,7 @@ class BoundedOutput:
         if self.dropped <= 0:
             return (bytes(self._head) + tail).decode("utf-8", errors="replace")
         note = f"\n[... output truncated: {self.dropped} of {self.total} bytes omitted ...]\n"
-        return (
-            bytes(self._head).decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
-        )
+        return bytes(self._head).decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
 
     def peek_tail(self, limit: int) -> str:
         """The last ``limit`` bytes fed so far (decoded), for a live view of a running

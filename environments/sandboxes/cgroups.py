@@ -22,17 +22,16 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Set
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "hermes-sandboxes"
 _CONTROLLERS = ("pids", "memory", "cpu")
 CFS_PERIOD_US = 100_000
-_probe: Optional[Dict[str, Path]] = None
+_probe: dict[str, Path] | None = None
 _probe_lock = threading.Lock()
 
 
-def _available() -> Dict[str, Path]:
+def _available() -> dict[str, Path]:
     """controller -> parent dir we may create groups in (probed once per process)."""
     if _probe is not None:
         return _probe
@@ -40,9 +39,9 @@ def _available() -> Dict[str, Path]:
         return _probe if _probe is not None else _run_probe()
 
 
-def _run_probe() -> Dict[str, Path]:
+def _run_probe() -> dict[str, Path]:
     global _probe
-    found: Dict[str, Path] = {}
+    found: dict[str, Path] = {}
     for name in _CONTROLLERS:
         mount = CGROUP_ROOT / name
         if not (mount / "cgroup.procs").exists() or (mount / "cgroup.controllers").exists():
@@ -54,10 +53,14 @@ def _run_probe() -> Dict[str, Path]:
             probe.mkdir(exist_ok=True)
             try:
                 # joining must work too, or every command's wrapper would fail
-                joined = subprocess.run(
-                    ["/bin/sh", "-c", f"echo $$ > {shlex.quote(str(probe / 'cgroup.procs'))}"],
-                    capture_output=True, timeout=10,
-                ).returncode == 0
+                joined = (
+                    subprocess.run(
+                        ["/bin/sh", "-c", f"echo $$ > {shlex.quote(str(probe / 'cgroup.procs'))}"],
+                        capture_output=True,
+                        timeout=10,
+                    ).returncode
+                    == 0
+                )
             finally:
                 for _ in range(100):  # the probe shell may take a moment to leave the group
                     try:
@@ -103,7 +106,7 @@ def sweep_orphan_groups() -> int:
     """Kill the members of, and remove, every sandbox group whose owning console is gone
     (it crashed before cleanup). Returns how many groups were removed."""
     removed = 0
-    by_name: Dict[str, Dict[str, Path]] = {}
+    by_name: dict[str, dict[str, Path]] = {}
     for controller, parent in _available().items():
         try:
             children = [p for p in parent.iterdir() if p.is_dir()]
@@ -128,8 +131,8 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def _read_int_map(path: Path) -> Dict[str, int]:
-    out: Dict[str, int] = {}
+def _read_int_map(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
     try:
         with open(path) as fh:
             for line in fh.read(65536).splitlines():
@@ -146,18 +149,18 @@ def _read_int_map(path: Path) -> Dict[str, int]:
 class SandboxCgroup:
     """The group(s) of one sandbox: limits, membership, kill, removal."""
 
-    def __init__(self, dirs: Dict[str, Path]) -> None:
+    def __init__(self, dirs: dict[str, Path]) -> None:
         self.dirs = dirs
 
     @classmethod
     def create(
-        cls, sandbox_id: str, *, pids_max: int, memory_bytes: int, cpus: Optional[float] = None
-    ) -> Optional["SandboxCgroup"]:
+        cls, sandbox_id: str, *, pids_max: int, memory_bytes: int, cpus: float | None = None
+    ) -> SandboxCgroup | None:
         parents = _available()
         if not parents:
             return None
         name = f"{_pid_ns()}.{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
-        dirs: Dict[str, Path] = {}
+        dirs: dict[str, Path] = {}
         for controller, parent in parents.items():
             path = parent / name
             try:
@@ -178,10 +181,10 @@ class SandboxCgroup:
         return group if dirs else None
 
     @classmethod
-    def adopt(cls, paths: List[str]) -> "SandboxCgroup":
+    def adopt(cls, paths: list[str]) -> SandboxCgroup:
         """A group recorded by an earlier (dead) process, for the stale sweep. Only paths
         directly under our parent dirs are accepted."""
-        dirs: Dict[str, Path] = {}
+        dirs: dict[str, Path] = {}
         for raw in paths:
             path = Path(raw)
             for controller in _CONTROLLERS:
@@ -201,15 +204,15 @@ class SandboxCgroup:
     def has_cpu(self) -> bool:
         return "cpu" in self.dirs
 
-    def paths(self) -> List[str]:
+    def paths(self) -> list[str]:
         return [str(p) for p in self.dirs.values()]
 
     def join_script(self) -> str:
         """Shell lines that move the current shell ($$) into every group of ours."""
         return "".join(f"echo $$ > {shlex.quote(str(p / 'cgroup.procs'))} || exit 125; " for p in self.dirs.values())
 
-    def pids(self) -> Set[int]:
-        found: Set[int] = set()
+    def pids(self) -> set[int]:
+        found: set[int] = set()
         for path in self.dirs.values():
             try:
                 with open(path / "cgroup.procs") as fh:
@@ -218,9 +221,9 @@ class SandboxCgroup:
                 pass
         return found
 
-    def counters(self) -> Dict[str, int]:
+    def counters(self) -> dict[str, int]:
         """Limit-hit counters, to tell the model which limit killed its command."""
-        out: Dict[str, int] = {}
+        out: dict[str, int] = {}
         if "pids" in self.dirs:
             out["pids_max"] = _read_int_map(self.dirs["pids"] / "pids.events").get("max", 0)
         if "memory" in self.dirs:

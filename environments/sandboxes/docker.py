@@ -22,11 +22,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
 
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs, quota
-from environments.sandboxes.stale import discard_owner
 from environments.sandboxes.base import (
     MARKER_VAR,
     BashSessionSandbox,
@@ -36,6 +34,7 @@ from environments.sandboxes.base import (
     _slug,
 )
 from environments.sandboxes.settings import SandboxSettings
+from environments.sandboxes.stale import discard_owner
 
 VIEW_WORKSPACE = "/workspace"
 VIEW_STATE = "/run/hermes-state"
@@ -44,17 +43,17 @@ LABEL_MANAGED = "hermes-console.managed"  # every container this tool starts: wh
 LABEL_OWNER = "hermes-console.owner"  # "<hostname>:<pid>:<start ticks>" of the process that started it
 _FALLBACK = "use terminal_backend=local|bwrap"
 _sweep_lock = threading.Lock()
-_swept_engines: Set[str] = set()
+_swept_engines: set[str] = set()
 
 
-def owner_label(pid: Optional[int] = None) -> str:
+def owner_label(pid: int | None = None) -> str:
     """Who started a container: host, pid and the pid's start time (pids get reused)."""
     pid = os.getpid() if pid is None else pid
     st = procfs.read_stat(pid)
     return f"{socket.gethostname()}:{pid}:{st.start_ticks if st is not None else -1}"
 
 
-def container_name(task_id: str, suffix: Optional[str] = None) -> str:
+def container_name(task_id: str, suffix: str | None = None) -> str:
     """``hermes-<first 8 of the task slug>-<hex>``: readable in ``docker ps``, unique."""
     return f"hermes-{_slug(task_id, 8)}-{suffix or uuid.uuid4().hex[:8]}"
 
@@ -71,19 +70,27 @@ def build_run_argv(
     cpu: float,
     memory_mb: int,
     pids_limit: int,
-    env: Dict[str, str],
+    env: dict[str, str],
     owner: str = "",
     tmp_size_mb: int = 512,
     read_only: bool = False,
-    cpu_time_s: Optional[int] = None,
-    file_size_mb: Optional[int] = None,
-) -> List[str]:
+    cpu_time_s: int | None = None,
+    file_size_mb: int | None = None,
+) -> list[str]:
     argv = [docker, "run", "-d", "--init", "--name", name]
     argv += ["--cap-drop", "ALL", "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER"]
     argv += ["--security-opt", "no-new-privileges"]
     # --memory-swap = --memory: the limit is a real limit, not a hint to start swapping
-    argv += ["--pids-limit", str(pids_limit), "--cpus", f"{cpu:g}", "--memory", f"{memory_mb}m",
-             "--memory-swap", f"{memory_mb}m"]
+    argv += [
+        "--pids-limit",
+        str(pids_limit),
+        "--cpus",
+        f"{cpu:g}",
+        "--memory",
+        f"{memory_mb}m",
+        "--memory-swap",
+        f"{memory_mb}m",
+    ]
     if not network:
         argv += ["--network", "none"]
     # per-process rlimits, as bwrap/local set them (soft < hard: SIGXCPU first, a recognisable exit)
@@ -110,17 +117,25 @@ def build_run_argv(
 # --------------------------------------------------------------------------- orphan sweep
 
 
-def build_sweep_list_argv(*, docker: str) -> List[str]:
+def build_sweep_list_argv(*, docker: str) -> list[str]:
     """Every container (running or not) this tool labelled, with its owner label."""
-    return [docker, "ps", "-a", "--no-trunc", "--filter", f"label={LABEL_MANAGED}=1",
-            "--format", "{{.ID}}\t{{.Label \"%s\"}}" % LABEL_OWNER]
+    return [
+        docker,
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        f"label={LABEL_MANAGED}=1",
+        "--format",
+        '{{.ID}}\t{{.Label "%s"}}' % LABEL_OWNER,
+    ]
 
 
-def build_remove_argv(*, docker: str, container_ids: List[str]) -> List[str]:
+def build_remove_argv(*, docker: str, container_ids: list[str]) -> list[str]:
     return [docker, "rm", "-f", *container_ids]
 
 
-def parse_sweep_listing(text: str) -> List[Tuple[str, str]]:
+def parse_sweep_listing(text: str) -> list[tuple[str, str]]:
     rows = []
     for line in text.splitlines():
         cid, _, owner = line.strip().partition("\t")
@@ -142,12 +157,12 @@ def _owner_gone(owner: str, host: str) -> bool:
     return st is None or st.state in ("Z", "X") or st.start_ticks != ticks
 
 
-def orphaned(rows: List[Tuple[str, str]], host: Optional[str] = None) -> List[str]:
+def orphaned(rows: list[tuple[str, str]], host: str | None = None) -> list[str]:
     host = socket.gethostname() if host is None else host
     return [cid for cid, owner in rows if _owner_gone(owner, host)]
 
 
-def sweep_orphans(docker: str, timeout: float = 60.0) -> List[str]:
+def sweep_orphans(docker: str, timeout: float = 60.0) -> list[str]:
     """Remove containers left by a crashed earlier process of this tool. Returns their ids.
     Never raises: a failed sweep must not stop a new sandbox from starting."""
     try:
@@ -156,7 +171,9 @@ def sweep_orphans(docker: str, timeout: float = 60.0) -> List[str]:
             return []
         victims = orphaned(parse_sweep_listing(listing.stdout))
         if victims:
-            subprocess.run(build_remove_argv(docker=docker, container_ids=victims), capture_output=True, timeout=timeout)
+            subprocess.run(
+                build_remove_argv(docker=docker, container_ids=victims), capture_output=True, timeout=timeout
+            )
         return victims
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -175,7 +192,7 @@ def sweep_once(docker: str) -> None:
 # sandbox next starts on that engine, and at exit; the startup sweep of a later process
 # takes any still left (their owner is gone by then).
 _pending_lock = threading.Lock()
-_pending_removal: Dict[str, Set[str]] = {}
+_pending_removal: dict[str, set[str]] = {}
 
 
 def _remember_for_removal(docker: str, container: str) -> None:
@@ -183,18 +200,21 @@ def _remember_for_removal(docker: str, container: str) -> None:
         _pending_removal.setdefault(docker, set()).add(container)
 
 
-def retry_removals(docker: str, timeout: float = 60.0) -> List[str]:
+def retry_removals(docker: str, timeout: float = 60.0) -> list[str]:
     """Remove containers an earlier cleanup could not; returns the ones removed now."""
     with _pending_lock:
         names = sorted(_pending_removal.get(docker, ()))
     if not names:
         return []
     try:
-        proc = subprocess.run(build_remove_argv(docker=docker, container_ids=names), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            build_remove_argv(docker=docker, container_ids=names), capture_output=True, text=True, timeout=timeout
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
-    gone = [n for n in names if proc.returncode == 0 or n not in proc.stderr or "no such container" in proc.stderr.lower()]
+    gone = [
+        n for n in names if proc.returncode == 0 or n not in proc.stderr or "no such container" in proc.stderr.lower()
+    ]
     with _pending_lock:
         _pending_removal.get(docker, set()).difference_update(gone)
     return gone
@@ -206,12 +226,11 @@ def _retry_all_removals() -> None:
         retry_removals(docker, timeout=20.0)
 
 
-def build_exec_argv(*, docker: str, container: str, script: str) -> List[str]:
+def build_exec_argv(*, docker: str, container: str, script: str) -> list[str]:
     # setsid -w: the command leads its own session inside the container, so a timeout can
     # kill its whole group there (killing the local `docker exec` client would not).
     # HERMES_OUTPUT_SYNC: the shells end each command's output with a sync token (see _SyncChannel).
-    return [docker, "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", container, "setsid", "-w", "bash", "-c", script,
-            "bash"]
+    return [docker, "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", container, "setsid", "-w", "bash", "-c", script, "bash"]
 
 
 SYNC_WAIT_S = 10.0
@@ -227,10 +246,10 @@ class _SyncChannel(_Channel):
         super()._setup(nonce)
         self._prefix = f"\0HS {nonce} ".encode()
         self._carry = b""
-        self._awaiting: Optional[int] = None  # the command whose trailer came before its token
+        self._awaiting: int | None = None  # the command whose trailer came before its token
         self._last_token = 0  # seq of the last token seen
 
-    def read_records(self, block_ms: int = 0) -> List[tuple]:
+    def read_records(self, block_ms: int = 0) -> list[tuple]:
         records = super().read_records(block_ms)
         for rec in records:
             if rec[0] == "T" and rec[1] > self._last_token:
@@ -246,24 +265,24 @@ class _SyncChannel(_Channel):
             if at < 0:
                 keep = _partial_suffix(data, self._prefix)
                 out += data[: len(data) - keep]
-                self._carry = data[len(data) - keep:]
+                self._carry = data[len(data) - keep :]
                 return bytes(out)
             end = data.find(b"\0", at + len(self._prefix))
             if end < 0:
                 if len(data) - at > 64:  # not a token of ours after all
                     out += data[: at + 1]
-                    data = data[at + 1:]
+                    data = data[at + 1 :]
                     continue
                 out += data[:at]
                 self._carry = data[at:]
                 return bytes(out)
-            seq = data[at + len(self._prefix): end]
+            seq = data[at + len(self._prefix) : end]
             if seq.isdigit():
                 self._last_token = max(self._last_token, int(seq))
                 if self._awaiting is not None and self._last_token >= self._awaiting:
                     self._awaiting = None
             out += data[:at]
-            data = data[end + 1:]
+            data = data[end + 1 :]
 
     def read_output(self, buf, until_empty: bool = False) -> None:  # type: ignore[override]
         end = time.monotonic() + SYNC_WAIT_S
@@ -292,15 +311,14 @@ class _SyncChannel(_Channel):
             probe.register(self.ofd, select.POLLIN)
             probe.poll(50)
 
-
     def discard_output(self) -> None:
         self._awaiting = None  # between commands: take what is there, wait for nothing
         super().discard_output()
 
 
-def _read_counters(path: Path) -> Dict[str, int]:
+def _read_counters(path: Path) -> dict[str, int]:
     """``key value`` lines (memory.oom_control, pids.events); {} when unreadable."""
-    out: Dict[str, int] = {}
+    out: dict[str, int] = {}
     try:
         text = path.read_text()
     except OSError:
@@ -320,16 +338,18 @@ def _partial_suffix(data: bytes, token: bytes) -> int:
     return 0
 
 
-def build_kill_argv(*, docker: str, container: str, pgid: int, sig: str) -> List[str]:
+def build_kill_argv(*, docker: str, container: str, pgid: int, sig: str) -> list[str]:
     # bash's builtin kill: an image need not ship procps
     return [docker, "exec", container, "bash", "-c", f"kill -{sig} -- -{int(pgid)}"]
 
 
-def check_engine(docker: Optional[str] = None, timeout: float = 15.0) -> str:
+def check_engine(docker: str | None = None, timeout: float = 15.0) -> str:
     """Return the docker CLI path once ``docker info`` answers, else SandboxUnavailable."""
     path = docker or shutil.which("docker")
     if path is None:
-        raise SandboxUnavailable(f"docker backend: the `docker` CLI was not found on PATH; install Docker or {_FALLBACK}")
+        raise SandboxUnavailable(
+            f"docker backend: the `docker` CLI was not found on PATH; install Docker or {_FALLBACK}"
+        )
     try:
         proc = subprocess.run([path, "info"], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -354,10 +374,10 @@ class DockerSandbox(BashSessionSandbox):
     def __init__(
         self,
         task_id: str,
-        settings: Optional[SandboxSettings] = None,
+        settings: SandboxSettings | None = None,
         *,
-        docker: Optional[str] = None,
-        cwd: Optional[str] = None,
+        docker: str | None = None,
+        cwd: str | None = None,
     ) -> None:
         settings = settings or SandboxSettings()
         self._docker = check_engine(docker)
@@ -395,7 +415,13 @@ class DockerSandbox(BashSessionSandbox):
             cpu=settings.cpu,
             memory_mb=settings.memory_mb,
             pids_limit=settings.pids_limit,
-            env={"HOME": VIEW_WORKSPACE, "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", MARKER_VAR: self.sandbox_id},
+            env={
+                "HOME": VIEW_WORKSPACE,
+                "TERM": "dumb",
+                "PAGER": "cat",
+                "GIT_PAGER": "cat",
+                MARKER_VAR: self.sandbox_id,
+            },
             owner=owner_label(),
             tmp_size_mb=settings.tmp_size_mb,
             read_only=settings.docker_read_only,
@@ -432,7 +458,7 @@ class DockerSandbox(BashSessionSandbox):
         if cwd:
             self.set_initial_cwd(cwd)
 
-    def limits_summary(self) -> Dict[str, str]:
+    def limits_summary(self) -> dict[str, str]:
         lim = self._settings
         return {
             "pids": f"{lim.pids_limit} (docker --pids-limit)",
@@ -440,17 +466,20 @@ class DockerSandbox(BashSessionSandbox):
             "memory": f"{lim.memory_mb} MB, no swap (docker --memory)",
             "cpu_time": f"{lim.cpu_time_s} s per process (docker --ulimit cpu)",
             "file_size": f"{lim.file_size_mb} MB per file (docker --ulimit fsize)",
-            "workspace": (f"{lim.workspace_size_mb} MB in all (tmpfs)" if self._ws_tmpfs
-                          else "unbounded in sum (a sized tmpfs needs root)"),
+            "workspace": (
+                f"{lim.workspace_size_mb} MB in all (tmpfs)"
+                if self._ws_tmpfs
+                else "unbounded in sum (a sized tmpfs needs root)"
+            ),
             "root": "read-only image root" if lim.docker_read_only else "writable container layer (gone at cleanup)",
             "image": self._image,
             "enforced_by": "docker",
         }
 
-    def _argv(self, script: str) -> List[str]:
+    def _argv(self, script: str) -> list[str]:
         return build_exec_argv(docker=self._docker, container=self.container, script=script)
 
-    def _env(self) -> Dict[str, str]:
+    def _env(self) -> dict[str, str]:
         return self._host_env
 
     def _verifier_in_machine(self) -> bool:
@@ -458,17 +487,21 @@ class DockerSandbox(BashSessionSandbox):
 
     # ------------------------------------------------------------ pids
 
-    _init_pid: Optional[int] = None
-    _keeper_pids: Set[int] = set()  # replaced per instance; never mutated
+    _init_pid: int | None = None
+    _keeper_pids: set[int] = set()  # replaced per instance; never mutated
     _ws_tmpfs = False
 
-    def _container_pidns(self) -> Optional[str]:
+    def _container_pidns(self) -> str | None:
         """The container's pid namespace as this host sees it, when the engine runs on this
         kernel and we may look (root, local engine); None otherwise (Docker Desktop's VM, a
         remote or rootless engine): then timeouts fall back to killing inside the container."""
         try:
-            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
-                                  capture_output=True, text=True, timeout=30)
+            proc = subprocess.run(
+                [self._docker, "inspect", "--format", "{{.State.Pid}}", self.container],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             pid = int(proc.stdout.strip()) if proc.returncode == 0 else 0
             # the engine's pid is only ours to trust if that process carries this sandbox's marker
             # (a rootless engine reports pids of its own namespace: another process here)
@@ -483,15 +516,15 @@ class DockerSandbox(BashSessionSandbox):
     def _wants_cgroup(self) -> bool:
         return False  # the engine makes the container's cgroup
 
-    def _limit_prefix(self) -> List[str]:
+    def _limit_prefix(self) -> list[str]:
         return []  # limits are `docker run` options; a host-side prefix would bind the CLI
 
-    def _container_cgroups(self) -> Dict[str, Path]:
+    def _container_cgroups(self) -> dict[str, Path]:
         """The container's memory and pids cgroup dirs as this host sees them (from its init's
         /proc/<pid>/cgroup), for the limit-hit counters; {} with a remote engine."""
         if self._init_pid is None:
             return {}
-        out: Dict[str, Path] = {}
+        out: dict[str, Path] = {}
         try:
             lines = Path(f"/proc/{self._init_pid}/cgroup").read_text().splitlines()
         except OSError:
@@ -505,9 +538,9 @@ class DockerSandbox(BashSessionSandbox):
                 out["unified"] = Path("/sys/fs/cgroup") / path.lstrip("/")
         return {k: v for k, v in out.items() if v.is_dir()}
 
-    def _limit_counters(self) -> Dict[str, int]:
+    def _limit_counters(self) -> dict[str, int]:
         dirs = self._cgroup_dirs
-        out: Dict[str, int] = {}
+        out: dict[str, int] = {}
         if "unified" in dirs:
             out["oom_kill"] = _read_counters(dirs["unified"] / "memory.events").get("oom_kill", 0)
             out["pids_max"] = _read_counters(dirs["unified"] / "pids.events").get("max", 0)
@@ -517,14 +550,17 @@ class DockerSandbox(BashSessionSandbox):
             out["pids_max"] = _read_counters(dirs["pids"] / "pids.events").get("max", 0)
         return out
 
-    def _map_pid(self, reported: Optional[int]) -> Optional[int]:
+    def _map_pid(self, reported: int | None) -> int | None:
         """Host pid of a container process that reported its in-container pid."""
         if reported is None or self._pidns is None:
             return None
         for pid in procfs.all_pids():
             try:
-                if (procfs.ns_pid(pid) == reported and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns
-                        and procfs.has_env_marker(pid, self._marker)):
+                if (
+                    procfs.ns_pid(pid) == reported
+                    and os.readlink(f"/proc/{pid}/ns/pid") == self._pidns
+                    and procfs.has_env_marker(pid, self._marker)
+                ):
                     return pid
             except OSError:
                 continue
@@ -558,14 +594,21 @@ class DockerSandbox(BashSessionSandbox):
 
     def _machine_dead_note(self, buf) -> None:  # type: ignore[override]
         why = self._why_unusable()
-        buf.feed(("\n[" + why + "]").encode() if why else
-                 b"\n[The sandbox machine stopped; a fresh one starts with the next command]")
+        buf.feed(
+            ("\n[" + why + "]").encode()
+            if why
+            else b"\n[The sandbox machine stopped; a fresh one starts with the next command]"
+        )
 
     def _why_unusable(self) -> str:
         """When the engine or the container is gone, say so (instead of "shell did not start")."""
         try:
-            proc = subprocess.run([self._docker, "inspect", "--format", "{{.State.Running}}", self.container],
-                                  capture_output=True, text=True, timeout=20)
+            proc = subprocess.run(
+                [self._docker, "inspect", "--format", "{{.State.Running}}", self.container],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return f"docker backend: the Docker engine did not answer about container {self.container}"
         if proc.returncode == 0 and proc.stdout.strip() == "true":
@@ -573,8 +616,10 @@ class DockerSandbox(BashSessionSandbox):
         detail = " ".join((proc.stderr or proc.stdout).split())[:300]
         if proc.returncode != 0 and ("Cannot connect" in detail or "daemon" in detail.lower()):
             return f"docker backend: the Docker engine stopped answering ({detail}); container {self.container} is lost"
-        return (f"docker backend: container {self.container} is not running any more (the Docker engine restarted "
-                f"or it was removed: {detail or 'stopped'}); this sandbox cannot continue")
+        return (
+            f"docker backend: container {self.container} is not running any more (the Docker engine restarted "
+            f"or it was removed: {detail or 'stopped'}); this sandbox cannot continue"
+        )
 
     def _docker_kill(self, pgid: int, sig: str) -> None:
         argv = build_kill_argv(docker=self._docker, container=self.container, pgid=pgid, sig=sig)
@@ -583,7 +628,7 @@ class DockerSandbox(BashSessionSandbox):
         except (OSError, subprocess.TimeoutExpired):
             pass
 
-    def process_tree(self) -> List[ProcessInfo]:
+    def process_tree(self) -> list[ProcessInfo]:
         """From ``docker top`` (host pids; works even if the image has no ps)."""
         try:
             proc = subprocess.run(
@@ -596,7 +641,7 @@ class DockerSandbox(BashSessionSandbox):
             return []
         return parse_docker_top(proc.stdout) if proc.returncode == 0 else []
 
-    def _agent_leftovers(self) -> List[int]:
+    def _agent_leftovers(self) -> list[int]:
         """The container's processes minus its init and keeper (``sleep infinity``: killing
         it ends the container) and the machine (agent shell, verifier runner). Host pids, so
         only with a local engine (``_pidns`` known); a remote engine's pids are not ours to kill."""
@@ -607,15 +652,14 @@ class DockerSandbox(BashSessionSandbox):
 
     def has_background_processes(self) -> bool:
         # The container's own init and `sleep infinity` are not the agent's work.
-        return any(
-            not (p.command == "sleep infinity" or "docker-init" in p.command) for p in self.process_tree()
-        )
+        return any(not (p.command == "sleep infinity" or "docker-init" in p.command) for p in self.process_tree())
 
     def _discard_half_made(self) -> None:
         """A `docker run` cut short (engine away, timeout) may still have made the container."""
         try:
-            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
-                                  timeout=30)
+            proc = subprocess.run(
+                [self._docker, "rm", "-f", self.container], capture_output=True, text=True, timeout=30
+            )
             if proc.returncode == 0 or "no such container" in proc.stderr.lower():
                 return
         except (OSError, subprocess.TimeoutExpired):
@@ -624,8 +668,9 @@ class DockerSandbox(BashSessionSandbox):
 
     def _teardown(self) -> None:
         try:
-            proc = subprocess.run([self._docker, "rm", "-f", self.container], capture_output=True, text=True,
-                                  timeout=60)
+            proc = subprocess.run(
+                [self._docker, "rm", "-f", self.container], capture_output=True, text=True, timeout=60
+            )
             failure = "" if proc.returncode == 0 or "no such container" in proc.stderr.lower() else proc.stderr
         except (OSError, subprocess.TimeoutExpired) as exc:
             failure = str(exc)
@@ -635,12 +680,12 @@ class DockerSandbox(BashSessionSandbox):
             _remember_for_removal(self._docker, self.container)  # retried when the engine answers again
             raise RuntimeError(f"docker rm -f {self.container} failed (retried later): {failure.strip()[:300]}")
 
-    def _dirs_to_remove(self) -> List[Path]:
+    def _dirs_to_remove(self) -> list[Path]:
         return [self._state_host, self._host_ws]
 
 
-def parse_docker_top(text: str) -> List[ProcessInfo]:
-    rows: List[ProcessInfo] = []
+def parse_docker_top(text: str) -> list[ProcessInfo]:
+    rows: list[ProcessInfo] = []
     for line in text.splitlines()[1:]:
         parts = line.split(None, 4)
         if len(parts) < 5:
@@ -658,4 +703,3 @@ def parse_docker_top(text: str) -> List[ProcessInfo]:
         except ValueError:
             continue
     return rows
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict
+from typing import Any
 
 from environments.sandboxes.base import BashSessionSandbox
 from environments.sandboxes.settings import KNOWN_BACKENDS, UNAVAILABLE_BACKENDS, SandboxSettings
@@ -21,7 +21,7 @@ from environments.task_overrides import get_task_env_overrides
 _log = logging.getLogger(__name__)
 
 
-def _text(overrides: Dict[str, Any], key: str) -> Any:
+def _text(overrides: dict[str, Any], key: str) -> Any:
     value = overrides.get(key)
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise ValueError(f"task override {key!r} must be a non-empty string, got {value!r}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence, Union
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -37,7 +37,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _open(path: PathLike, flags: int, mode: int = 0o600, dir_fd: Optional[int] = None) -> int:
+def _open(path: PathLike, flags: int, mode: int = 0o600, dir_fd: int | None = None) -> int:
     try:
         return os.open(path, flags | _NOFOLLOW, mode, dir_fd=dir_fd)
     except OSError as exc:
@@ -48,7 +48,7 @@ def _open(path: PathLike, flags: int, mode: int = 0o600, dir_fd: Optional[int] =
         raise
 
 
-def _check_regular(fd: int, path: PathLike, limit: Optional[int] = None) -> os.stat_result:
+def _check_regular(fd: int, path: PathLike, limit: int | None = None) -> os.stat_result:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeFileError(errno.EINVAL, f"{path} is {_kind(st.st_mode)}, not a regular file")
@@ -72,7 +72,7 @@ def _read_fd(fd: int, limit: int, path: PathLike) -> bytes:
     return b"".join(chunks)
 
 
-def read_regular(path: PathLike, limit: int, *, dir_fd: Optional[int] = None) -> bytes:
+def read_regular(path: PathLike, limit: int, *, dir_fd: int | None = None) -> bytes:
     """Bytes of a regular file, at most ``limit``; no symlink followed, never blocks."""
     fd = _open(path, os.O_RDONLY, dir_fd=dir_fd)
     try:
@@ -112,8 +112,9 @@ def _not_a_plain_dir(name: str, exc: OSError) -> Exception:
     return UnsafeFileError(exc.errno or errno.ELOOP, f"{name!r} on the way to the file is not a plain directory")
 
 
-def open_dirs_beneath(start_fd: int, names: Sequence[str], create: bool,
-                      refuse: Callable[[str, OSError], Exception] = _not_a_plain_dir) -> int:
+def open_dirs_beneath(
+    start_fd: int, names: Sequence[str], create: bool, refuse: Callable[[str, OSError], Exception] = _not_a_plain_dir
+) -> int:
     """A new fd on ``start_fd``/``names...``, walked one directory at a time without following
     any symlink: a component that is a link or a file (or is swapped for one mid-walk) fails
     with ELOOP/ENOTDIR, raised as ``refuse(name, error)``. Missing directories are made when
@@ -182,7 +183,7 @@ def write_beneath(root: PathLike, rel: str, data: bytes, *, make_parents: bool =
 
 
 def lstat_kind(path: PathLike) -> str:
-    """"file" | "dir" | "missing" | "other" (symlinks count as other), never following."""
+    """ "file" | "dir" | "missing" | "other" (symlinks count as other), never following."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional
 
 from environments.redact import is_secret_env_name
 from environments.sandboxes.base import MARKER_VAR, BashSessionSandbox, SandboxUnavailable, _slug
@@ -50,7 +50,7 @@ ENV_ALLOW = (
 
 def sandbox_child_env(
     base: Mapping[str, str], *, home: str, sandbox_id: str, passthrough: Iterable[str] = ()
-) -> Dict[str, str]:
+) -> dict[str, str]:
     """The environment a local sandbox command starts with: allow-listed names only.
     A passthrough name that looks like a secret is still dropped."""
     wanted = set(ENV_ALLOW) | {n for n in passthrough if not is_secret_env_name(n)}
@@ -74,7 +74,7 @@ def sandbox_child_env(
 class LocalSandbox(BashSessionSandbox):
     backend = "local"
 
-    def __init__(self, task_id: str, settings: Optional[SandboxSettings] = None, *, cwd: Optional[str] = None) -> None:
+    def __init__(self, task_id: str, settings: SandboxSettings | None = None, *, cwd: str | None = None) -> None:
         settings = settings or SandboxSettings()
         root = Path(settings.root)
         try:
@@ -108,7 +108,7 @@ class LocalSandbox(BashSessionSandbox):
         workspace; any other absolute path (a task ``cwd`` like ``/app``) lives under the
         workspace, since local cannot create or hide host directories."""
         if path == VIEW_WORKSPACE or path.startswith(VIEW_WORKSPACE + "/"):
-            return self.workspace + path[len(VIEW_WORKSPACE):]
+            return self.workspace + path[len(VIEW_WORKSPACE) :]
         if path.startswith("/") and not (path == self.workspace or path.startswith(self.workspace + "/")):
             return self.workspace + path
         return path
@@ -118,11 +118,11 @@ class LocalSandbox(BashSessionSandbox):
             path = self.map_view_path(path)
         return super().to_host_path(path)
 
-    def _argv(self, script: str) -> List[str]:
+    def _argv(self, script: str) -> list[str]:
         return ["bash", "--noprofile", "--norc", "-c", script, "hermes-init"]
 
-    def _env(self) -> Dict[str, str]:
+    def _env(self) -> dict[str, str]:
         return self._child_env
 
-    def _popen_cwd(self) -> Optional[str]:
+    def _popen_cwd(self) -> str | None:
         return self.workspace if os.path.isdir(self.workspace) else None

@@ -12,7 +12,6 @@ import posixpath
 import stat
 from collections import deque
 from pathlib import Path
-from typing import Optional
 
 from environments.sandboxes.records import PathEscapeError
 
@@ -40,7 +39,7 @@ def resolve_to_host(path: str, *, cwd: str, home: str, view_root: str, host_root
     view_path = path if path.startswith("/") else posixpath.join(cwd, path)
     host_root_str = str(host_root)
 
-    def to_host(view: str) -> Optional[str]:
+    def to_host(view: str) -> str | None:
         if not _under(view, view_root):
             return None  # outside the mapped area: we cannot (and need not) look at it
         return host_root_str + view[len(view_root.rstrip("/")) :]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Callable, Collection, Dict, Iterable, List, Optional, Set
 
 from environments.redact import redact, truncate
 from environments.sandboxes.records import ProcessInfo
@@ -29,7 +29,7 @@ class ProcStat:
     start_ticks: int
 
 
-def read_stat(pid: int) -> Optional[ProcStat]:
+def read_stat(pid: int) -> ProcStat | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read().decode("utf-8", errors="replace")
@@ -43,7 +43,7 @@ def read_stat(pid: int) -> Optional[ProcStat]:
         return None
 
 
-def all_pids() -> List[int]:
+def all_pids() -> list[int]:
     try:
         return [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
@@ -82,24 +82,29 @@ def uptime_s() -> float:
 
 
 def sandbox_processes(
-    marker: Optional[bytes], groups: Collection[int] = (), roots: Collection[int] = (), include_zombies: bool = False
-) -> Dict[int, ProcStat]:
+    marker: bytes | None, groups: Collection[int] = (), roots: Collection[int] = (), include_zombies: bool = False
+) -> dict[int, ProcStat]:
     """Every live process tied to a sandbox (see module doc). ``marker`` is b"NAME=value"
     (None: match by groups/roots and their descendants only)."""
-    stats: Dict[int, ProcStat] = {}
+    stats: dict[int, ProcStat] = {}
     for pid in all_pids():
         st = read_stat(pid)
         if st is not None:
             stats[pid] = st
     me = os.getpid()
-    found: Set[int] = set()
+    found: set[int] = set()
     for pid, st in stats.items():
         if pid == me:
             continue
-        if pid in roots or st.sid in groups or st.pgid in groups or (marker is not None and has_env_marker(pid, marker)):
+        if (
+            pid in roots
+            or st.sid in groups
+            or st.pgid in groups
+            or (marker is not None and has_env_marker(pid, marker))
+        ):
             found.add(pid)
     # Add descendants (bwrap's inner processes, children that dropped the marker).
-    children: Dict[int, List[int]] = {}
+    children: dict[int, list[int]] = {}
     for pid, st in stats.items():
         children.setdefault(st.ppid, []).append(pid)
     stack = list(found)
@@ -111,7 +116,7 @@ def sandbox_processes(
     return {pid: stats[pid] for pid in found if include_zombies or stats[pid].state not in ("Z", "X")}
 
 
-def describe(stats: Iterable[ProcStat]) -> List[ProcessInfo]:
+def describe(stats: Iterable[ProcStat]) -> list[ProcessInfo]:
     now_ticks = uptime_s() * _CLK_TCK
     rows = []
     for st in sorted(stats, key=lambda s: s.pid):
@@ -155,7 +160,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def kill_all(
-    marker: Optional[bytes], groups: Collection[int] = (), roots: Collection[int] = (), deadline_s: float = 3.0
+    marker: bytes | None, groups: Collection[int] = (), roots: Collection[int] = (), deadline_s: float = 3.0
 ) -> int:
     """SIGKILL every process of the sandbox, repeating while forks race us. Returns count."""
     return kill_until_gone(lambda: sandbox_processes(marker, groups, roots), deadline_s)
@@ -164,7 +169,7 @@ def kill_all(
 def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> int:
     """SIGKILL whatever ``members()`` lists until it lists nothing (forks race us) or the
     deadline passes. Returns how many distinct pids were killed."""
-    killed: Set[int] = set()
+    killed: set[int] = set()
     end = time.monotonic() + deadline_s
     while True:
         pids = list(members())
@@ -192,7 +197,7 @@ def alive(pid: int) -> bool:
     return st is not None and st.state not in ("Z", "X")
 
 
-def ns_pid(pid: int) -> Optional[int]:
+def ns_pid(pid: int) -> int | None:
     """The pid of ``pid`` in its innermost pid namespace (NSpid's last field)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:
@@ -204,7 +209,7 @@ def ns_pid(pid: int) -> Optional[int]:
     return None
 
 
-def children(pid: int) -> Optional[Set[int]]:
+def children(pid: int) -> set[int] | None:
     """Direct children of ``pid`` (one small read), or None where the kernel lacks the file."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
@@ -213,19 +218,19 @@ def children(pid: int) -> Optional[Set[int]]:
         return None
 
 
-def descendants_since(root: int, since_ticks: int, spare: Optional[Collection[int]] = None) -> Set[int]:
+def descendants_since(root: int, since_ticks: int, spare: Collection[int] | None = None) -> set[int]:
     """Live descendants of ``root`` started by the current command, and theirs: not under a
     child in ``spare`` (root's children before the command: earlier background jobs), or,
     when ``spare`` is None, started after ``since_ticks``."""
-    stats: Dict[int, ProcStat] = {}
+    stats: dict[int, ProcStat] = {}
     for pid in all_pids():
         st = read_stat(pid)
         if st is not None:
             stats[pid] = st
-    children: Dict[int, List[int]] = {}
+    children: dict[int, list[int]] = {}
     for pid, st in stats.items():
         children.setdefault(st.ppid, []).append(pid)
-    found: Set[int] = set()
+    found: set[int] = set()
     stack = [(c, False) for c in children.get(root, ())]
     while stack:
         pid, inherited = stack.pop()

@@ -23,8 +23,17 @@ def mount_tmpfs(path: Path, size_mb: int) -> bool:
         return False
     try:
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={int(size_mb)}m,mode=0700,nosuid,nodev", "hermes-workspace", str(path)],
-            capture_output=True, timeout=MOUNT_TIMEOUT_S,
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={int(size_mb)}m,mode=0700,nosuid,nodev",
+                "hermes-workspace",
+                str(path),
+            ],
+            capture_output=True,
+            timeout=MOUNT_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False

@@ -13,9 +13,9 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Deque, Dict, List, Optional
 
 from environments import events
 from environments.redact import safe_head
@@ -84,12 +84,12 @@ class SandboxInfo:
     created_at: float
     last_activity: float
     lifetime_s: float
-    running_command: Optional[str]
-    running_since: Optional[float]
-    running_timeout_s: Optional[float]
-    recent_commands: List[CommandRecord] = field(default_factory=list)  # newest last
+    running_command: str | None
+    running_since: float | None
+    running_timeout_s: float | None
+    recent_commands: list[CommandRecord] = field(default_factory=list)  # newest last
 
-    def idle_s(self, now: Optional[float] = None) -> float:
+    def idle_s(self, now: float | None = None) -> float:
         """Seconds since the last agent activity (0 while a command runs)."""
         if self.state == "running":
             return 0.0
@@ -111,10 +111,10 @@ class _Entry:
         self.created_at = now
         self.last_activity = now
         self.lifetime_s = settings.lifetime
-        self.running: Dict[int, _Running] = {}
-        self.recent: Deque[CommandRecord] = deque(maxlen=settings.recent_commands)
+        self.running: dict[int, _Running] = {}
+        self.recent: deque[CommandRecord] = deque(maxlen=settings.recent_commands)
         self.closed = False
-        self.close_reason: Optional[str] = None
+        self.close_reason: str | None = None
         self.handle = ManagedSandbox(self)
 
     def info(self) -> SandboxInfo:  # caller holds _lock
@@ -153,7 +153,7 @@ class ManagedSandbox:
         return self._entry.closed
 
     def execute(
-        self, command: str, timeout: float, *, stdin_data: Optional[str] = None, isolated: bool = False
+        self, command: str, timeout: float, *, stdin_data: str | None = None, isolated: bool = False
     ) -> ExecResult:
         call_id = _command_started(self._entry, command, timeout)
         started = time.time()
@@ -180,20 +180,20 @@ class ManagedSandbox:
     def to_host_path(self, path: str) -> Path:
         return self._inner.to_host_path(path)
 
-    def process_tree(self) -> List[ProcessInfo]:
+    def process_tree(self) -> list[ProcessInfo]:
         return self._inner.process_tree()
 
-    def shell_state(self) -> Dict[str, object]:
+    def shell_state(self) -> dict[str, object]:
         """The persistent shell: pid, uptime, restarts, busy (see BashSessionSandbox)."""
         state = getattr(self._inner, "shell_state", None)
         return state() if callable(state) else {}
 
-    def live_output(self) -> Optional[Dict[str, object]]:
+    def live_output(self) -> dict[str, object] | None:
         """The running agent command's output so far (bounded tail), or None when idle."""
         live = getattr(self._inner, "live_output", None)
         return live() if callable(live) else None
 
-    def limits_summary(self) -> Dict[str, str]:
+    def limits_summary(self) -> dict[str, str]:
         """The resource limits this sandbox runs under (pids, memory, CPU time, file size)."""
         summary = getattr(self._inner, "limits_summary", None)
         return summary() if callable(summary) else {}
@@ -212,16 +212,16 @@ class ManagedSandbox:
 # --------------------------------------------------------------------------- state
 
 _lock = threading.Lock()
-_entries: Dict[str, _Entry] = {}
-_creating: Dict[str, list] = {}  # key -> [Lock, waiters]; dropped when nobody waits
+_entries: dict[str, _Entry] = {}
+_creating: dict[str, list] = {}  # key -> [Lock, waiters]; dropped when nobody waits
 _calls = itertools.count(1)
-_close_listeners: List[Callable[[str, str], None]] = []
-_reaper: Optional[threading.Thread] = None
-_reaper_stop: Optional[threading.Event] = None
+_close_listeners: list[Callable[[str, str], None]] = []
+_reaper: threading.Thread | None = None
+_reaper_stop: threading.Event | None = None
 _atexit_registered = False
 
 
-def _key(task_id: Optional[str]) -> str:
+def _key(task_id: str | None) -> str:
     if task_id is None:
         return DEFAULT_KEY
     if not isinstance(task_id, str):
@@ -231,7 +231,7 @@ def _key(task_id: Optional[str]) -> str:
     return task_id
 
 
-def _lookup(task_id: Optional[str]) -> _Entry:
+def _lookup(task_id: str | None) -> _Entry:
     key = _key(task_id)
     with _lock:
         entry = _entries.get(key)
@@ -245,7 +245,7 @@ def _lookup(task_id: Optional[str]) -> _Entry:
 # --------------------------------------------------------------------------- get / close
 
 
-def get_sandbox(task_id: Optional[str] = None) -> ManagedSandbox:
+def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
     """Get or create the sandbox of ``task_id`` (None -> "default"). Exactly one per key,
     even when many threads ask at once; a slow backend start blocks only that key."""
     key = _key(task_id)
@@ -268,8 +268,8 @@ def get_sandbox(task_id: Optional[str] = None) -> ManagedSandbox:
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
             if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
-                sandbox.on_restart = lambda what, why, _key=key: events.active and events.emit(
-                    events.SandboxShellRestarted(task_id=_key, what=what, reason=why)
+                sandbox.on_restart = lambda what, why, _key=key: (
+                    events.active and events.emit(events.SandboxShellRestarted(task_id=_key, what=what, reason=why))
                 )
             with _lock:
                 _entries[key] = entry
@@ -300,7 +300,7 @@ def _detach(entry: _Entry, reason: str) -> bool:
 
 def _finish_close(entry: _Entry, reason: str) -> None:
     """Slow part of closing (kill processes, remove dirs): never under _lock."""
-    error: Optional[str] = None
+    error: str | None = None
     try:
         entry.sandbox.cleanup()
     except Exception as exc:  # noqa: BLE001 - a failed cleanup is reported, not raised
@@ -322,7 +322,7 @@ def _close(entry: _Entry, reason: str) -> bool:
     return detached
 
 
-def cleanup_vm(task_id: Optional[str]) -> None:
+def cleanup_vm(task_id: str | None) -> None:
     """Close the sandbox of ``task_id`` if there is one. Idempotent."""
     key = _key(task_id)
     with _lock:
@@ -344,7 +344,7 @@ def _close_all(reason: str) -> int:
     return len(victims)
 
 
-def kill_sandbox(task_id: Optional[str]) -> bool:
+def kill_sandbox(task_id: str | None) -> bool:
     """Operator kill: stop the running command (it returns 130) and close. False if unknown."""
     key = _key(task_id)
     with _lock:
@@ -369,7 +369,9 @@ def _command_started(entry: _Entry, command: str, timeout: float) -> int:
     if events.active:
         events.emit(
             events.SandboxCommandStarted(
-                task_id=entry.key, command=_head(command, _EVENT_HEAD), timeout_s=float(timeout) if isinstance(timeout, (int, float)) else 0.0
+                task_id=entry.key,
+                command=_head(command, _EVENT_HEAD),
+                timeout_s=float(timeout) if isinstance(timeout, (int, float)) else 0.0,
             )
         )
     return call_id
@@ -402,7 +404,7 @@ def _command_finished(entry: _Entry, call_id: int, command: str, started: float,
         )
 
 
-def run_diagnostic(task_id: Optional[str], command: str, timeout: float = 10) -> ExecResult:
+def run_diagnostic(task_id: str | None, command: str, timeout: float = 10) -> ExecResult:
     """Operator command in the sandbox's cwd/env. Not agent activity: the idle clock,
     history and saved cwd/exports are left untouched."""
     return _lookup(task_id).sandbox.run_diagnostic(command, timeout)
@@ -411,13 +413,13 @@ def run_diagnostic(task_id: Optional[str], command: str, timeout: float = 10) ->
 # --------------------------------------------------------------------------- inspection
 
 
-def list_sandboxes() -> List[SandboxInfo]:
+def list_sandboxes() -> list[SandboxInfo]:
     with _lock:
         infos = [e.info() for e in _entries.values()]
     return sorted(infos, key=lambda i: i.created_at)
 
 
-def find_sandbox(task_id: Optional[str]) -> Optional[ManagedSandbox]:
+def find_sandbox(task_id: str | None) -> ManagedSandbox | None:
     """The live sandbox of ``task_id``, or None. Never creates one (inspection)."""
     key = _key(task_id)
     with _lock:
@@ -425,14 +427,14 @@ def find_sandbox(task_id: Optional[str]) -> Optional[ManagedSandbox]:
     return ManagedSandbox(entry) if entry is not None else None
 
 
-def get_sandbox_info(task_id: Optional[str]) -> Optional[SandboxInfo]:
+def get_sandbox_info(task_id: str | None) -> SandboxInfo | None:
     key = _key(task_id)
     with _lock:
         entry = _entries.get(key)
         return entry.info() if entry is not None else None
 
 
-def extend_lifetime(task_id: Optional[str], seconds: float) -> float:
+def extend_lifetime(task_id: str | None, seconds: float) -> float:
     """Add ``seconds`` to this sandbox's idle lifetime; returns the new lifetime."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"seconds must be a positive, finite number, got {seconds!r}")
@@ -445,7 +447,7 @@ def extend_lifetime(task_id: Optional[str], seconds: float) -> float:
     return lifetime
 
 
-def extend_command_timeout(task_id: Optional[str], seconds: float) -> float:
+def extend_command_timeout(task_id: str | None, seconds: float) -> float:
     """Give the sandbox's running command ``seconds`` more; returns its new timeout."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"seconds must be a positive, finite number, got {seconds!r}")
@@ -479,7 +481,7 @@ def remove_close_listener(listener: Callable[[str, str], None]) -> None:
 # --------------------------------------------------------------------------- reaper
 
 
-def reap_idle(now: Optional[float] = None) -> int:
+def reap_idle(now: float | None = None) -> int:
     """Close sandboxes idle longer than their lifetime. A running command, or a live
     background process the sandbox started, counts as activity. Returns the count."""
     now = time.time() if now is None else now
@@ -487,7 +489,7 @@ def reap_idle(now: Optional[float] = None) -> int:
         candidates = [
             e for e in _entries.values() if not e.running and not e.closed and now - e.last_activity > e.lifetime_s
         ]
-    victims: List[_Entry] = []
+    victims: list[_Entry] = []
     for entry in candidates:
         busy = _has_background(entry.sandbox)  # /proc scan: outside the lock
         with _lock:
@@ -551,7 +553,7 @@ def shutdown(timeout: float = 5.0) -> int:
     return _close_all("exit")
 
 
-def reaper_thread() -> Optional[threading.Thread]:
+def reaper_thread() -> threading.Thread | None:
     return _reaper
 
 
@@ -560,4 +562,3 @@ def _at_exit() -> None:
         shutdown(timeout=1.0)
     except Exception:  # noqa: BLE001 - interpreter is going away
         pass
-

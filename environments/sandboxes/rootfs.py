@@ -35,9 +35,10 @@ import shutil
 import stat
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
+from typing import IO
 
 from environments.sandboxes.hostio import open_dirs_beneath
 
@@ -67,7 +68,7 @@ class _Budget:
     source: str
     bytes: int = 0
     members: int = 0
-    skipped: List[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
     def charge(self, nbytes: int) -> None:
         self.members += 1
@@ -86,7 +87,7 @@ def cache_dir_for(sandbox_root: Path) -> Path:
     return Path(sandbox_root) / ".rootfs-cache"
 
 
-def prepare_rootfs(source: str, cache_dir: Path, limits: Optional[RootfsLimits] = None) -> str:
+def prepare_rootfs(source: str, cache_dir: Path, limits: RootfsLimits | None = None) -> str:
     """The directory to use as the lower layer for the ``rootfs`` override ``source``."""
     if os.path.isdir(source):
         return source
@@ -119,7 +120,7 @@ def prepare_rootfs(source: str, cache_dir: Path, limits: Optional[RootfsLimits] 
     return str(root)
 
 
-def unpack_image(source: str, dest: Path, limits: Optional[RootfsLimits] = None) -> None:
+def unpack_image(source: str, dest: Path, limits: RootfsLimits | None = None) -> None:
     """Apply the image's layers in order onto the empty directory ``dest``."""
     budget = _Budget(limits or RootfsLimits(), source)
     try:
@@ -130,7 +131,7 @@ def unpack_image(source: str, dest: Path, limits: Optional[RootfsLimits] = None)
         layers = _layer_names(outer, source)
         if len(layers) > budget.limits.max_layers:
             raise RootfsError(f"{source}: {len(layers)} layers, more than {budget.limits.max_layers} (cap)")
-        dirs: Dict[str, int] = {}
+        dirs: dict[str, int] = {}
         root_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             for name in layers:
@@ -175,7 +176,7 @@ def _member_file(outer: tarfile.TarFile, name: str, source: str) -> IO[bytes]:
     raise RootfsError(f"{source}: the manifest names {name!r}, which is not in the archive")
 
 
-def _layer_names(outer: tarfile.TarFile, source: str) -> List[str]:
+def _layer_names(outer: tarfile.TarFile, source: str) -> list[str]:
     names = {_normalise(m.name) for m in outer.getmembers()}
     if "manifest.json" in names:  # docker save (also written by newer docker beside the OCI layout)
         manifest = _read_json(outer, "manifest.json", source)
@@ -195,7 +196,7 @@ def _layer_names(outer: tarfile.TarFile, source: str) -> List[str]:
     )
 
 
-def _blob_path(descriptor: object, source: str) -> Tuple[str, str]:
+def _blob_path(descriptor: object, source: str) -> tuple[str, str]:
     if not isinstance(descriptor, dict) or not isinstance(descriptor.get("digest"), str):
         raise RootfsError(f"{source}: an OCI descriptor without a digest: {str(descriptor)[:200]!r}")
     algo, _, hexdigest = descriptor["digest"].partition(":")
@@ -204,7 +205,7 @@ def _blob_path(descriptor: object, source: str) -> Tuple[str, str]:
     return f"blobs/sha256/{hexdigest}", str(descriptor.get("mediaType", ""))
 
 
-def _oci_layers(outer: tarfile.TarFile, source: str) -> List[str]:
+def _oci_layers(outer: tarfile.TarFile, source: str) -> list[str]:
     doc = _read_json(outer, "index.json", source)
     for _ in range(_MAX_INDEX_DEPTH):
         manifests = doc.get("manifests") if isinstance(doc, dict) else None
@@ -222,7 +223,9 @@ def _oci_layers(outer: tarfile.TarFile, source: str) -> List[str]:
     for desc in doc["layers"]:
         path, media = _blob_path(desc, source)
         if "zstd" in media:
-            raise RootfsError(f"{source}: layer {path} is zstd-compressed ({media}); only tar and tar+gzip are supported")
+            raise RootfsError(
+                f"{source}: layer {path} is zstd-compressed ({media}); only tar and tar+gzip are supported"
+            )
         layers.append(path)
     return layers
 
@@ -230,7 +233,7 @@ def _oci_layers(outer: tarfile.TarFile, source: str) -> List[str]:
 # --------------------------------------------------------------------------- one layer
 
 
-def _normalise(name: str) -> Optional[str]:
+def _normalise(name: str) -> str | None:
     """``a/./b/`` -> ``a/b``; None for names that leave the root (absolute, ``..``, NUL)."""
     if not name or "\0" in name or name.startswith("/"):
         return None
@@ -243,6 +246,7 @@ def _normalise(name: str) -> Optional[str]:
 def _open_parent(root_fd: int, rel: str, create: bool, what: str) -> int:
     """An fd on the directory holding ``rel``, walked one component at a time with
     O_NOFOLLOW: a symlink anywhere on the way is refused, never followed."""
+
     def refuse(comp: str, exc: OSError) -> Exception:
         return RootfsError(f"{what}: {rel!r} goes through {comp!r}, a symlink or file (refused)")
 
@@ -262,8 +266,8 @@ def _remove_at(parent_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=parent_fd)
 
 
-def _apply_layer(layer: tarfile.TarFile, root_fd: int, dirs: Dict[str, int], budget: _Budget, what: str) -> None:
-    written: Set[str] = set()
+def _apply_layer(layer: tarfile.TarFile, root_fd: int, dirs: dict[str, int], budget: _Budget, what: str) -> None:
+    written: set[str] = set()
     for member in _members(layer):
         rel = _normalise(member.name)
         if rel is None:
@@ -277,8 +281,8 @@ def _apply_layer(layer: tarfile.TarFile, root_fd: int, dirs: Dict[str, int], bud
             _opaque(root_fd, parent, written, what)
             continue
         if base.startswith(WHITEOUT):
-            victim = posixpath.join(parent, base[len(WHITEOUT):]) if parent else base[len(WHITEOUT):]
-            if _normalise(victim) in (None, "") or base[len(WHITEOUT):] in ("", ".", ".."):
+            victim = posixpath.join(parent, base[len(WHITEOUT) :]) if parent else base[len(WHITEOUT) :]
+            if _normalise(victim) in (None, "") or base[len(WHITEOUT) :] in ("", ".", ".."):
                 raise RootfsError(f"{what}: whiteout {member.name[:200]!r} names no entry; refused")
             pfd = _open_parent_or_none(root_fd, victim, what)
             if pfd is not None:
@@ -302,14 +306,14 @@ def _members(layer: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
-def _open_parent_or_none(root_fd: int, rel: str, what: str) -> Optional[int]:
+def _open_parent_or_none(root_fd: int, rel: str, what: str) -> int | None:
     try:
         return _open_parent(root_fd, rel, create=False, what=what)
     except FileNotFoundError:
         return None  # whiteout of something no lower layer had
 
 
-def _opaque(root_fd: int, rel_dir: str, written: Set[str], what: str) -> None:
+def _opaque(root_fd: int, rel_dir: str, written: set[str], what: str) -> None:
     """Hide what lower layers put in ``rel_dir``: remove every entry this layer did not write."""
     fd = _open_dir(root_fd, rel_dir, what)
     if fd is None:
@@ -320,7 +324,7 @@ def _opaque(root_fd: int, rel_dir: str, written: Set[str], what: str) -> None:
         os.close(fd)
 
 
-def _open_dir(root_fd: int, rel_dir: str, what: str) -> Optional[int]:
+def _open_dir(root_fd: int, rel_dir: str, what: str) -> int | None:
     if not rel_dir:
         return os.dup(root_fd)
     try:
@@ -330,7 +334,7 @@ def _open_dir(root_fd: int, rel_dir: str, what: str) -> Optional[int]:
     return pfd
 
 
-def _prune(fd: int, rel_dir: str, written: Set[str]) -> None:
+def _prune(fd: int, rel_dir: str, written: set[str]) -> None:
     for name in os.listdir(fd):
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if rel not in written:
@@ -346,7 +350,7 @@ def _prune(fd: int, rel_dir: str, written: Set[str]) -> None:
 
 
 def _write_member(
-    layer: tarfile.TarFile, member: tarfile.TarInfo, root_fd: int, rel: str, dirs: Dict[str, int], what: str
+    layer: tarfile.TarFile, member: tarfile.TarInfo, root_fd: int, rel: str, dirs: dict[str, int], what: str
 ) -> None:
     mode = member.mode & 0o1777  # no setuid/setgid on the host
     if not (member.isdir() or member.isfile() or member.issym() or member.islnk()):
@@ -414,7 +418,7 @@ def _copy_file(layer: tarfile.TarFile, member: tarfile.TarInfo, pfd: int, name: 
         os.close(fd)
 
 
-def _restore_dir_modes(root_fd: int, dirs: Dict[str, int]) -> None:
+def _restore_dir_modes(root_fd: int, dirs: dict[str, int]) -> None:
     for rel in sorted(dirs, key=lambda r: r.count("/"), reverse=True):  # deepest first
         try:  # the dir itself opened O_NOFOLLOW: a later layer may have replaced it by a symlink
             fd = _open_parent(root_fd, rel + "/x", create=False, what="rootfs")
@@ -449,4 +453,3 @@ class _locked:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
-

@@ -10,8 +10,9 @@ import math
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -45,11 +46,11 @@ class SandboxSettings(BaseModel):
     file_size_mb: int = Field(4096, gt=0, description="largest file a sandbox process may write (RLIMIT_FSIZE)")
     tmp_size_mb: int = Field(512, gt=0, description="size of the sandbox's private /tmp (bwrap, docker tmpfs)")
     workspace_size_mb: int = Field(2048, gt=0, description="size of the whole workspace (a sized tmpfs; needs root)")
-    env_passthrough: Tuple[str, ...] = Field(
+    env_passthrough: tuple[str, ...] = Field(
         (), description="extra host environment variable names the local backend passes through (allow-list)"
     )
-    sandbox_root: Optional[Path] = None  # None -> <tempdir>/hermes-sandboxes
-    reaper_interval: Optional[float] = Field(None, gt=0)  # None -> min(5, lifetime / 4)
+    sandbox_root: Path | None = None  # None -> <tempdir>/hermes-sandboxes
+    reaper_interval: float | None = Field(None, gt=0)  # None -> min(5, lifetime / 4)
     kill_grace: float = Field(0.5, ge=0, description="SIGTERM -> SIGKILL grace on timeout (s)")
     output_limit_bytes: int = Field(1_000_000, ge=1024, description="captured output cap (head + tail)")
     recent_commands: int = Field(50, ge=1, description="command records kept per sandbox")
@@ -74,7 +75,7 @@ class SandboxSettings(BaseModel):
 
     @field_validator("timeout", "lifetime", "cpu", "kill_grace", "reaper_interval")
     @classmethod
-    def _finite(cls, value: Optional[float]) -> Optional[float]:
+    def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
             raise ValueError(f"expected a finite number, got {value!r}")
         return value
@@ -128,7 +129,7 @@ def _positive_int(text: str) -> int:
 
 
 # env var -> (settings field, parser, what we expected)
-_ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
+_ENV_VARS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "TERMINAL_ENV": ("backend", lambda s: s.strip(), f"one of {', '.join(KNOWN_BACKENDS)}"),
     "TERMINAL_TIMEOUT": ("timeout", _positive_float, "a positive number of seconds"),
     "TERMINAL_LIFETIME_SECONDS": ("lifetime", _positive_float, "a positive number of seconds"),
@@ -152,10 +153,10 @@ _ENV_VARS: Dict[str, tuple[str, Callable[[str], Any], str]] = {
 }
 
 
-def settings_from_env(environ: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def settings_from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Parse the TERMINAL_* variables that are set; raise ValueError naming a bad one."""
     env = os.environ if environ is None else environ
-    values: Dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for var, (field_name, parse, expected) in _ENV_VARS.items():
         raw = env.get(var)
         if raw is None:
@@ -171,7 +172,7 @@ def settings_from_env(environ: Optional[Dict[str, str]] = None) -> Dict[str, Any
 
 # ----------------------------------------------------------------- overrides
 
-_overrides: Dict[str, Any] = {}
+_overrides: dict[str, Any] = {}
 _overrides_lock = threading.Lock()
 
 

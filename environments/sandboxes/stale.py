@@ -18,7 +18,6 @@ import re
 import shutil
 import stat
 from pathlib import Path
-from typing import List, Optional
 
 from environments.sandboxes import procfs, quota
 from environments.sandboxes.cgroups import SandboxCgroup, sweep_orphan_groups
@@ -43,7 +42,7 @@ def owners_dir(root: Path) -> Path:
     return path
 
 
-def write_owner(root: Path, sandbox_id: str, dirs: List[Path], cgroups: Optional[List[str]] = None) -> Path:
+def write_owner(root: Path, sandbox_id: str, dirs: list[Path], cgroups: list[str] | None = None) -> Path:
     """Record who owns ``sandbox_id``; returns the record's path (removed at cleanup)."""
     pid = os.getpid()
     data = {
@@ -78,7 +77,7 @@ def _owner_alive(pid: int, start_ticks: int) -> bool:
     return st is not None and st.state not in ("Z", "X") and st.start_ticks == start_ticks
 
 
-def _removable(d: str, root: Path) -> Optional[Path]:
+def _removable(d: str, root: Path) -> Path | None:
     """A recorded dir we may delete: a real directory (not a link) directly under root."""
     path = Path(d)
     if path.parent != root or path.name in ("", ".", "..", OWNERS_DIR):

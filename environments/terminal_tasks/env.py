@@ -12,7 +12,7 @@ import asyncio
 import random
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from environments.atropos_compat import DEFAULT_BASE_URL, DEFAULT_MODEL_NAME, DEFAULT_TIMEOUT_S
 from environments.hermes_base_env import (
@@ -38,18 +38,19 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
     name = "terminal-tasks"
     env_config_cls = HermesAgentEnvConfig
 
-    def __init__(self, config: HermesAgentEnvConfig, server_configs: Any, slurm: bool = False,
-                 testing: bool = False) -> None:
+    def __init__(
+        self, config: HermesAgentEnvConfig, server_configs: Any, slurm: bool = False, testing: bool = False
+    ) -> None:
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
-        self.train_items: List[Dict[str, Any]] = []
-        self.eval_items: List[Dict[str, Any]] = []
-        self._order: List[int] = []
+        self.train_items: list[dict[str, Any]] = []
+        self.eval_items: list[dict[str, Any]] = []
+        self._order: list[int] = []
         self._cursor = 0
-        self.reward_buffer: List[float] = []
-        self.last_eval_metrics: Dict[str, float] = {}
+        self.reward_buffer: list[float] = []
+        self.last_eval_metrics: dict[str, float] = {}
 
     @classmethod
-    def config_init(cls) -> Tuple[HermesAgentEnvConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[HermesAgentEnvConfig, list[APIServerConfig]]:
         config = HermesAgentEnvConfig(
             enabled_toolsets=["terminal", "file"],
             terminal_backend="local",
@@ -65,8 +66,16 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
             system_prompt=SYSTEM_PROMPT,
             wandb_name=cls.name,
         )
-        servers = [APIServerConfig(base_url=DEFAULT_BASE_URL, model_name=DEFAULT_MODEL_NAME, api_key="x",
-                                   server_type="openai", health_check=False, timeout=DEFAULT_TIMEOUT_S)]
+        servers = [
+            APIServerConfig(
+                base_url=DEFAULT_BASE_URL,
+                model_name=DEFAULT_MODEL_NAME,
+                api_key="x",
+                server_type="openai",
+                health_check=False,
+                timeout=DEFAULT_TIMEOUT_S,
+            )
+        ]
         return config, servers
 
     # ------------------------------------------------------------------ data
@@ -75,7 +84,7 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
         return self.config.dataset_name or str(DEFAULT_TASKS_PATH)
 
     @staticmethod
-    def _item(task: TerminalTask) -> Dict[str, Any]:
+    def _item(task: TerminalTask) -> dict[str, Any]:
         # The solution stays out of the item: only the simulator reads it, from the file.
         return task.model_dump(exclude={"solution"})
 
@@ -91,7 +100,7 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
         random.Random(0).shuffle(self._order)
         self._cursor = 0
 
-    async def get_next_item(self) -> Dict[str, Any]:
+    async def get_next_item(self) -> dict[str, Any]:
         if not self.train_items:
             raise RuntimeError("get_next_item() called before setup(); no tasks loaded")
         if self._cursor and self._cursor % len(self._order) == 0:
@@ -100,12 +109,12 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
         self._cursor += 1
         return item
 
-    def format_prompt(self, item: Dict[str, Any]) -> str:
+    def format_prompt(self, item: dict[str, Any]) -> str:
         return str(item["prompt"])
 
     # ------------------------------------------------------------------ rollout
 
-    async def prepare_rollout(self, item: Dict[str, Any], ctx: Any) -> None:
+    async def prepare_rollout(self, item: dict[str, Any], ctx: Any) -> None:
         for command in item.get("setup") or []:
             result = await run_in_sandbox(ctx, command, timeout=SETUP_TIMEOUT_S)
             if result.get("exit_code") != 0:
@@ -114,13 +123,13 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
                     f"{command!r}: {str(result.get('output') or result.get('error'))[:300]}"
                 )
 
-    async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
+    async def compute_reward(self, item: dict[str, Any], result: Any, ctx: Any) -> float:
         task = TerminalTask(**{**item, "solution": []})
         reward = await score_check(task.check, ctx)
         self.reward_buffer.append(reward)
         return reward
 
-    async def wandb_log(self, wandb_metrics: Optional[Dict[str, Any]] = None) -> None:
+    async def wandb_log(self, wandb_metrics: dict[str, Any] | None = None) -> None:
         wandb_metrics = {} if wandb_metrics is None else wandb_metrics
         if self.reward_buffer:
             n = len(self.reward_buffer)
@@ -134,7 +143,7 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
 
     # ------------------------------------------------------------------ evaluation
 
-    async def evaluate(self, *args: Any, **kwargs: Any) -> Dict[str, float]:
+    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         if not self.eval_items:
             await self.setup()
         start = time.time()
@@ -143,7 +152,7 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
         saved_rewards, saved_errors = list(self.reward_buffer), list(self._tool_error_buffer)
         semaphore = asyncio.Semaphore(EVAL_CONCURRENCY)
 
-        async def one(item: Dict[str, Any]) -> Dict[str, Any]:
+        async def one(item: dict[str, Any]) -> dict[str, Any]:
             async with semaphore:
                 _group_tools.set(tools)
                 _group_id.set(f"eval-{uuid.uuid4()}")
@@ -177,10 +186,16 @@ class TerminalTasksEnv(HermesAgentBaseEnv):
         }
         self.last_eval_metrics = {k.split("/", 1)[1]: v for k, v in metrics.items()}
         await self.evaluate_log(
-            metrics, start_time=start, end_time=end, samples=list(samples), verbose=False,
-            generation_parameters={"temperature": self.config.agent_temperature,
-                                   "max_tokens": self.config.max_token_length,
-                                   "max_agent_turns": self.config.max_agent_turns},
+            metrics,
+            start_time=start,
+            end_time=end,
+            samples=list(samples),
+            verbose=False,
+            generation_parameters={
+                "temperature": self.config.agent_temperature,
+                "max_tokens": self.config.max_token_length,
+                "max_agent_turns": self.config.max_agent_turns,
+            },
         )
         return metrics
 

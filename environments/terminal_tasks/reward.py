@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from typing import Any, Dict
+from typing import Any
 
 from environments.terminal_tasks.tasks import TaskCheck
 
 CHECK_TIMEOUT_S = 30
 
 
-async def run_in_sandbox(ctx: Any, command: str, timeout: int = CHECK_TIMEOUT_S) -> Dict[str, Any]:
+async def run_in_sandbox(ctx: Any, command: str, timeout: int = CHECK_TIMEOUT_S) -> dict[str, Any]:
     """``ctx.a_terminal`` when the context has async twins, else the sync call in a thread."""
     a_terminal = getattr(ctx, "a_terminal", None)
     if a_terminal is not None:
@@ -19,11 +19,11 @@ async def run_in_sandbox(ctx: Any, command: str, timeout: int = CHECK_TIMEOUT_S)
     return await asyncio.to_thread(ctx.terminal, command, timeout)
 
 
-def _output(result: Dict[str, Any]) -> str:
+def _output(result: dict[str, Any]) -> str:
     return str(result.get("output") or "").strip()
 
 
-def _ok(result: Dict[str, Any]) -> bool:
+def _ok(result: dict[str, Any]) -> bool:
     return result.get("exit_code") == 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -23,12 +23,12 @@ class TaskCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: CheckType
-    path: Optional[str] = None
-    command: Optional[str] = None
-    expected: Optional[str] = None
+    path: str | None = None
+    command: str | None = None
+    expected: str | None = None
 
     @model_validator(mode="after")
-    def _fields_for_type(self) -> "TaskCheck":
+    def _fields_for_type(self) -> TaskCheck:
         if self.type in ("file_equals", "file_contains"):
             if not self.path:
                 raise ValueError(f"check.type {self.type!r} needs check.path (the file to verify)")
@@ -48,9 +48,9 @@ class TerminalTask(BaseModel):
     task_id: str
     split: Literal["train", "eval"]
     prompt: str
-    setup: List[str]
+    setup: list[str]
     check: TaskCheck
-    solution: List[str] = []
+    solution: list[str] = []
 
 
 def _validate_lines(path: Path) -> None:
@@ -62,7 +62,9 @@ def _validate_lines(path: Path) -> None:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg}); expected one JSON object per line") from None
+            raise ValueError(
+                f"{path}:{line_no}: not valid JSON ({exc.msg}); expected one JSON object per line"
+            ) from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
         for name in _REQUIRED:
@@ -79,7 +81,7 @@ def _validate_lines(path: Path) -> None:
         seen.add(task.task_id)
 
 
-def load_tasks(path: str | Path = DEFAULT_TASKS_PATH, split: Optional[str] = None) -> List[TerminalTask]:
+def load_tasks(path: str | Path = DEFAULT_TASKS_PATH, split: str | None = None) -> list[TerminalTask]:
     """Tasks from ``path`` (a local JSONL read through ``datasets``), optionally one split."""
     path = Path(path)
     if not path.is_file():

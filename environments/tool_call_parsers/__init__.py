@@ -15,7 +15,6 @@ that look like calls but cannot be used are dropped and described in the parser'
 from __future__ import annotations
 
 from environments.tool_call_parsers.base import ParseResult, ToolCall, ToolCallFunction, ToolCallParser
-from environments.tool_call_parsers.registry import PARSER_REGISTRY, get_parser, list_parsers, register_parser
 
 # Importing the family modules registers them (the decorators run at import).
 from environments.tool_call_parsers.deepseek import DeepSeekV3ToolCallParser, DeepSeekV31ToolCallParser
@@ -26,6 +25,7 @@ from environments.tool_call_parsers.llama import LlamaToolCallParser
 from environments.tool_call_parsers.longcat import LongcatToolCallParser
 from environments.tool_call_parsers.mistral import MistralToolCallParser
 from environments.tool_call_parsers.qwen3_coder import Qwen3CoderToolCallParser
+from environments.tool_call_parsers.registry import PARSER_REGISTRY, get_parser, list_parsers, register_parser
 
 __all__ = [
     "PARSER_REGISTRY",

@@ -30,8 +30,9 @@ import secrets
 import string
 import uuid
 from abc import ABC
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 from openai.types.chat import ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_message_function_tool_call import Function
@@ -211,7 +212,9 @@ class ToolCallParser(ABC):
                 call_id = f"{call.call_id}_{len(used)}" if call.call_id else self.new_call_id()
             used.add(call_id)
             calls.append(
-                ToolCall(id=call_id, type="function", function=ToolCallFunction(name=call.name, arguments=call.arguments))
+                ToolCall(
+                    id=call_id, type="function", function=ToolCallFunction(name=call.name, arguments=call.arguments)
+                )
             )
         return calls
 

@@ -10,7 +10,8 @@ a missing end token on the last call (truncated output) is tolerated.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
     Extraction,
@@ -121,5 +122,7 @@ class DeepSeekV31ToolCallParser(DeepSeekV3ToolCallParser):
         checked = check_calls(calls)
         if not checked:
             return content or ""
-        body = "".join(f"{CALL_BEGIN}{name}{SEP}{json.dumps(args, ensure_ascii=False)}{CALL_END}" for name, args in checked)
+        body = "".join(
+            f"{CALL_BEGIN}{name}{SEP}{json.dumps(args, ensure_ascii=False)}{CALL_END}" for name, args in checked
+        )
         return with_content(content, f"{CALLS_BEGIN}{body}{CALLS_END}", separator="")

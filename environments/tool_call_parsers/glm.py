@@ -9,7 +9,8 @@ tolerated.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
     Extraction,
@@ -73,7 +74,9 @@ class Glm45ToolCallParser(ToolCallParser):
         sep = self.separator
         blocks = []
         for name, args in check_calls(calls):
-            pairs = "".join(f"<arg_key>{key}</arg_key>{sep}<arg_value>{render_value(v)}</arg_value>{sep}" for key, v in args.items())
+            pairs = "".join(
+                f"<arg_key>{key}</arg_key>{sep}<arg_value>{render_value(v)}</arg_value>{sep}" for key, v in args.items()
+            )
             blocks.append(f"{OPEN}{name}{sep}{pairs}{CLOSE}")
         return with_content(content, "\n".join(blocks))
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from environments.tool_call_parsers.base import (
     Extraction,
+    TagIndex,
     ToolCallParser,
     call_from_object,
     check_calls,
     decode_json_at,
-    TagIndex,
     describe,
     first_of,
     with_content,

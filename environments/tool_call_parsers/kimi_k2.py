@@ -9,7 +9,8 @@ after the last dot, before the ``:IDX``.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
     Extraction,

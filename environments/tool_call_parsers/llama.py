@@ -8,7 +8,8 @@ merely appears in prose is left alone.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
     MAX_MALFORMED,
@@ -67,7 +68,9 @@ class LlamaToolCallParser(ToolCallParser):
         return found
 
     def format_tool_calls(self, content: str | None, calls: Sequence[Mapping[str, Any]]) -> str:
-        objects = [json.dumps({"name": name, "parameters": args}, ensure_ascii=False) for name, args in check_calls(calls)]
+        objects = [
+            json.dumps({"name": name, "parameters": args}, ensure_ascii=False) for name, args in check_calls(calls)
+        ]
         if not objects:
             return content or ""
         return with_content(content, PYTHON_TAG + "; ".join(objects), separator="")

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
-    Extraction,
     MAX_MALFORMED,
+    Extraction,
     FoundCall,
     JsonTooDeep,
     ToolCallParser,
@@ -66,7 +67,9 @@ class MistralToolCallParser(ToolCallParser):
                 position, number = self._v11_call(text, head, found, number)
             else:
                 number += 1
-                self.error(describe(number, "expected 'name{json}' or a JSON array after [TOOL_CALLS]", text[position:]))
+                self.error(
+                    describe(number, "expected 'name{json}' or a JSON array after [TOOL_CALLS]", text[position:])
+                )
                 position = self._next_marker(text, position)
                 continue
             position = skip_whitespace(text, position)

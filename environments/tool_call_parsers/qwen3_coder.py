@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from environments.tool_call_parsers.base import (
     Extraction,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from environments.tool_call_parsers.base import ToolCallParser
 
@@ -22,7 +23,10 @@ def register_parser(name: str) -> Callable[[P], P]:
         existing = PARSER_REGISTRY.get(name)
         # The same class defined again (its module re-executed: a reload, an env file loaded
         # twice) replaces the old one; a different class under a taken name is a conflict.
-        reloaded = existing is not None and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__)
+        reloaded = existing is not None and (existing.__module__, existing.__qualname__) == (
+            cls.__module__,
+            cls.__qualname__,
+        )
         if existing is not None and existing is not cls and not reloaded:
             raise ValueError(f"Tool call parser {name!r} is already registered to {existing.__name__}")
         PARSER_REGISTRY[name] = cls

@@ -11,18 +11,19 @@ import copy
 import json
 import logging
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from environments import toolsets as _toolsets
-from environments.tools.coercion import coerce_and_validate
-from environments.tools.registry import ToolRegistry, ToolSpec, register, registry
+from environments.tools import files as _files  # noqa: F401
 
 # Importing the tool modules registers the tools.
 from environments.tools import offline as _offline  # noqa: F401
-from environments.tools import todo as _todo  # noqa: F401
 from environments.tools import terminal as _terminal  # noqa: F401
-from environments.tools import files as _files  # noqa: F401
+from environments.tools import todo as _todo  # noqa: F401
+from environments.tools.coercion import coerce_and_validate
 from environments.tools.offline import AGENT_LOOP_TOOLS
+from environments.tools.registry import ToolRegistry, ToolSpec, register, registry
 
 logger = logging.getLogger(__name__)
 
@@ -36,12 +37,12 @@ __all__ = [
     "registry",
 ]
 
-_CacheKey = Tuple[Optional[Tuple[str, ...]], Optional[Tuple[str, ...]], int, int]
-_definitions_cache: Dict[_CacheKey, List[Dict[str, Any]]] = {}
+_CacheKey = tuple[tuple[str, ...] | None, tuple[str, ...] | None, int, int]
+_definitions_cache: dict[_CacheKey, list[dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
 
 
-def _as_names(value: Optional[Iterable[str]]) -> Optional[Tuple[str, ...]]:
+def _as_names(value: Iterable[str] | None) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):  # a single toolset name passed bare
@@ -49,8 +50,8 @@ def _as_names(value: Optional[Iterable[str]]) -> Optional[Tuple[str, ...]]:
     return tuple(value)
 
 
-def _resolve(names: Tuple[str, ...], role: str, quiet: bool) -> Set[str]:
-    tools: Set[str] = set()
+def _resolve(names: tuple[str, ...], role: str, quiet: bool) -> set[str]:
+    tools: set[str] = set()
     for name in names:
         if not _toolsets.validate_toolset(name):
             logger.warning(
@@ -65,10 +66,10 @@ def _resolve(names: Tuple[str, ...], role: str, quiet: bool) -> Set[str]:
 
 
 def get_tool_definitions(
-    enabled_toolsets: Optional[List[str]] = None,
-    disabled_toolsets: Optional[List[str]] = None,
+    enabled_toolsets: list[str] | None = None,
+    disabled_toolsets: list[str] | None = None,
     quiet_mode: bool = False,
-) -> List[Dict[str, Any]]:
+) -> list[dict[str, Any]]:
     """OpenAI tool schemas for the enabled toolsets minus the disabled ones.
 
     ``None`` enables every toolset. Disabled toolsets are subtracted last, so
@@ -103,9 +104,9 @@ def _error(message: str) -> str:
 
 def handle_function_call(
     function_name: str,
-    function_args: Dict[str, Any],
-    task_id: Optional[str] = None,
-    user_task: Optional[str] = None,
+    function_args: dict[str, Any],
+    task_id: str | None = None,
+    user_task: str | None = None,
     **kwargs: Any,
 ) -> str:
     """Run one tool call for ``task_id``. Always returns a JSON string."""
@@ -126,7 +127,9 @@ def handle_function_call(
             try:
                 args = json.loads(args) if args.strip() else {}
             except ValueError as exc:
-                return _error(f"Invalid arguments for tool '{function_name}': not valid JSON ({exc}); send a JSON object")
+                return _error(
+                    f"Invalid arguments for tool '{function_name}': not valid JSON ({exc}); send a JSON object"
+                )
         if not isinstance(args, dict):
             return _error(
                 f"Invalid arguments for tool '{function_name}': expected a JSON object of named arguments, "

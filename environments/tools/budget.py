@@ -16,7 +16,7 @@ import math
 import posixpath
 import re
 import shlex
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 RESULTS_DIR = ".hermes-results"
 PERSISTED_TAG = "<persisted-output"
-PINNED_THRESHOLDS: Dict[str, float] = {"read_file": math.inf}
+PINNED_THRESHOLDS: dict[str, float] = {"read_file": math.inf}
 
 
 class BudgetConfig(BaseModel):
@@ -36,7 +36,7 @@ class BudgetConfig(BaseModel):
     default_result_size: int = Field(100_000, gt=0, description="per-result threshold unless overridden")
     turn_budget: int = Field(200_000, gt=0, description="all tool results of one turn together")
     preview_size: int = Field(1_500, ge=0, description="characters of a persisted result shown inline")
-    tool_overrides: Dict[str, float] = Field(default_factory=dict, description="tool name -> threshold")
+    tool_overrides: dict[str, float] = Field(default_factory=dict, description="tool name -> threshold")
 
 
 DEFAULT_BUDGET = BudgetConfig()
@@ -58,7 +58,7 @@ def _safe_id(tool_use_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", str(tool_use_id or "result"))[:100] or "result"
 
 
-def _store(content: str, tool_use_id: str, task_id: Optional[str]) -> Optional[str]:
+def _store(content: str, tool_use_id: str, task_id: str | None) -> str | None:
     """Write ``content`` into the task's sandbox; return the path the model sees, or None."""
     if task_id is None:
         return None
@@ -91,22 +91,25 @@ def _persisted(content: str, path: str, config: BudgetConfig) -> str:
         f'<persisted-output path="{path}" chars="{len(content)}">\n'
         f"This result was {len(content)} characters, too large to show here; it was saved to {path}. "
         f"First {len(preview)} characters:\n{preview}\n"
-        f"... Read the rest with read_file(path=\"{path}\", offset=..., limit=...) or search it with search_files.\n"
+        f'... Read the rest with read_file(path="{path}", offset=..., limit=...) or search it with search_files.\n'
         "</persisted-output>"
     )
 
 
 def _inline(content: str, keep: int, reason: str) -> str:
-    return content[:keep] + f"\n... [truncated {len(content) - keep} of {len(content)} characters: {reason}; no sandbox to save the rest]"
+    return (
+        content[:keep]
+        + f"\n... [truncated {len(content) - keep} of {len(content)} characters: {reason}; no sandbox to save the rest]"
+    )
 
 
 def maybe_persist_tool_result(
     content: str,
     tool_name: str,
     tool_use_id: str,
-    task_id: Optional[str],
+    task_id: str | None,
     config: BudgetConfig = DEFAULT_BUDGET,
-    threshold: Optional[float] = None,
+    threshold: float | None = None,
 ) -> str:
     """Return ``content`` unchanged, or a ``<persisted-output>`` stand-in when it is too large."""
     if not isinstance(content, str):
@@ -121,7 +124,9 @@ def maybe_persist_tool_result(
     return _persisted(content, path, config)
 
 
-def enforce_turn_budget(tool_messages: List[Dict[str, Any]], task_id: Optional[str], config: BudgetConfig = DEFAULT_BUDGET) -> List[Dict[str, Any]]:
+def enforce_turn_budget(
+    tool_messages: list[dict[str, Any]], task_id: str | None, config: BudgetConfig = DEFAULT_BUDGET
+) -> list[dict[str, Any]]:
     """Persist the largest results of one turn until the turn fits ``turn_budget``.
 
     The message dicts are updated in place (so a slice of the conversation
@@ -146,7 +151,9 @@ def enforce_turn_budget(tool_messages: List[Dict[str, Any]], task_id: Optional[s
         call_id = str(biggest.get("tool_call_id") or f"turn-{id(biggest):x}")
         path = _store(content, call_id, task_id)
         if path is None:
-            biggest["content"] = _inline(content, config.preview_size, "the turn's tool results exceeded the turn budget")
+            biggest["content"] = _inline(
+                content, config.preview_size, "the turn's tool results exceeded the turn budget"
+            )
         else:
             biggest["content"] = _persisted(content, path, config)
     return tool_messages

@@ -13,7 +13,7 @@ Only the JSON-schema subset our tool schemas use is understood: ``type``
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
@@ -21,7 +21,7 @@ _FALSE = {"false", "no", "0", "off"}
 _MISSING = object()
 
 
-def _types(schema: Dict[str, Any]) -> List[str]:
+def _types(schema: dict[str, Any]) -> list[str]:
     t = schema.get("type")
     if t is None:
         return []
@@ -31,7 +31,7 @@ def _types(schema: Dict[str, Any]) -> List[str]:
     return types
 
 
-def describe_type(schema: Dict[str, Any]) -> str:
+def describe_type(schema: dict[str, Any]) -> str:
     """Human-readable expected type, e.g. 'integer' or 'array of string'."""
     types = [t for t in _types(schema) if t != "null"] or ["any"]
     parts = []
@@ -153,7 +153,7 @@ def _coerce_to(value: Any, target: str) -> Any:
     return _MISSING
 
 
-def _check_value(value: Any, schema: Dict[str, Any], where: str, errors: List[str]) -> Any:
+def _check_value(value: Any, schema: dict[str, Any], where: str, errors: list[str]) -> Any:
     """Coerce and validate one value; append problems to ``errors``."""
     types = _types(schema)
     if "null" in types and isinstance(value, str) and value.strip().lower() in ("null", "none"):
@@ -176,9 +176,7 @@ def _check_value(value: Any, schema: Dict[str, Any], where: str, errors: List[st
     if value is None:
         return value
     if "enum" in schema and value not in schema["enum"]:
-        errors.append(
-            f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}, got {_short(value)}"
-        )
+        errors.append(f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}, got {_short(value)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             errors.append(f"{where} must be >= {schema['minimum']}, got {value}")
@@ -191,11 +189,11 @@ def _check_value(value: Any, schema: Dict[str, Any], where: str, errors: List[st
     return value
 
 
-def _check_object(args: Dict[str, Any], schema: Dict[str, Any], where: str, errors: List[str]) -> Dict[str, Any]:
-    props: Dict[str, Any] = schema.get("properties") or {}
-    required: List[str] = list(schema.get("required") or [])
+def _check_object(args: dict[str, Any], schema: dict[str, Any], where: str, errors: list[str]) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties") or {}
+    required: list[str] = list(schema.get("required") or [])
     prefix = f"{where}." if where else ""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for key, value in args.items():
         prop = props.get(key)
         if prop is None:
@@ -218,9 +216,9 @@ def _check_object(args: Dict[str, Any], schema: Dict[str, Any], where: str, erro
     return out
 
 
-def coerce_and_validate(args: Dict[str, Any], parameters: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[str]]:
+def coerce_and_validate(args: dict[str, Any], parameters: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """Return (coerced args, None) or (args, "problem; problem") for the model."""
-    errors: List[str] = []
+    errors: list[str] = []
     out = _check_object(args, parameters, "", errors)
     if errors:
         return args, "; ".join(errors)

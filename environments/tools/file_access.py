@@ -25,9 +25,10 @@ import os
 import posixpath
 import shlex
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any
 
 from environments.sandboxes.hostio import UnsafeFileError, lstat_kind, read_beneath, write_beneath
 from environments.tools import sandbox_access
@@ -114,7 +115,7 @@ class HostFS:
             raise FileToolError(f"refusing to write '{view}': {exc.strerror}") from None
         return created
 
-    def walk(self, view: str, max_files: int, read: bool = True) -> Iterator[Tuple[str, Optional[bytes]]]:
+    def walk(self, view: str, max_files: int, read: bool = True) -> Iterator[tuple[str, bytes | None]]:
         """(view path, content or None if unreadable/not read) for regular files under
         ``view``, not following symlinks that leave the workspace."""
         root = self.host(view)
@@ -139,10 +140,10 @@ class HostFS:
                 content = _safe_read(self.host_root, real.relative_to(self.host_root).as_posix()) if read else None
                 yield posixpath.join(self.workspace, rel), content
 
-    def list_names(self, view_dir: str, max_files: int = 2000) -> List[str]:
+    def list_names(self, view_dir: str, max_files: int = 2000) -> list[str]:
         return [p for p, _ in _take(self._walk_names(view_dir), max_files)]
 
-    def _walk_names(self, view_dir: str) -> Iterator[Tuple[str, None]]:
+    def _walk_names(self, view_dir: str) -> Iterator[tuple[str, None]]:
         root = self.host(view_dir)
         if not root.is_dir():
             return
@@ -160,7 +161,7 @@ def _take(it: Iterator[Any], n: int) -> Iterator[Any]:
         yield item
 
 
-def _safe_read(root: Path, rel: str) -> Optional[bytes]:
+def _safe_read(root: Path, rel: str) -> bytes | None:
     """Content of a regular file under root (None: too big, not regular, vanished)."""
     try:
         return read_beneath(root, rel, MAX_READ_BYTES)
@@ -178,7 +179,7 @@ class ShellFS:
         self.workspace = posixpath.normpath(str(sandbox.workspace))
         self._cwd = posixpath.normpath(str(sandbox.cwd()))
 
-    def _run(self, script: str, stdin_data: Optional[str] = None) -> Tuple[str, int]:
+    def _run(self, script: str, stdin_data: str | None = None) -> tuple[str, int]:
         if stdin_data is None:
             result = self.sandbox.execute(script, self.TIMEOUT)
         else:
@@ -242,7 +243,7 @@ class ShellFS:
             raise FileToolError(f"could not write '{view}': {out.strip()[:300]}")
         return "__CREATED=1" in out
 
-    def walk(self, view: str, max_files: int, read: bool = True) -> Iterator[Tuple[str, Optional[bytes]]]:
+    def walk(self, view: str, max_files: int, read: bool = True) -> Iterator[tuple[str, bytes | None]]:
         """One tar of the tree over base64, unpacked in memory (symlinks skipped)."""
         st = self.stat(view)
         if st.kind == "file":
@@ -265,8 +266,10 @@ class ShellFS:
             fh = archive.extractfile(member)
             yield posixpath.join(view, name), fh.read() if fh else None
 
-    def list_names(self, view_dir: str, max_files: int = 2000) -> List[str]:
-        out, code = self._run(f"find {shlex.quote(view_dir)} -maxdepth 4 -type f 2>/dev/null | head -n {int(max_files)}")
+    def list_names(self, view_dir: str, max_files: int = 2000) -> list[str]:
+        out, code = self._run(
+            f"find {shlex.quote(view_dir)} -maxdepth 4 -type f 2>/dev/null | head -n {int(max_files)}"
+        )
         return [line for line in out.splitlines() if line.startswith("/")] if code == 0 else []
 
 
@@ -303,9 +306,8 @@ def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0, *, limit: i
     return bytes(data)
 
 
-def open_fs(task_id: Optional[str]) -> "HostFS | ShellFS":
+def open_fs(task_id: str | None) -> HostFS | ShellFS:
     sandbox = sandbox_access.get_sandbox(task_id)
     if getattr(sandbox, "host_workspace", None) is not None:
         return HostFS(sandbox)
     return ShellFS(sandbox)
-

@@ -12,7 +12,7 @@ import hashlib
 import posixpath
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
@@ -30,12 +30,12 @@ _BINARY_EXTENSIONS = frozenset(
 )
 
 # task_id -> (view path, offset, limit) -> digest of what we returned, bounded per task.
-_READS: Dict[str, "OrderedDict[Tuple[str, int, int], str]"] = {}
+_READS: dict[str, OrderedDict[tuple[str, int, int], str]] = {}
 _READS_LOCK = threading.Lock()
 _READS_PER_TASK = 256
 
 
-def forget_task(task_id: Optional[str]) -> None:
+def forget_task(task_id: str | None) -> None:
     """Drop read_file dedup state for a task (its sandbox is gone)."""
     with _READS_LOCK:
         _READS.pop(task_id or "default", None)
@@ -53,7 +53,7 @@ except ImportError:  # pragma: no cover - sandboxes are part of the tree
     pass
 
 
-def _seen_before(task_id: Optional[str], key: Tuple[str, int, int], digest: str) -> bool:
+def _seen_before(task_id: str | None, key: tuple[str, int, int], digest: str) -> bool:
     with _READS_LOCK:
         reads = _READS.setdefault(task_id or "default", OrderedDict())
         previous = reads.pop(key, None)
@@ -63,10 +63,10 @@ def _seen_before(task_id: Optional[str], key: Tuple[str, int, int], digest: str)
     return previous == digest
 
 
-def _similar_files(fs: Any, view: str) -> List[str]:
+def _similar_files(fs: Any, view: str) -> list[str]:
     """Up to 5 files with a name like the missing one (same dir first, then the workspace)."""
     want = posixpath.basename(view)
-    candidates: List[str] = []
+    candidates: list[str] = []
     parent = posixpath.dirname(view)
     for directory in (parent, fs.workspace):
         try:
@@ -74,20 +74,20 @@ def _similar_files(fs: Any, view: str) -> List[str]:
                 candidates.extend(fs.list_names(directory, 2000))
         except (FileToolError, OSError):
             continue
-    names: Dict[str, List[str]] = {}
+    names: dict[str, list[str]] = {}
     for path in dict.fromkeys(candidates):
         names.setdefault(posixpath.basename(path), []).append(path)
     close = difflib.get_close_matches(want, list(names), n=5, cutoff=0.5)
     stem = want.rsplit(".", 1)[0].lower()
     if stem:
         close += [n for n in names if stem in n.lower() and n not in close]
-    out: List[str] = []
+    out: list[str] = []
     for name in close:
         out.extend(fs.display(p) for p in names[name])
     return out[:5]
 
 
-def _load_text(fs: Any, view: str, path: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+def _load_text(fs: Any, view: str, path: str) -> tuple[str | None, dict[str, Any] | None]:
     """(text, None) or (None, error dict) for a file the tools may edit or show."""
     st = fs.stat(view)
     if st.kind == "missing":
@@ -100,7 +100,9 @@ def _load_text(fs: Any, view: str, path: str) -> Tuple[Optional[str], Optional[D
         return None, {"error": f"'{path}' is not a regular file (device, socket or fifo) and cannot be read"}
     ext = posixpath.splitext(view)[1].lower()
     if ext in _BINARY_EXTENSIONS:
-        return None, {"error": f"'{path}' is a binary file ({ext}); read_file only shows text. Inspect it with terminal (e.g. `file`, `xxd | head`)"}
+        return None, {
+            "error": f"'{path}' is a binary file ({ext}); read_file only shows text. Inspect it with terminal (e.g. `file`, `xxd | head`)"
+        }
     if st.size > MAX_TEXT_FILE_BYTES:
         return None, {
             "error": f"'{path}' is {st.size} bytes, over the {MAX_TEXT_FILE_BYTES // (1024 * 1024)} MB limit of "
@@ -108,11 +110,15 @@ def _load_text(fs: Any, view: str, path: str) -> Tuple[Optional[str], Optional[D
         }
     data = fs.read(view, MAX_TEXT_FILE_BYTES)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return None, {"error": f"'{path}' looks binary (contains NUL bytes); read_file only shows text. Inspect it with terminal (e.g. `xxd | head`)"}
+        return None, {
+            "error": f"'{path}' looks binary (contains NUL bytes); read_file only shows text. Inspect it with terminal (e.g. `xxd | head`)"
+        }
     return data.decode("utf-8", errors="replace"), None
 
 
-def read_file(path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_id: Optional[str] = None, dedup: bool = True) -> Dict[str, Any]:
+def read_file(
+    path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_id: str | None = None, dedup: bool = True
+) -> dict[str, Any]:
     if offset < 1:
         return {"error": f"'offset' must be >= 1 (1-based line number), got {offset}"}
     if not 1 <= limit <= MAX_READ_LIMIT:
@@ -149,7 +155,7 @@ def read_file(path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_
         }
     truncated = end < total
     if total == 0:
-        hint: Optional[str] = "The file is empty."
+        hint: str | None = "The file is empty."
     elif truncated:
         hint = f"Showing lines {offset}-{end} of {total}. Use offset={end + 1} to continue reading."
     else:
@@ -160,7 +166,7 @@ def read_file(path: str, offset: int = 1, limit: int = DEFAULT_READ_LIMIT, task_
     return {"content": content, "total_lines": total, "file_size": file_size, "truncated": truncated, "hint": hint}
 
 
-def write_file(path: str, content: str, task_id: Optional[str] = None) -> Dict[str, Any]:
+def write_file(path: str, content: str, task_id: str | None = None) -> dict[str, Any]:
     try:
         fs = open_fs(task_id)
         view = fs.resolve(path)
@@ -178,7 +184,9 @@ def write_file(path: str, content: str, task_id: Optional[str] = None) -> Dict[s
     return {"path": path, "bytes_written": len(data), "dirs_created": dirs_created, "created": kind == "missing"}
 
 
-def patch(path: str, old_string: str, new_string: str, replace_all: bool = False, task_id: Optional[str] = None) -> Dict[str, Any]:
+def patch(
+    path: str, old_string: str, new_string: str, replace_all: bool = False, task_id: str | None = None
+) -> dict[str, Any]:
     if old_string == "":
         return {"error": "'old_string' is empty: give the exact text to replace (use write_file to create a file)"}
     if old_string == new_string:
@@ -214,13 +222,25 @@ def patch(path: str, old_string: str, new_string: str, replace_all: bool = False
     shown = fs.display(view)
     diff = "".join(
         difflib.unified_diff(
-            text.splitlines(keepends=True), new_text.splitlines(keepends=True), fromfile=f"a/{shown}", tofile=f"b/{shown}"
+            text.splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=f"a/{shown}",
+            tofile=f"b/{shown}",
         )
     )
-    return {"success": True, "path": path, "replacements": count if replace_all else 1, "diff": diff, "files_modified": [shown]}
+    return {
+        "success": True,
+        "path": path,
+        "replacements": count if replace_all else 1,
+        "diff": diff,
+        "files_modified": [shown],
+    }
 
 
-_PATH = {"type": "string", "description": "File path, relative to the current directory or absolute inside the workspace"}
+_PATH = {
+    "type": "string",
+    "description": "File path, relative to the current directory or absolute inside the workspace",
+}
 
 register(
     "read_file",
@@ -260,11 +280,14 @@ register(
     lambda args, task_id, **_: write_file(args["path"], args["content"], task_id=task_id),
 )
 
-def _patch_call(args: Dict[str, Any], task_id: Optional[str]) -> Dict[str, Any]:
+
+def _patch_call(args: dict[str, Any], task_id: str | None) -> dict[str, Any]:
     mode = args.get("mode") or "replace"
     if mode != "replace":
         return {"error": f"patch mode {mode!r} is not supported; use mode='replace' with old_string/new_string"}
-    return patch(args["path"], args["old_string"], args["new_string"], bool(args.get("replace_all", False)), task_id=task_id)
+    return patch(
+        args["path"], args["old_string"], args["new_string"], bool(args.get("replace_all", False)), task_id=task_id
+    )
 
 
 register(
@@ -296,14 +319,33 @@ register(
     {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Regex (target=content) or glob such as '*.py' (target=files)"},
-            "target": {"type": "string", "enum": ["content", "files"], "description": "What to search (default content)"},
+            "pattern": {
+                "type": "string",
+                "description": "Regex (target=content) or glob such as '*.py' (target=files)",
+            },
+            "target": {
+                "type": "string",
+                "enum": ["content", "files"],
+                "description": "What to search (default content)",
+            },
             "path": {"type": "string", "description": "Directory or file to search (default '.')"},
-            "file_glob": {"type": "string", "description": "Only search files whose name matches this glob, e.g. '*.py'"},
+            "file_glob": {
+                "type": "string",
+                "description": "Only search files whose name matches this glob, e.g. '*.py'",
+            },
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Max results (default 50)"},
             "offset": {"type": "integer", "minimum": 0, "description": "Skip this many results (default 0)"},
-            "output_mode": {"type": "string", "enum": ["content", "files_only", "count"], "description": "Default content"},
-            "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines of context around matches"},
+            "output_mode": {
+                "type": "string",
+                "enum": ["content", "files_only", "count"],
+                "description": "Default content",
+            },
+            "context": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 20,
+                "description": "Lines of context around matches",
+            },
         },
         "required": ["pattern"],
         "additionalProperties": False,

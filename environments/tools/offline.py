@@ -8,10 +8,11 @@ so they never reach the model's tool list; a direct call gets a clear error.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
-from environments.toolsets import BROWSER_TOOLS
 from environments.tools.registry import register
+from environments.toolsets import BROWSER_TOOLS
 
 # Agent-loop tools: handle_function_call answers for these before dispatch.
 AGENT_LOOP_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task"})
@@ -21,27 +22,27 @@ def _never() -> bool:
     return False
 
 
-def _offline_handler(name: str) -> Callable[..., Dict[str, Any]]:
-    def handler(args: Dict[str, Any], task_id: Optional[str], **_: Any) -> Dict[str, Any]:
+def _offline_handler(name: str) -> Callable[..., dict[str, Any]]:
+    def handler(args: dict[str, Any], task_id: str | None, **_: Any) -> dict[str, Any]:
         return {"error": f"{name} is not available offline in hermes-console"}
 
     return handler
 
 
-def _loop_handler(name: str) -> Callable[..., Dict[str, Any]]:
-    def handler(args: Dict[str, Any], task_id: Optional[str], **_: Any) -> Dict[str, Any]:
+def _loop_handler(name: str) -> Callable[..., dict[str, Any]]:
+    def handler(args: dict[str, Any], task_id: str | None, **_: Any) -> dict[str, Any]:
         return {"error": f"{name} must be handled by the agent loop"}
 
     return handler
 
 
-def _obj(props: Dict[str, Any], required: List[str]) -> Dict[str, Any]:
+def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required}
 
 
 _STR = {"type": "string"}
 
-_NETWORK_TOOLS: Dict[str, Tuple[str, str, Dict[str, Any]]] = {
+_NETWORK_TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "web_search": ("web", "Search the web.", _obj({"query": _STR}, ["query"])),
     "web_extract": (
         "web",
@@ -61,7 +62,7 @@ _NETWORK_TOOLS: Dict[str, Tuple[str, str, Dict[str, Any]]] = {
     ),
 }
 
-_BROWSER_PARAMS: Dict[str, Dict[str, Any]] = {
+_BROWSER_PARAMS: dict[str, dict[str, Any]] = {
     "browser_navigate": _obj({"url": _STR}, ["url"]),
     "browser_click": _obj({"ref": _STR}, ["ref"]),
     "browser_type": _obj({"ref": _STR, "text": _STR}, ["ref", "text"]),
@@ -70,7 +71,7 @@ _BROWSER_PARAMS: Dict[str, Dict[str, Any]] = {
     "browser_vision": _obj({"question": _STR}, ["question"]),
 }
 
-_LOOP_TOOLS: Dict[str, Tuple[str, str, Dict[str, Any]]] = {
+_LOOP_TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "memory": ("memory", "Persistent memory.", _obj({"action": _STR, "content": _STR}, [])),
     "session_search": ("session_search", "Search earlier sessions.", _obj({"query": _STR}, ["query"])),
     "delegate_task": ("delegation", "Delegate a sub-task to another agent.", _obj({"goal": _STR}, ["goal"])),

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 # handler(args, task_id, **ctx) -> dict (serialised for the caller) or str (already JSON)
-ToolHandler = Callable[..., Union[Dict[str, Any], str]]
+ToolHandler = Callable[..., dict[str, Any] | str]
 CheckFn = Callable[[], bool]
 
 
@@ -31,12 +32,12 @@ class ToolSpec:
     name: str
     toolset: str
     # OpenAI function schema: {"name", "description", "parameters": <JSON schema>}
-    schema: Dict[str, Any]
+    schema: dict[str, Any]
     handler: ToolHandler
     check_fn: CheckFn = field(default=_always)
     # Results above this size are persisted to the sandbox (see budget.py);
     # None defers to the budget config default.
-    max_result_size_chars: Optional[float] = None
+    max_result_size_chars: float | None = None
 
     def __post_init__(self) -> None:
         if self.schema.get("name") != self.name:
@@ -53,7 +54,7 @@ class ToolSpec:
             logger.debug("check_fn of %s raised %r; treating as unavailable", self.name, exc)
             return False
 
-    def definition(self) -> Dict[str, Any]:
+    def definition(self) -> dict[str, Any]:
         """OpenAI ``tools=[...]`` entry (a fresh deep copy each time)."""
         return {"type": "function", "function": json.loads(json.dumps(self.schema))}
 
@@ -63,7 +64,7 @@ class ToolRegistry:
     so callers can memoise anything derived from the registry."""
 
     def __init__(self) -> None:
-        self._tools: Dict[str, ToolSpec] = {}
+        self._tools: dict[str, ToolSpec] = {}
         self._lock = threading.Lock()
         self.generation = 0
 
@@ -80,16 +81,16 @@ class ToolRegistry:
                 self.generation += 1
         return removed
 
-    def get(self, name: str) -> Optional[ToolSpec]:
+    def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
 
-    def names(self) -> List[str]:
+    def names(self) -> list[str]:
         return sorted(self._tools)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def get_definitions(self, names: List[str]) -> List[Dict[str, Any]]:
+    def get_definitions(self, names: list[str]) -> list[dict[str, Any]]:
         """Definitions for the named tools that exist and whose check passes, sorted by name."""
         out = []
         for name in sorted(set(names)):
@@ -98,7 +99,7 @@ class ToolRegistry:
                 out.append(spec.definition())
         return out
 
-    def dispatch(self, name: str, args: Dict[str, Any], task_id: Optional[str] = None, **ctx: Any) -> str:
+    def dispatch(self, name: str, args: dict[str, Any], task_id: str | None = None, **ctx: Any) -> str:
         """Run a tool; always a JSON string. Unknown names and handler
         exceptions become ``{"error": ...}``."""
         spec = self._tools.get(name)
@@ -122,10 +123,10 @@ def register(
     name: str,
     toolset: str,
     description: str,
-    parameters: Dict[str, Any],
+    parameters: dict[str, Any],
     handler: ToolHandler,
     check_fn: CheckFn = _always,
-    max_result_size_chars: Optional[float] = None,
+    max_result_size_chars: float | None = None,
 ) -> ToolSpec:
     """Convenience wrapper building the OpenAI schema from its parts."""
     schema = {"name": name, "description": description, "parameters": parameters}

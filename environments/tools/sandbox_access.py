@@ -6,10 +6,10 @@ where ``environments.sandboxes`` cannot be imported.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 
-def get_sandbox(task_id: Optional[str]) -> Any:
+def get_sandbox(task_id: str | None) -> Any:
     from environments.sandboxes import get_sandbox as _get
 
     return _get(task_id)
@@ -22,7 +22,7 @@ def default_timeout() -> float:
     return float(current_settings().timeout)
 
 
-def path_escape_error() -> "type[Exception]":
+def path_escape_error() -> type[Exception]:
     from environments.sandboxes import PathEscapeError
 
     return PathEscapeError

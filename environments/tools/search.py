@@ -15,7 +15,7 @@ import os
 import posixpath
 import re
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from environments.redact import redact_known
 from environments.tools.file_access import FileToolError, open_fs
@@ -31,6 +31,8 @@ def search_timeout_s() -> float:
         return float(raw) if raw.strip() else SEARCH_TIMEOUT_S
     except ValueError:
         return SEARCH_TIMEOUT_S
+
+
 MAX_LINE_CHARS = 500  # a minified line must not flood the result
 
 
@@ -47,20 +49,22 @@ def search_files(
     pattern: str,
     target: str = "content",
     path: str = ".",
-    file_glob: Optional[str] = None,
+    file_glob: str | None = None,
     limit: int = 50,
     offset: int = 0,
     output_mode: str = "content",
     context: int = 0,
-    task_id: Optional[str] = None,
-) -> Dict[str, Any]:
+    task_id: str | None = None,
+) -> dict[str, Any]:
     if target not in ("content", "files"):
         return {"error": f"'target' must be 'content' or 'files', got {target!r}"}
     if output_mode not in ("content", "files_only", "count"):
         return {"error": f"'output_mode' must be 'content', 'files_only' or 'count', got {output_mode!r}"}
     if limit < 1 or offset < 0 or context < 0:
-        return {"error": f"'limit' must be >= 1 and 'offset'/'context' >= 0, got limit={limit}, offset={offset}, context={context}"}
-    regex: Optional[re.Pattern[str]] = None
+        return {
+            "error": f"'limit' must be >= 1 and 'offset'/'context' >= 0, got limit={limit}, offset={offset}, context={context}"
+        }
+    regex: re.Pattern[str] | None = None
     if target == "content":
         try:
             regex = re.compile(pattern)
@@ -89,12 +93,13 @@ def search_files(
             found = [fs.display(p) for p, _ in files]
             found = [p for p in found if _glob_match(pattern, p) and (not file_glob or _glob_match(file_glob, p))]
             page = found[offset : offset + limit]
-            return _timed({"total_count": len(found), "files": page, "truncated": offset + limit < len(found)},
-                          timed_out, budget)
+            return _timed(
+                {"total_count": len(found), "files": page, "truncated": offset + limit < len(found)}, timed_out, budget
+            )
 
         assert regex is not None
-        matches: List[Dict[str, Any]] = []
-        counts: Dict[str, int] = {}
+        matches: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
         for view_path, data in files:
             shown = fs.display(view_path)
             if file_glob and not _glob_match(file_glob, shown):
@@ -110,7 +115,7 @@ def search_files(
                     continue
                 counts[shown] = counts.get(shown, 0) + 1
                 if output_mode == "content":
-                    entry: Dict[str, Any] = {"path": shown, "line": number, "content": _clip(line)}
+                    entry: dict[str, Any] = {"path": shown, "line": number, "content": _clip(line)}
                     if context:
                         entry["before"] = [_clip(x) for x in lines[max(0, number - 1 - context) : number - 1]]
                         entry["after"] = [_clip(x) for x in lines[number : number + context]]
@@ -119,21 +124,30 @@ def search_files(
         return {"error": str(exc)}
 
     if output_mode == "content":
-        out = {"total_count": len(matches), "matches": matches[offset : offset + limit], "truncated": offset + limit < len(matches)}
+        out = {
+            "total_count": len(matches),
+            "matches": matches[offset : offset + limit],
+            "truncated": offset + limit < len(matches),
+        }
     elif output_mode == "files_only":
         names = list(counts)
-        out = {"total_count": len(names), "files": names[offset : offset + limit], "truncated": offset + limit < len(names)}
+        out = {
+            "total_count": len(names),
+            "files": names[offset : offset + limit],
+            "truncated": offset + limit < len(names),
+        }
     else:
         items = list(counts.items())[offset : offset + limit]
         out = {"total_count": sum(counts.values()), "counts": dict(items), "truncated": offset + limit < len(counts)}
     return _timed(out, timed_out, budget)
 
 
-def _timed(result: Dict[str, Any], timed_out: bool, budget: float) -> Dict[str, Any]:
+def _timed(result: dict[str, Any], timed_out: bool, budget: float) -> dict[str, Any]:
     """A search that ran out of time says so (a tool error, like a terminal timeout) and keeps what it found."""
     if timed_out:
         result["truncated"] = True
         result["timed_out"] = True
-        result["error"] = (f"search_files timed out after {budget:g}s; the results are partial. "
-                           "Narrow 'path' or 'file_glob'.")
+        result["error"] = (
+            f"search_files timed out after {budget:g}s; the results are partial. Narrow 'path' or 'file_glob'."
+        )
     return result

@@ -15,9 +15,9 @@ import os
 import re
 import shlex
 import uuid
-from typing import Any, Dict, FrozenSet, Optional
+from typing import Any
 
-from environments.redact import REDACTED, _TOKEN_RE, redact, redact_known
+from environments.redact import _TOKEN_RE, REDACTED, redact, redact_known
 from environments.tools import sandbox_access
 from environments.tools.registry import register
 
@@ -26,7 +26,7 @@ HEAD_SHARE = 0.4  # of MAX_OUTPUT_CHARS kept from the start; the rest from the e
 DEFAULT_MAX_FOREGROUND_TIMEOUT = 600.0
 BACKGROUND_LOG_DIR = ".hermes-bg"
 # Backends where a detached job cannot outlive its command (none: every backend is a machine).
-NO_BACKGROUND_BACKENDS: FrozenSet[str] = frozenset()
+NO_BACKGROUND_BACKENDS: frozenset[str] = frozenset()
 _BG_AMP_RE = re.compile(r"(?<![&>|<])&(?![&>])")
 _OUT_REDIRECT_RE = re.compile(r"(&>|(?<![0-9&<>])>|\b1>)")
 _ERR_REDIRECT_RE = re.compile(r"(&>|\b2>)")
@@ -56,7 +56,7 @@ _LONG_LIVED = [
 ]
 
 # command name -> {exit code: meaning} for codes that are not failures
-_EXIT_MEANINGS: Dict[str, Dict[int, str]] = {
+_EXIT_MEANINGS: dict[str, dict[int, str]] = {
     "grep": {1: "No matches found (not an error)"},
     "egrep": {1: "No matches found (not an error)"},
     "fgrep": {1: "No matches found (not an error)"},
@@ -94,7 +94,7 @@ def _without_quotes(command: str) -> str:
     return re.sub(r"'[^']*'|\"(?:\\.|[^\"\\])*\"", "''", command)
 
 
-def long_lived_reason(command: str) -> Optional[str]:
+def long_lived_reason(command: str) -> str | None:
     bare = _without_quotes(command)
     for pattern, what in _LONG_LIVED:
         if pattern.search(bare):
@@ -109,7 +109,7 @@ def detaches_output(command: str) -> bool:
     return bool(_BG_AMP_RE.search(bare) and _OUT_REDIRECT_RE.search(bare) and _ERR_REDIRECT_RE.search(bare))
 
 
-def exit_code_meaning(command: str, exit_code: int) -> Optional[str]:
+def exit_code_meaning(command: str, exit_code: int) -> str | None:
     """Meaning of a non-zero exit code that is not really a failure, judged by the last command."""
     if exit_code == 0:
         return None
@@ -143,7 +143,7 @@ def max_foreground_timeout() -> float:
     return value
 
 
-def _fail(message: str, output: str = "") -> Dict[str, Any]:
+def _fail(message: str, output: str = "") -> dict[str, Any]:
     return {"output": output, "exit_code": -1, "error": message}
 
 
@@ -177,7 +177,7 @@ def _clean_output(text: str) -> str:
     return redact_output(truncate_middle(strip_ansi(text or "")))
 
 
-def _start_background(sandbox: Any, command: str, workdir: Optional[str]) -> Dict[str, Any]:
+def _start_background(sandbox: Any, command: str, workdir: str | None) -> dict[str, Any]:
     job = uuid.uuid4().hex[:8]
     inner = f"cd {shlex.quote(workdir)} && {command}" if workdir else command
     log_dir = f"{sandbox.workspace.rstrip('/')}/{BACKGROUND_LOG_DIR}"
@@ -186,7 +186,7 @@ def _start_background(sandbox: Any, command: str, workdir: Optional[str]) -> Dic
     # process tree, so the sandbox's cleanup kills it.
     script = (
         f"mkdir -p {shlex.quote(log_dir)} && "
-        f"{{ bash -c {shlex.quote(inner)} >{shlex.quote(log_path)} 2>&1 </dev/null & }} && echo \"__HERMES_PID=$!\""
+        f'{{ bash -c {shlex.quote(inner)} >{shlex.quote(log_path)} 2>&1 </dev/null & }} && echo "__HERMES_PID=$!"'
     )
     result = sandbox.execute(script, 30)
     match = re.search(r"__HERMES_PID=(\d+)", result.output or "")
@@ -205,12 +205,12 @@ def _start_background(sandbox: Any, command: str, workdir: Optional[str]) -> Dic
 
 def terminal_tool(
     command: Any,
-    timeout: Optional[float] = None,
+    timeout: float | None = None,
     background: bool = False,
-    workdir: Optional[str] = None,
-    task_id: Optional[str] = None,
+    workdir: str | None = None,
+    task_id: str | None = None,
     isolated: bool = False,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Run ``command`` in the sandbox of ``task_id``; see the module docstring. ``isolated``
     (the reward code's ToolContext): run it in the sandbox's verifier runner, immune to the
     functions, PATH and exports the model left in its shell."""
@@ -265,7 +265,7 @@ def terminal_tool(
 
     output = _clean_output(result.output)
     exit_code = int(result.exit_code)
-    out: Dict[str, Any] = {"output": output, "exit_code": exit_code, "error": None}
+    out: dict[str, Any] = {"output": output, "exit_code": exit_code, "error": None}
     if getattr(result, "timed_out", False) or exit_code == 124:
         out["error"] = f"Command timed out after {_fmt_seconds(effective)} seconds"
     else:
@@ -275,7 +275,7 @@ def terminal_tool(
     return out
 
 
-TERMINAL_PARAMETERS: Dict[str, Any] = {
+TERMINAL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "description": "The bash command to run. cd and exports persist between calls."},
@@ -288,14 +288,17 @@ TERMINAL_PARAMETERS: Dict[str, Any] = {
             "type": "boolean",
             "description": "Start a long-running command (server, watcher) detached; returns its pid and log file at once.",
         },
-        "workdir": {"type": "string", "description": "Directory to run this one command in (the session cwd is unchanged)."},
+        "workdir": {
+            "type": "string",
+            "description": "Directory to run this one command in (the session cwd is unchanged).",
+        },
     },
     "required": ["command"],
     "additionalProperties": False,
 }
 
 
-def _handler(args: Dict[str, Any], task_id: Optional[str], **kw: Any) -> Dict[str, Any]:
+def _handler(args: dict[str, Any], task_id: str | None, **kw: Any) -> dict[str, Any]:
     return terminal_tool(
         args.get("command"),
         timeout=args.get("timeout"),

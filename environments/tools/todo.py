@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any
 
 from environments.tools.registry import register
 
@@ -20,25 +20,29 @@ class TodoStore:
     """Ordered ``{id, content, status}`` items."""
 
     def __init__(self) -> None:
-        self._items: List[Dict[str, str]] = []
+        self._items: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
-    def read(self) -> List[Dict[str, str]]:
+    def read(self) -> list[dict[str, str]]:
         with self._lock:
             return [dict(item) for item in self._items]
 
-    def replace(self, items: List[Dict[str, str]]) -> None:
+    def replace(self, items: list[dict[str, str]]) -> None:
         with self._lock:
             self._items = [dict(item) for item in items]
 
-    def merge(self, updates: List[Dict[str, Any]]) -> None:
+    def merge(self, updates: list[dict[str, Any]]) -> None:
         """Update items by id (only the given fields); unknown ids are appended."""
         with self._lock:
             index = {item["id"]: item for item in self._items}
             for update in updates:
                 current = index.get(update["id"])
                 if current is None:
-                    new = {"id": update["id"], "content": update.get("content", ""), "status": update.get("status", "pending")}
+                    new = {
+                        "id": update["id"],
+                        "content": update.get("content", ""),
+                        "status": update.get("status", "pending"),
+                    }
                     self._items.append(new)
                     index[new["id"]] = new
                 else:
@@ -46,7 +50,7 @@ class TodoStore:
                         if key in update:
                             current[key] = update[key]
 
-    def summary(self) -> Dict[str, int]:
+    def summary(self) -> dict[str, int]:
         items = self.read()
         counts = {status: 0 for status in STATUSES}
         for item in items:
@@ -54,27 +58,35 @@ class TodoStore:
         return {"total": len(items), **counts}
 
 
-def _validate(todos: Any, merge: bool) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+def _validate(todos: Any, merge: bool) -> tuple[list[dict[str, Any]], str | None]:
     if isinstance(todos, str):
         try:
             todos = json.loads(todos)
         except ValueError:
-            return [], f"'todos' must be an array of {{id, content, status}} objects, got a string that is not JSON: {todos[:80]!r}"
+            return (
+                [],
+                f"'todos' must be an array of {{id, content, status}} objects, got a string that is not JSON: {todos[:80]!r}",
+            )
     if not isinstance(todos, list):
         return [], f"'todos' must be an array of {{id, content, status}} objects, got {type(todos).__name__}"
-    clean: List[Dict[str, Any]] = []
-    seen: Set[Any] = set()
+    clean: list[dict[str, Any]] = []
+    seen: set[Any] = set()
     for i, item in enumerate(todos):
         if not isinstance(item, dict):
             return [], f"todos[{i}] must be an object with id, content, status; got {type(item).__name__} {item!r:.80}"
         raw_id = item.get("id")
-        if raw_id is None or isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or str(raw_id).strip() == "":
+        if (
+            raw_id is None
+            or isinstance(raw_id, bool)
+            or not isinstance(raw_id, (str, int))
+            or str(raw_id).strip() == ""
+        ):
             return [], f"todos[{i}].id is required (a non-empty string), got {raw_id!r}"
         todo_id = str(raw_id).strip()
         if todo_id in seen:
             return [], f"todos[{i}].id {todo_id!r} appears more than once; ids must be unique"
         seen.add(todo_id)
-        out: Dict[str, Any] = {"id": todo_id}
+        out: dict[str, Any] = {"id": todo_id}
         if "content" in item or not merge:
             content = item.get("content")
             if not isinstance(content, str) or not content.strip():
@@ -89,12 +101,14 @@ def _validate(todos: Any, merge: bool) -> Tuple[List[Dict[str, Any]], Optional[s
     return clean, None
 
 
-def todo_tool(todos: Optional[List[Dict[str, Any]]] = None, merge: bool = False, store: Optional[TodoStore] = None) -> str:
+def todo_tool(todos: list[dict[str, Any]] | None = None, merge: bool = False, store: TodoStore | None = None) -> str:
     """Read (todos=None), replace (merge=False) or merge by id (merge=True).
 
     Always returns JSON ``{todos, summary}`` or ``{error}``."""
     if store is None:
-        return json.dumps({"error": "todo needs a TodoStore: it is handled by the agent loop, which owns one per rollout"})
+        return json.dumps(
+            {"error": "todo needs a TodoStore: it is handled by the agent loop, which owns one per rollout"}
+        )
     if todos is not None:
         clean, error = _validate(todos, bool(merge))
         if error:
@@ -106,7 +120,7 @@ def todo_tool(todos: Optional[List[Dict[str, Any]]] = None, merge: bool = False,
     return json.dumps({"todos": store.read(), "summary": store.summary()})
 
 
-TODO_PARAMETERS: Dict[str, Any] = {
+TODO_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "todos": {
@@ -132,7 +146,7 @@ TODO_PARAMETERS: Dict[str, Any] = {
 }
 
 
-def _loop_only(args: Dict[str, Any], task_id: Optional[str], **_: Any) -> Dict[str, Any]:
+def _loop_only(args: dict[str, Any], task_id: str | None, **_: Any) -> dict[str, Any]:
     return {"error": "todo must be handled by the agent loop"}
 
 

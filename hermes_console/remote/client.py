@@ -19,9 +19,10 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as rev
@@ -36,7 +37,7 @@ COMMAND_TIMEOUT_S = 30.0
 AGGREGATED = {"runtime_status", "trainer_status", "server_stats", "loop_lag"}
 ID_FIELDS = ("group_id", "rollout_id", "task_id", "eval_id")  # the ids the console's state is keyed by
 HOST_SEP = "@"  # ID@LABEL: a suffix, so id prefixes the state relies on ("eval-") still hold
-_id_fields_of: Dict[type, Tuple[str, ...]] = {}
+_id_fields_of: dict[type, tuple[str, ...]] = {}
 
 
 def host_key(raw_id: str, label: str) -> str:
@@ -44,7 +45,7 @@ def host_key(raw_id: str, label: str) -> str:
     return f"{raw_id}{HOST_SEP}{label}" if raw_id else raw_id
 
 
-def split_host_key(key: str, labels: Iterable[str]) -> Tuple[Optional[str], str]:
+def split_host_key(key: str, labels: Iterable[str]) -> tuple[str | None, str]:
     """``(label, raw id)`` of a merged key; ``(None, key)`` when it names none of ``labels``."""
     raw, sep, label = key.rpartition(HOST_SEP)
     if sep and raw and label in labels:
@@ -57,7 +58,7 @@ def tag_event(event: Event, label: str) -> Event:
     fields = _id_fields_of.get(type(event))
     if fields is None:
         fields = _id_fields_of[type(event)] = tuple(f for f in ID_FIELDS if hasattr(event, f))
-    changes: Dict[str, Any] = {f: host_key(getattr(event, f), label) for f in fields if getattr(event, f)}
+    changes: dict[str, Any] = {f: host_key(getattr(event, f), label) for f in fields if getattr(event, f)}
     return replace(event, **changes) if changes else event
 
 
@@ -68,8 +69,8 @@ class ConfirmClock:
     many trainer steps (and seconds, on the host's own clock) have passed since then."""
 
     confirmed: int = -1  # groups_sent of the last status seen; -1 = none seen yet
-    step: Optional[int] = None  # trainer step of the status where it last rose
-    ts: Optional[float] = None
+    step: int | None = None  # trainer step of the status where it last rose
+    ts: float | None = None
     exact: bool = True  # False: the first status seen already counted groups (confirmed at or before it)
 
     def observe(self, t: rev.TrainerStatus) -> None:
@@ -78,7 +79,7 @@ class ConfirmClock:
             self.step, self.ts = t.current_step, t.ts
         self.confirmed = t.groups_sent
 
-    def staleness(self, t: Optional[rev.TrainerStatus]) -> Optional[Tuple[int, float, bool]]:
+    def staleness(self, t: rev.TrainerStatus | None) -> tuple[int, float, bool] | None:
         """``(steps, seconds, exact)`` since the last confirmed group; None when none was."""
         if t is None or self.step is None or self.ts is None:
             return None
@@ -95,7 +96,7 @@ class HostLink:
     state: ConsoleState = field(default_factory=ConsoleState)
     link: str = "connecting"  # connecting | connected | disconnected | refused
     link_detail: str = ""
-    session: Optional[str] = None
+    session: str | None = None
     last_seq: int = 0  # the last event seq folded (UI thread); the follower asks from here
     name: str = ""  # the host's own name (hostname:pid)
     connects: int = 0
@@ -110,9 +111,9 @@ class HostLink:
         return self.state.status in ("paused", "draining")
 
 
-def parse_targets(texts: List[str]) -> List[Tuple[str, ListenAddress]]:
+def parse_targets(texts: list[str]) -> list[tuple[str, ListenAddress]]:
     """``[NAME=]ADDR`` each (ADDR may be a host's listen.json); unnamed hosts are h0, h1, ..."""
-    out: List[Tuple[str, ListenAddress]] = []
+    out: list[tuple[str, ListenAddress]] = []
     for i, text in enumerate(texts):
         label, sep, addr = text.partition("=")
         if not sep or not label or any(c in label for c in ":/[") or not addr:
@@ -137,7 +138,7 @@ def _from_listen_json(addr: str) -> str:
         info = json.loads(open(addr, encoding="utf-8").read())
         bound = str(info["address"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"attach {addr!r}: not a readable listen.json with an \"address\" ({exc})") from None
+        raise UsageError(f'attach {addr!r}: not a readable listen.json with an "address" ({exc})') from None
     host, _, port = bound.rpartition(":")
     if host in ("0.0.0.0", "[::]") and info.get("hostname"):
         return f"{info['hostname']}:{port}"
@@ -147,7 +148,7 @@ def _from_listen_json(addr: str) -> str:
 class FleetRuntime:
     """Implements :class:`hermes_console.runtime.api.RuntimeAPI` over attached hosts."""
 
-    def __init__(self, targets: List[Tuple[str, ListenAddress]], token: Optional[str] = None) -> None:
+    def __init__(self, targets: list[tuple[str, ListenAddress]], token: str | None = None) -> None:
         self.hosts = [HostLink(i, label, address) for i, (label, address) in enumerate(targets)]
         # More than one host: the merged state's ids carry their host (ID@LABEL) and the
         # console shows a host column; one host looks exactly like a local console.
@@ -155,16 +156,16 @@ class FleetRuntime:
         self._labels = frozenset(h.label for h in self.hosts)
         self.host_width = max([4, *(len(h.label) for h in self.hosts)])
         self.token = token
-        self.selected: Optional[int] = None  # host filter: commands go to this host only
-        self.fatal: Optional[BaseException] = None
-        self._inbox: Deque[Tuple[int, str, Any]] = deque()
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self.selected: int | None = None  # host filter: commands go to this host only
+        self.fatal: BaseException | None = None
+        self._inbox: deque[tuple[int, str, Any]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._loop_ready = threading.Event()
-        self._stop: Optional[asyncio.Event] = None
-        self._done: "Future[None]" = Future()
-        self._sessions: Dict[int, Any] = {}
-        self._last_status: Tuple[str, str] = ("", "")
+        self._stop: asyncio.Event | None = None
+        self._done: Future[None] = Future()
+        self._sessions: dict[int, Any] = {}
+        self._last_status: tuple[str, str] = ("", "")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -173,7 +174,7 @@ class FleetRuntime:
         return True
 
     @property
-    def done(self) -> "Future[None]":
+    def done(self) -> Future[None]:
         return self._done
 
     def start(self) -> None:
@@ -183,7 +184,7 @@ class FleetRuntime:
         self._thread.start()
         self._loop_ready.wait(10.0)
 
-    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
+    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]:
         """Detach: the hosts keep running (stop one with :meth:`stop_host`)."""
         loop = self._loop
         if loop is not None and self._stop is not None:
@@ -193,7 +194,7 @@ class FleetRuntime:
             self._done.set_result(None)
         return self._done
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
             self._thread.join(timeout)
             return not self._thread.is_alive()
@@ -217,8 +218,7 @@ class FleetRuntime:
 
     async def _main(self) -> None:
         assert self._stop is not None
-        tasks = [asyncio.get_running_loop().create_task(self._follow(h), name=f"attach-{h.label}")
-                 for h in self.hosts]
+        tasks = [asyncio.get_running_loop().create_task(self._follow(h), name=f"attach-{h.label}") for h in self.hosts]
         await self._stop.wait()
         for task in tasks:
             task.cancel()
@@ -247,7 +247,7 @@ class FleetRuntime:
         h = host.address.host
         return f"http://{'[' + h + ']' if ':' in h else h}:{host.address.port}{path}"
 
-    def _headers(self) -> Dict[str, str]:
+    def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def _link(self, host: HostLink, link: str, detail: str = "") -> None:
@@ -256,15 +256,16 @@ class FleetRuntime:
     async def _follow(self, host: HostLink) -> None:
         import aiohttp
 
-        session_id: Optional[str] = None
+        session_id: str | None = None
         since = 0
         while True:
             wait = RETRY_S
             try:
                 params = {"since": str(since), "session": session_id} if session_id else {}
                 timeout = aiohttp.ClientTimeout(total=None, connect=5.0, sock_read=READ_TIMEOUT_S)
-                async with self._session_for(host).get(self._url(host, "/events"), params=params,
-                                                       headers=self._headers(), timeout=timeout) as resp:
+                async with self._session_for(host).get(
+                    self._url(host, "/events"), params=params, headers=self._headers(), timeout=timeout
+                ) as resp:
                     if resp.status in (401, 403):
                         reason = await _error_text(resp)
                         self._link(host, "refused", f"HTTP {resp.status}: {reason}")
@@ -290,15 +291,15 @@ class FleetRuntime:
                 raise
             except _Retry:
                 pass
-            except (OSError, asyncio.TimeoutError, ValueError, aiohttp.ClientError) as exc:
+            except (TimeoutError, OSError, ValueError, aiohttp.ClientError) as exc:
                 detail = str(exc) or type(exc).__name__
                 self._link(host, "disconnected", detail)
             await asyncio.sleep(wait)
 
     # ------------------------------------------------------------------ the UI thread: drain
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
-        out: List[Event] = []
+    def drain(self, max_events: int | None = None) -> list[Event]:
+        out: list[Event] = []
         dirty = False
         pop = self._inbox.popleft
         n = len(self._inbox) if max_events is None else min(max_events, len(self._inbox))
@@ -328,8 +329,13 @@ class FleetRuntime:
                     host.link, host.link_detail = link, detail
                     if link != "connected":
                         level = "ERROR" if link == "refused" else "WARNING"
-                        out.append(rev.LogRecord(level=level, logger=f"{host.label} attach",
-                                                 message=f"{host.label} ({host.address}) {link}: {detail}"))
+                        out.append(
+                            rev.LogRecord(
+                                level=level,
+                                logger=f"{host.label} attach",
+                                message=f"{host.label} ({host.address}) {link}: {detail}",
+                            )
+                        )
                     dirty = True
             elif what == "hello":
                 host.session = payload.get("session")
@@ -342,18 +348,18 @@ class FleetRuntime:
             out.extend(self._aggregates())
         return out
 
-    def _host_restarted(self, host: HostLink) -> List[Event]:
+    def _host_restarted(self, host: HostLink) -> list[Event]:
         """A new process behind the address: its predecessor's unfinished groups are over."""
         gone = [g.group_id for g in host.state.active_groups()]
         host.state = ConsoleState()
         host.last_seq = 0
         host.confirm = ConfirmClock()
-        out: List[Event] = [rev.ItemCancelled(group_id=g, reason=f"{host.label} restarted") for g in gone]
+        out: list[Event] = [rev.ItemCancelled(group_id=g, reason=f"{host.label} restarted") for g in gone]
         return [tag_event(e, host.label) for e in out] if self.multi_host else out
 
     # ------------------------------------------------------------------ host of a merged key
 
-    def split_key(self, key: str) -> Tuple[Optional[HostLink], str]:
+    def split_key(self, key: str) -> tuple[HostLink | None, str]:
         """The host a merged-state id comes from, and the id as that host knows it.
         An untagged id (one host attached, or the console filtered to one host's own
         state) belongs to the filtered host when there is one."""
@@ -369,8 +375,8 @@ class FleetRuntime:
         host, _ = self.split_key(key)
         return host.label if host is not None else ""
 
-    def _aggregates(self) -> List[Event]:
-        out: List[Event] = []
+    def _aggregates(self) -> list[Event]:
+        out: list[Event] = []
         status, detail = self.fleet_status()
         if (status, detail) != self._last_status:
             self._last_status = (status, detail)
@@ -378,7 +384,7 @@ class FleetRuntime:
         trainer = self.fleet_trainer()
         if trainer is not None:
             out.append(trainer)
-        rows: List[Dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
         for h in self.hosts:
             rows.extend({**row, "url": f"{h.label} {row.get('url', '')}"} for row in h.state.servers)
         if rows:
@@ -387,7 +393,7 @@ class FleetRuntime:
         out.append(rev.LoopLag(lag_ms=lag))
         return out
 
-    def fleet_status(self) -> Tuple[str, str]:
+    def fleet_status(self) -> tuple[str, str]:
         """One status for the console's status bar, and every host's in the detail."""
         live = [h for h in self.hosts if h.connected]
         statuses = {h.state.status for h in live}
@@ -402,7 +408,7 @@ class FleetRuntime:
         parts = [f"{h.label} {h.state.status if h.connected else h.link}" for h in self.hosts]
         return status, f"{len(live)}/{len(self.hosts)} hosts: " + " · ".join(parts)
 
-    def fleet_trainer(self) -> Optional[rev.TrainerStatus]:
+    def fleet_trainer(self) -> rev.TrainerStatus | None:
         """The hosts' trainer figures summed (per host: the fleet screen)."""
         ts = [h.state.trainer for h in self.hosts if h.state.trainer is not None]
         if not ts:
@@ -411,27 +417,41 @@ class FleetRuntime:
         states = sorted({t.state for t in ts})
         return rev.TrainerStatus(
             state=states[0] if len(states) == 1 else "/".join(states),
-            current_step=max(t.current_step for t in ts), total_steps=max(t.total_steps for t in ts),
-            queue_size=max(t.queue_size for t in ts), self_queue_size=sum(t.self_queue_size for t in ts),
-            total_queue_size=max(t.total_queue_size for t in ts), batch_size=first.batch_size,
-            group_size=first.group_size, max_group_size=first.max_group_size,
-            env_weight=sum(t.env_weight for t in ts), unallocated_fraction=first.unallocated_fraction,
-            groups_sent=sum(t.groups_sent for t in ts), groups_sent_this_step=sum(t.groups_sent_this_step for t in ts),
+            current_step=max(t.current_step for t in ts),
+            total_steps=max(t.total_steps for t in ts),
+            queue_size=max(t.queue_size for t in ts),
+            self_queue_size=sum(t.self_queue_size for t in ts),
+            total_queue_size=max(t.total_queue_size for t in ts),
+            batch_size=first.batch_size,
+            group_size=first.group_size,
+            max_group_size=first.max_group_size,
+            env_weight=sum(t.env_weight for t in ts),
+            unallocated_fraction=first.unallocated_fraction,
+            groups_sent=sum(t.groups_sent for t in ts),
+            groups_sent_this_step=sum(t.groups_sent_this_step for t in ts),
             groups_per_step=round(sum(t.groups_per_step for t in ts), 2),
-            send_errors=sum(t.send_errors for t in ts), send_unknown=sum(t.send_unknown for t in ts),
-            send_retries=sum(t.send_retries for t in ts), reregistrations=sum(t.reregistrations for t in ts),
+            send_errors=sum(t.send_errors for t in ts),
+            send_unknown=sum(t.send_unknown for t in ts),
+            send_retries=sum(t.send_retries for t in ts),
+            reregistrations=sum(t.reregistrations for t in ts),
             last_send_error=next((t.last_send_error for t in reversed(ts) if t.last_send_error), None),
             backpressure=any(t.backpressure for t in ts),
-            wait_trainer_s=sum(t.wait_trainer_s for t in ts), wait_inference_s=sum(t.wait_inference_s for t in ts),
+            wait_trainer_s=sum(t.wait_trainer_s for t in ts),
+            wait_inference_s=sum(t.wait_inference_s for t in ts),
             warning=next((t.warning for t in ts if t.warning), None),
             detail=" · ".join(f"{h.label} {h.state.trainer.state}" for h in self.hosts if h.state.trainer),
         )
 
     # ------------------------------------------------------------------ commands
 
-    def command(self, name: str, args: Optional[Dict[str, Any]] = None, host: Optional[int] = None,
-                combine: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                all_hosts: bool = False) -> "Future[Any]":
+    def command(
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        host: int | None = None,
+        combine: Callable[[dict[str, Any]], Any] | None = None,
+        all_hosts: bool = False,
+    ) -> Future[Any]:
         """POST /control/NAME to ``host``, else the filtered host, else (or with ``all_hosts``)
         every connected one. Resolves with ``combine({label: result})`` or fails naming each host."""
         if host is not None:
@@ -442,8 +462,9 @@ class FleetRuntime:
             targets = [h for h in self.hosts if h.connected] or list(self.hosts)
         return self._submit(self._command_all(name, args or {}, targets, combine))
 
-    async def _command_all(self, name: str, args: Dict[str, Any], targets: List[HostLink],
-                           combine: Optional[Callable[[Dict[str, Any]], Any]]) -> Any:
+    async def _command_all(
+        self, name: str, args: dict[str, Any], targets: list[HostLink], combine: Callable[[dict[str, Any]], Any] | None
+    ) -> Any:
         results = await asyncio.gather(*(self._command_one(h, name, args) for h in targets), return_exceptions=True)
         errors = [f"{h.label}: {r}" for h, r in zip(targets, results) if isinstance(r, BaseException)]
         if errors:
@@ -451,14 +472,17 @@ class FleetRuntime:
         by_host = {h.label: r for h, r in zip(targets, results)}
         return combine(by_host) if combine else None
 
-    async def _command_one(self, host: HostLink, name: str, args: Dict[str, Any]) -> Any:
+    async def _command_one(self, host: HostLink, name: str, args: dict[str, Any]) -> Any:
         import aiohttp
 
         if not host.connected:
-            raise RuntimeError(f"{host.address} is {host.link}" + (f" ({host.link_detail})" if host.link_detail else ""))
+            raise RuntimeError(
+                f"{host.address} is {host.link}" + (f" ({host.link_detail})" if host.link_detail else "")
+            )
         timeout = aiohttp.ClientTimeout(total=None if name == "evaluate" else COMMAND_TIMEOUT_S)
-        async with self._session_for(host).post(self._url(host, f"/control/{name}"), json=args,
-                                                headers=self._headers(), timeout=timeout) as resp:
+        async with self._session_for(host).post(
+            self._url(host, f"/control/{name}"), json=args, headers=self._headers(), timeout=timeout
+        ) as resp:
             try:
                 body = await resp.json(content_type=None)
             except ValueError:
@@ -467,39 +491,39 @@ class FleetRuntime:
                 raise RuntimeError(body.get("error") or f"HTTP {resp.status}")
             return body.get("result")
 
-    def _submit(self, coro: Any) -> "Future[Any]":
+    def _submit(self, coro: Any) -> Future[Any]:
         loop = self._loop
         if loop is None or loop.is_closed() or self._done.done():
             coro.close()
-            fut: "Future[Any]" = Future()
+            fut: Future[Any] = Future()
             fut.set_exception(RuntimeError("not attached (the console is detaching)"))
             return fut
         return asyncio.run_coroutine_threadsafe(coro, loop)
 
-    def pause(self, host: Optional[int] = None) -> "Future[None]":
+    def pause(self, host: int | None = None) -> Future[None]:
         return self.command("pause", host=host)
 
-    def resume(self, host: Optional[int] = None) -> "Future[None]":
+    def resume(self, host: int | None = None) -> Future[None]:
         return self.command("resume", host=host)
 
-    def stop_host(self, host: int, drain_deadline_s: float = 10.0) -> "Future[None]":
+    def stop_host(self, host: int, drain_deadline_s: float = 10.0) -> Future[None]:
         return self.command("stop", {"drain_deadline_s": drain_deadline_s}, host=host)
 
-    def cancel_in_flight(self) -> "Future[int]":
+    def cancel_in_flight(self) -> Future[int]:
         return self.command("cancel_in_flight", combine=lambda r: sum(int(v or 0) for v in r.values()))
 
-    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> "Future[None]":
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
         return self.command("switch_phase", {"phase": phase, "cancel_in_flight": cancel_in_flight})
 
-    def evaluate(self, pause_intake: bool = False) -> "Future[Dict[str, Any]]":
-        def combine(by_host: Dict[str, Any]) -> Dict[str, Any]:
+    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
+        def combine(by_host: dict[str, Any]) -> dict[str, Any]:
             if len(by_host) == 1:
                 return next(iter(by_host.values())) or {}
             return {f"{label}/{k}": v for label, m in by_host.items() for k, v in (m or {}).items()}
 
         return self.command("evaluate", {"pause_intake": pause_intake}, combine=combine)
 
-    def _sandbox_host(self, task_id: str) -> Tuple[int, str]:
+    def _sandbox_host(self, task_id: str) -> tuple[int, str]:
         """The host running sandbox ``task_id`` (a merged key or a host's own id), and its own id."""
         label, raw = split_host_key(task_id, self._labels) if self.multi_host else (None, task_id)
         if label is not None:
@@ -511,20 +535,20 @@ class FleetRuntime:
                 return h.index, task_id
         raise CommandUnavailable(f"sandbox {task_id!r} is not known on any attached host")
 
-    def _sandbox_command(self, name: str, task_id: str, **args: Any) -> "Future[Any]":
+    def _sandbox_command(self, name: str, task_id: str, **args: Any) -> Future[Any]:
         index, raw = self._sandbox_host(task_id)
         return self.command(name, {"task_id": raw, **args}, host=index, combine=lambda r: next(iter(r.values())))
 
-    def kill_sandbox(self, task_id: str) -> "Future[bool]":
+    def kill_sandbox(self, task_id: str) -> Future[bool]:
         return self._sandbox_command("kill_sandbox", task_id)
 
-    def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]":
+    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
         return self._sandbox_command("extend_sandbox", task_id, seconds=seconds)
 
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]":
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
         return self._sandbox_command("run_in_sandbox", task_id, command=command, timeout_s=timeout_s)
 
-    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
+    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
         return self._sandbox_command("sandbox_details", task_id)
 
 

@@ -16,8 +16,9 @@ Quitting detaches: the hosts keep running.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, List, Optional
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -38,8 +39,14 @@ from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.keyed_table import KeyedTable
 
 LINK_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "bold red", "refused": "bold red"}
-STATUS_STYLE = {"running": "green", "paused": "yellow", "draining": "yellow", "error": "bold red",
-                "finished": "cyan", "stopped": "dim"}
+STATUS_STYLE = {
+    "running": "green",
+    "paused": "yellow",
+    "draining": "yellow",
+    "error": "bold red",
+    "finished": "cyan",
+    "stopped": "dim",
+}
 MAX_ROLLOUT_ROWS = 60
 
 
@@ -48,25 +55,45 @@ def _fmt(x: float) -> str:
 
 
 class HostsTable(KeyedTable):
-    COLUMNS = (("host", "host", 8), ("address", "address", 22), ("link", "link", 12), ("status", "status", 10),
-               ("received", "recv", 6), ("completed", "done", 6), ("failed", "fail", 5), ("in_flight", "in fl", 5),
-               ("rate", "roll/s", 7), ("reward", "reward", 7), ("errors", "errors", 6))
+    COLUMNS = (
+        ("host", "host", 8),
+        ("address", "address", 22),
+        ("link", "link", 12),
+        ("status", "status", 10),
+        ("received", "recv", 6),
+        ("completed", "done", 6),
+        ("failed", "fail", 5),
+        ("in_flight", "in fl", 5),
+        ("rate", "roll/s", 7),
+        ("reward", "reward", 7),
+        ("errors", "errors", 6),
+    )
 
-    def update_from(self, hosts: List[HostLink], now: float) -> None:
+    def update_from(self, hosts: list[HostLink], now: float) -> None:
         rows = {}
         for h in hosts:
             s, acc = h.state, h.state.accounting
             errors = sum(v for k, v in s.errors_by_kind.items() if not k.startswith("dropped:"))
-            rows[h.label] = (Text(h.label, style="bold"), head(str(h.address), 22),
-                             Text(h.link, style=LINK_STYLE.get(h.link, "")),
-                             Text(s.status if h.connects else "–", style=STATUS_STYLE.get(s.status, "")),
-                             str(acc.received), str(acc.completed), str(acc.failed), str(acc.in_flight),
-                             f"{s.rollouts_per_s(now):.2f}", _fmt(s.reward_summary()["mean"]), str(errors))
+            rows[h.label] = (
+                Text(h.label, style="bold"),
+                head(str(h.address), 22),
+                Text(h.link, style=LINK_STYLE.get(h.link, "")),
+                Text(s.status if h.connects else "–", style=STATUS_STYLE.get(s.status, "")),
+                str(acc.received),
+                str(acc.completed),
+                str(acc.failed),
+                str(acc.in_flight),
+                f"{s.rollouts_per_s(now):.2f}",
+                _fmt(s.reward_summary()["mean"]),
+                str(errors),
+            )
         self.sync(rows)
 
 
-STALENESS_HELP = ("stale = trainer steps · seconds since the trainer API last confirmed a group from the host "
-                  "(≥: before the console attached)")
+STALENESS_HELP = (
+    "stale = trainer steps · seconds since the trainer API last confirmed a group from the host "
+    "(≥: before the console attached)"
+)
 
 
 def staleness_cell(h: HostLink) -> Text:
@@ -82,50 +109,90 @@ def staleness_cell(h: HostLink) -> Text:
 
 
 class TrainerHostsTable(KeyedTable):
-    COLUMNS = (("host", "host", 8), ("state", "trainer", 12), ("step", "step", 9), ("sent", "sent", 6),
-               ("confirmed", "confirmed", 9), ("unknown", "unknown", 7), ("failed", "failed", 6),
-               ("weight", "weight", 6), ("queue", "own queue", 9), ("share", "queue share", 11),
-               ("stale", "stale (steps · s)", 17))
+    COLUMNS = (
+        ("host", "host", 8),
+        ("state", "trainer", 12),
+        ("step", "step", 9),
+        ("sent", "sent", 6),
+        ("confirmed", "confirmed", 9),
+        ("unknown", "unknown", 7),
+        ("failed", "failed", 6),
+        ("weight", "weight", 6),
+        ("queue", "own queue", 9),
+        ("share", "queue share", 11),
+        ("stale", "stale (steps · s)", 17),
+    )
 
-    def update_from(self, hosts: List[HostLink]) -> None:
+    def update_from(self, hosts: list[HostLink]) -> None:
         rows = {}
         for h in hosts:
             t = h.state.trainer
             if t is None:
-                rows[h.label] = (Text(h.label, style="bold"), Text("none", style="dim"), "–", "0", "0", "0", "0",
-                                 "–", "–", "–", Text("–", style="dim"))
+                rows[h.label] = (
+                    Text(h.label, style="bold"),
+                    Text("none", style="dim"),
+                    "–",
+                    "0",
+                    "0",
+                    "0",
+                    "0",
+                    "–",
+                    "–",
+                    "–",
+                    Text("–", style="dim"),
+                )
                 continue
             c = trainer_counts(h.state)
-            rows[h.label] = (Text(h.label, style="bold"), t.state, f"{t.current_step}/{t.total_steps or '?'}",
-                             str(c["sent"]), str(c["confirmed"]),
-                             Text(str(c["unknown"]), style="bold yellow" if c["unknown"] else ""),
-                             Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
-                             f"{t.env_weight:.2f}", str(t.self_queue_size),
-                             f"{t.self_queue_size / t.total_queue_size:.0%}" if t.total_queue_size else "–",
-                             staleness_cell(h))
+            rows[h.label] = (
+                Text(h.label, style="bold"),
+                t.state,
+                f"{t.current_step}/{t.total_steps or '?'}",
+                str(c["sent"]),
+                str(c["confirmed"]),
+                Text(str(c["unknown"]), style="bold yellow" if c["unknown"] else ""),
+                Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
+                f"{t.env_weight:.2f}",
+                str(t.self_queue_size),
+                f"{t.self_queue_size / t.total_queue_size:.0%}" if t.total_queue_size else "–",
+                staleness_cell(h),
+            )
         self.sync(rows)
 
 
 class HostGroupsTable(KeyedTable):
-    COLUMNS = (("host", "host", 8), ("group", "group", 12), ("item", "item", 30), ("done", "done", 6),
-               ("stage", "stage", 12))
+    COLUMNS = (
+        ("host", "host", 8),
+        ("group", "group", 12),
+        ("item", "item", 30),
+        ("done", "done", 6),
+        ("stage", "stage", 12),
+    )
 
-    def update_from(self, hosts: List[HostLink]) -> None:
+    def update_from(self, hosts: list[HostLink]) -> None:
         rows = {}
         for h in hosts:
             for g in h.state.active_groups():
                 total = g.group_size or len(g.rollout_ids) or "?"
-                rows[f"{h.label}/{g.group_id}"] = (Text(h.label, style="bold"), head(g.group_id, 12),
-                                                   head(g.item_summary or "–", 30), f"{g.rollouts_done}/{total}",
-                                                   g.stage)
+                rows[f"{h.label}/{g.group_id}"] = (
+                    Text(h.label, style="bold"),
+                    head(g.group_id, 12),
+                    head(g.item_summary or "–", 30),
+                    f"{g.rollouts_done}/{total}",
+                    g.stage,
+                )
         self.sync(rows)
 
 
 class HostRolloutsTable(KeyedTable):
-    COLUMNS = (("host", "host", 8), ("rollout", "rollout", 16), ("status", "status", 9), ("turn", "turn", 5),
-               ("reward", "reward", 7))
+    COLUMNS = (
+        ("host", "host", 8),
+        ("rollout", "rollout", 16),
+        ("status", "status", 9),
+        ("turn", "turn", 5),
+        ("reward", "reward", 7),
+    )
 
-    def update_from(self, hosts: List[HostLink]) -> None:
+    def update_from(self, hosts: list[HostLink]) -> None:
         recent = []
         for h in hosts:
             for r in list(h.state.rollouts.values())[-MAX_ROLLOUT_ROWS:]:
@@ -133,23 +200,31 @@ class HostRolloutsTable(KeyedTable):
         recent.sort(key=lambda x: x[0])
         rows = {}
         for _, h, r in recent[-MAX_ROLLOUT_ROWS:]:
-            rows[f"{h.label}/{r.rollout_id}"] = (Text(h.label, style="bold"), head(r.rollout_id, 16), r.status,
-                                                 str(r.turn), "–" if r.reward is None else f"{r.reward:.2f}")
+            rows[f"{h.label}/{r.rollout_id}"] = (
+                Text(h.label, style="bold"),
+                head(r.rollout_id, 16),
+                r.status,
+                str(r.turn),
+                "–" if r.reward is None else f"{r.reward:.2f}",
+            )
         self.sync(rows)
 
 
 class HostErrorsTable(KeyedTable):
     COLUMNS = (("host", "host", 8), ("kind", "error kind", 28), ("count", "count", 7))
 
-    def update_from(self, hosts: List[HostLink]) -> None:
+    def update_from(self, hosts: list[HostLink]) -> None:
         rows = {}
         for h in hosts:
             for kind, n in sorted(h.state.errors_by_kind.items()):
                 if not kind.startswith("dropped:"):
                     rows[f"{h.label}/{kind}"] = (Text(h.label, style="bold"), head(kind, 28), str(n))
             if h.link in ("disconnected", "refused"):
-                rows[f"{h.label}/link"] = (Text(h.label, style="bold"),
-                                           Text(head(f"{h.link}: {h.link_detail}", 28), style="red"), "–")
+                rows[f"{h.label}/link"] = (
+                    Text(h.label, style="bold"),
+                    Text(head(f"{h.link}: {h.link_detail}", 28), style="red"),
+                    "–",
+                )
         self.sync(rows)
 
 
@@ -173,7 +248,7 @@ class FleetScreen(Screen[None]):
         self.ready = False
 
     @property
-    def console(self) -> "FleetConsoleApp":
+    def console(self) -> FleetConsoleApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -188,9 +263,13 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for wid, title in (("fleet-hosts", "Hosts"), ("fleet-trainer", "Trainer per host"),
-                           ("fleet-groups", "Active groups"), ("fleet-rollouts", "Recent rollouts"),
-                           ("fleet-errors", "Errors per host")):
+        for wid, title in (
+            ("fleet-hosts", "Hosts"),
+            ("fleet-trainer", "Trainer per host"),
+            ("fleet-groups", "Active groups"),
+            ("fleet-rollouts", "Recent rollouts"),
+            ("fleet-errors", "Errors per host"),
+        ):
             self.query_one(f"#{wid}").border_title = title
         self.query_one(TrainerHostsTable).border_subtitle = STALENESS_HELP
         self.query_one(HostsTable).focus()
@@ -212,7 +291,7 @@ class FleetScreen(Screen[None]):
         title.append("console shows: " + ("all hosts" if shown is None else hosts[shown].label), style="bold cyan")
         self.query_one("#fleet-title", Static).update(title)
 
-    def selected_host(self) -> Optional[HostLink]:
+    def selected_host(self) -> HostLink | None:
         key = self.query_one(HostsTable).selected_key()
         return next((h for h in self.console.fleet.hosts if h.label == key), None)
 
@@ -224,14 +303,19 @@ class FleetScreen(Screen[None]):
         if h.paused:
             self.console.send(f"resume {h.label}", lambda: fleet.resume(h.index), success=f"{h.label}: intake resumed")
         else:
-            self.console.send(f"pause {h.label}", lambda: fleet.pause(h.index),
-                              success=f"{h.label}: intake paused; in-flight groups drain")
+            self.console.send(
+                f"pause {h.label}",
+                lambda: fleet.pause(h.index),
+                success=f"{h.label}: intake paused; in-flight groups drain",
+            )
 
     def action_pause_all(self) -> None:
         fleet = self.console.fleet
         live = [h for h in fleet.hosts if h.connected]
         if live and all(h.paused for h in live):
-            self.console.send("resume all", lambda: fleet.command("resume", all_hosts=True), success="every host resumed")
+            self.console.send(
+                "resume all", lambda: fleet.command("resume", all_hosts=True), success="every host resumed"
+            )
         else:
             self.console.send("pause all", lambda: fleet.command("pause", all_hosts=True), success="every host paused")
 
@@ -254,14 +338,23 @@ class FleetScreen(Screen[None]):
         if h is None:
             return
 
-        def answer(yes: Optional[bool]) -> None:
+        def answer(yes: bool | None) -> None:
             if yes:
                 deadline = self.console.config.drain_deadline_s
-                self.console.send(f"stop {h.label}", lambda: self.console.fleet.stop_host(h.index, deadline),
-                                  success=f"{h.label} stopped")
+                self.console.send(
+                    f"stop {h.label}",
+                    lambda: self.console.fleet.stop_host(h.index, deadline),
+                    success=f"{h.label} stopped",
+                )
 
-        self.app.push_screen(ConfirmModal(f"Stop host {h.label}?", f"{h.address} drains its in-flight groups "
-                                          "and exits; the other hosts keep running.", "Stop it"), answer)
+        self.app.push_screen(
+            ConfirmModal(
+                f"Stop host {h.label}?",
+                f"{h.address} drains its in-flight groups and exits; the other hosts keep running.",
+                "Stop it",
+            ),
+            answer,
+        )
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -274,12 +367,12 @@ class FleetConsoleApp(ConsoleApp):
     BINDINGS = ScopedBindings("app", [*ConsoleApp.BINDINGS, Binding("H", "show_hosts", "Hosts", id="fleet-hosts")])
     CSS_PATH = str(Path(ui_app.__file__).with_name("console.tcss"))  # the console's own look
 
-    def __init__(self, fleet: FleetRuntime, *, config: Optional[ConsoleConfig] = None, now: Any = None) -> None:
+    def __init__(self, fleet: FleetRuntime, *, config: ConsoleConfig | None = None, now: Any = None) -> None:
         super().__init__(fleet, config=config, now=now)
         self.fleet = fleet
         self.merged = self.state
         # the main screen's panels get a host column (ids are tagged ID@LABEL) over several hosts
-        self.host_column: Optional[FleetRuntime] = fleet if fleet.multi_host else None
+        self.host_column: FleetRuntime | None = fleet if fleet.multi_host else None
         self.title = f"hermes-console attach ({len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''})"
 
     def _fold(self, events: Iterable[Any]) -> int:
@@ -293,7 +386,7 @@ class FleetConsoleApp(ConsoleApp):
                 self._track_switch(event)
         return n
 
-    def show_host(self, index: Optional[int]) -> None:
+    def show_host(self, index: int | None) -> None:
         """The host filter: the main console shows one host (or all); commands follow it."""
         self.fleet.selected = index
         self.state = self.merged if index is None else self.fleet.hosts[index].state
@@ -325,7 +418,7 @@ class FleetConsoleApp(ConsoleApp):
         return "detaching" if self.stopping else ""
 
 
-def attach_main(addresses: List[str], token_file: Optional[str], keys_file: Optional[str]) -> int:
+def attach_main(addresses: list[str], token_file: str | None, keys_file: str | None) -> int:
     from hermes_console.ui.config import KeymapError, load_console_config
 
     targets = parse_targets(addresses)

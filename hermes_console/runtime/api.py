@@ -14,7 +14,7 @@ commands with :class:`CommandUnavailable`.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Dict, List, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from environments.events import Event
 
@@ -25,7 +25,7 @@ class CommandUnavailable(RuntimeError):
 
 @runtime_checkable
 class EventSource(Protocol):
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+    def drain(self, max_events: int | None = None) -> list[Event]:
         """Return (and forget) the events produced since the last call, oldest first."""
         ...
 
@@ -34,33 +34,33 @@ class EventSource(Protocol):
 class RuntimeAPI(EventSource, Protocol):
     # ---- lifecycle
     def start(self) -> None: ...
-    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]": ...
+    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]: ...
     @property
     def is_live(self) -> bool:
         """False for replay: controls are shown disabled."""
         ...
 
     # ---- the end of the run (what front ends wait on)
-    fatal: Optional[BaseException]  # the error that ended the run (setup/config or a crash), if any
+    fatal: BaseException | None  # the error that ended the run (setup/config or a crash), if any
 
     @property
-    def done(self) -> "Future[None]":
+    def done(self) -> Future[None]:
         """Resolves once the run has ended and everything is closed."""
         ...
 
-    def join(self, timeout: Optional[float] = None) -> bool: ...  # True once the runtime thread is gone
+    def join(self, timeout: float | None = None) -> bool: ...  # True once the runtime thread is gone
 
     # ---- intake gate
-    def pause(self) -> "Future[None]": ...  # stop calling get_next_item; in-flight groups finish (drain)
-    def resume(self) -> "Future[None]": ...
-    def cancel_in_flight(self) -> "Future[int]": ...  # returns number of groups cancelled
+    def pause(self) -> Future[None]: ...  # stop calling get_next_item; in-flight groups finish (drain)
+    def resume(self) -> Future[None]: ...
+    def cancel_in_flight(self) -> Future[int]: ...  # returns number of groups cancelled
 
     # ---- phase / evaluate
-    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> "Future[None]": ...
-    def evaluate(self, pause_intake: bool = False) -> "Future[Dict[str, Any]]": ...  # resolves with metrics
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]: ...
+    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]: ...  # resolves with metrics
 
     # ---- sandboxes
-    def kill_sandbox(self, task_id: str) -> "Future[bool]": ...
-    def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]": ...
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]": ...
-    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]": ...  # process tree, cwd, recent commands
+    def kill_sandbox(self, task_id: str) -> Future[bool]: ...
+    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]: ...
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]: ...
+    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]: ...  # process tree, cwd, recent commands

@@ -16,7 +16,8 @@ silently doing nothing.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Tuple
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 # -------------------------------------------------------------------- outputs and servers
 
@@ -46,15 +47,16 @@ def enter_process_mode(env: Any, total_steps: int, group_size: int) -> None:
 # -------------------------------------------------------------------- the trainer (serve mode)
 
 
-def route_sends(env: Any, send: Callable[..., Awaitable[Any]]) -> Optional[Callable[..., Awaitable[Any]]]:
+def route_sends(env: Any, send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]] | None:
     """Groups reach the trainer through ``self._send_scored_data_to_api``; returns the one replaced."""
     original = getattr(env, "_send_scored_data_to_api", None)
     env._send_scored_data_to_api = send
     return original
 
 
-def apply_registration(env: Any, *, env_id: int, wandb_name: Any, starting_step: int, checkpoint_dir: Any,
-                       checkpoint_interval: Any) -> None:
+def apply_registration(
+    env: Any, *, env_id: int, wandb_name: Any, starting_step: int, checkpoint_dir: Any, checkpoint_interval: Any
+) -> None:
     """What ``register_env`` stores from run-api's reply (atroposlib reads each later)."""
     env.env_id = env_id
     env.wandb_prepend = wandb_name
@@ -63,7 +65,7 @@ def apply_registration(env: Any, *, env_id: int, wandb_name: Any, starting_step:
     env.checkpoint_interval = checkpoint_interval
 
 
-def apply_trainer_status(env: Any, status: Dict[str, Any], current_step: int) -> None:
+def apply_trainer_status(env: Any, status: dict[str, Any], current_step: int) -> None:
     """``derived_batch_size`` and friends read ``self.status_dict``; wandb logs at ``curr_step``."""
     env.status_dict = status
     env.curr_step = current_step
@@ -84,7 +86,7 @@ def set_config_value(env: Any, field: str, value: Any) -> None:
 
 def route_evaluate_log(
     env: Any, capture: Callable[..., Awaitable[Any]]
-) -> Tuple[Callable[..., Awaitable[Any]], Callable[[], None]]:
+) -> tuple[Callable[..., Awaitable[Any]], Callable[[], None]]:
     """Env ``evaluate()`` implementations report through ``self.evaluate_log``: route it to
     ``capture``. Returns the original (to pass the call on) and a function that puts it back."""
     had_own = "evaluate_log" in vars(env)

@@ -27,18 +27,28 @@ by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
 from hermes_console.runtime import state as st
 from hermes_console.runtime.state import ConsoleState
 
-COALESCABLE = frozenset({
-    ev.TurnStarted.kind, ev.TurnFinished.kind, ev.ToolCallStarted.kind, ev.ToolCallFinished.kind,
-    ev.SandboxCommandStarted.kind, ev.SandboxCommandFinished.kind,
-    rev.LoopLag.kind, rev.ServerStats.kind, rev.LogRecord.kind, rev.EvalProgress.kind,
-})
+COALESCABLE = frozenset(
+    {
+        ev.TurnStarted.kind,
+        ev.TurnFinished.kind,
+        ev.ToolCallStarted.kind,
+        ev.ToolCallFinished.kind,
+        ev.SandboxCommandStarted.kind,
+        ev.SandboxCommandFinished.kind,
+        rev.LoopLag.kind,
+        rev.ServerStats.kind,
+        rev.LogRecord.kind,
+        rev.EvalProgress.kind,
+    }
+)
 DEFAULT_KEEP_LINES = 200
 DEFAULT_KEEP_ROWS = 200
 
@@ -46,15 +56,22 @@ DEFAULT_KEEP_ROWS = 200
 class _SandboxTally:
     """One sandbox's command events in a segment: counts plus the latest start/finish."""
 
-    __slots__ = ("first_ts", "commands", "timeouts", "last_finish", "start_after", "timeouts_tool_none",
-                 "timeouts_unknown")
+    __slots__ = (
+        "first_ts",
+        "commands",
+        "timeouts",
+        "last_finish",
+        "start_after",
+        "timeouts_tool_none",
+        "timeouts_unknown",
+    )
 
     def __init__(self, ts: float) -> None:
         self.first_ts = ts
         self.commands = 0
         self.timeouts = 0
-        self.last_finish: Optional[ev.SandboxCommandFinished] = None
-        self.start_after: Optional[ev.SandboxCommandStarted] = None  # a start later than the last finish
+        self.last_finish: ev.SandboxCommandFinished | None = None
+        self.start_after: ev.SandboxCommandStarted | None = None  # a start later than the last finish
         self.timeouts_tool_none = 0  # timed out while its rollout had no tool call open (known here)
         self.timeouts_unknown = 0  # timed out; the rollout's tool state is whatever the state says
 
@@ -66,32 +83,32 @@ class Coalesced:
 
     def __init__(self, keep_lines: int = DEFAULT_KEEP_LINES, keep_rows: int = DEFAULT_KEEP_ROWS) -> None:
         self.count = 0
-        self.kinds: Dict[str, int] = {}  # plain dicts: a segment is built on the env's thread, keep it cheap
+        self.kinds: dict[str, int] = {}  # plain dicts: a segment is built on the env's thread, keep it cheap
         self.drained = False  # taken by the consumer: nothing may fold into it any more
-        self.first_ts: Optional[float] = None
+        self.first_ts: float | None = None
         self.ts = 0.0  # latest event time
         # stream lines: total and the newest few (ts, rollout_id, kind, text)
         self.lines = 0
-        self.kept_lines: Deque[Tuple[float, str, str, str]] = deque(maxlen=keep_lines)
+        self.kept_lines: deque[tuple[float, str, str, str]] = deque(maxlen=keep_lines)
         # tool calls: started here and still open; finished here (start + finish)
-        self.open_calls: Dict[Tuple[str, str], ev.ToolCallStarted] = {}
+        self.open_calls: dict[tuple[str, str], ev.ToolCallStarted] = {}
         self.closed_calls = 0
-        self.kept_rows: Deque[Tuple[ev.ToolCallStarted, ev.ToolCallFinished]] = deque(maxlen=keep_rows)
+        self.kept_rows: deque[tuple[ev.ToolCallStarted, ev.ToolCallFinished]] = deque(maxlen=keep_rows)
         self.tool_errors = 0
-        self.errors: Dict[str, int] = {}
-        self.rollout_tool_errors: Dict[str, int] = {}
-        self.current_tool: Dict[str, Optional[str]] = {}  # rollout -> its open tool after this segment
+        self.errors: dict[str, int] = {}
+        self.rollout_tool_errors: dict[str, int] = {}
+        self.current_tool: dict[str, str | None] = {}  # rollout -> its open tool after this segment
         # turns: the latest start and finish per rollout
-        self.turns: Dict[str, Tuple[Optional[ev.TurnStarted], Optional[ev.TurnFinished]]] = {}
-        self.sandboxes: Dict[str, _SandboxTally] = {}
-        self.loop_lag: Optional[rev.LoopLag] = None
+        self.turns: dict[str, tuple[ev.TurnStarted | None, ev.TurnFinished | None]] = {}
+        self.sandboxes: dict[str, _SandboxTally] = {}
+        self.loop_lag: rev.LoopLag | None = None
         self.loop_lag_max = 0.0
-        self.servers_first: Optional[rev.ServerStats] = None
-        self.servers_last: Optional[rev.ServerStats] = None
+        self.servers_first: rev.ServerStats | None = None
+        self.servers_last: rev.ServerStats | None = None
         self.server_errors = 0  # increases between the snapshots of this segment
-        self.logs: Optional[Deque[rev.LogRecord]] = None  # made on the first log record
+        self.logs: deque[rev.LogRecord] | None = None  # made on the first log record
         self.log_errors_not_kept = 0
-        self.eval_progress: Dict[str, rev.EvalProgress] = {}
+        self.eval_progress: dict[str, rev.EvalProgress] = {}
 
     # ------------------------------------------------------------------ folding (producer side)
 
@@ -327,12 +344,12 @@ class Coalesced:
             st._on_eval_progress(s, progress)
 
 
-def entity_of(event: Any) -> Optional[str]:
+def entity_of(event: Any) -> str | None:
     """The rollout or sandbox an event is about (they share ids), None for run-wide ones."""
     return getattr(event, "rollout_id", None) or getattr(event, "task_id", None)
 
 
-_FOLDERS: Dict[str, Callable[[Coalesced, Any], bool]] = {
+_FOLDERS: dict[str, Callable[[Coalesced, Any], bool]] = {
     ev.TurnStarted.kind: Coalesced._fold_turn_started,
     ev.TurnFinished.kind: Coalesced._fold_turn_finished,
     ev.ToolCallStarted.kind: Coalesced._fold_tool_started,

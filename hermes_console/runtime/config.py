@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Type, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 import yaml
@@ -42,53 +43,53 @@ class RunSpec(BaseModel):
 
     env: Any  # "path/to/env.py[:Class]", "package.module[:Class]" or a BaseEnv subclass
     mode: Mode = "process"
-    config_path: Optional[str] = None
-    flags: List[str] = Field(default_factory=list)  # atropos-style --env.x / --openai.x / --phase2.x
-    env_overrides: Dict[str, Any] = Field(default_factory=dict)  # programmatic, applied after flags
-    openai_overrides: Dict[str, Any] = Field(default_factory=dict)
+    config_path: str | None = None
+    flags: list[str] = Field(default_factory=list)  # atropos-style --env.x / --openai.x / --phase2.x
+    env_overrides: dict[str, Any] = Field(default_factory=dict)  # programmatic, applied after flags
+    openai_overrides: dict[str, Any] = Field(default_factory=dict)
     # None: the phase the env's servers make (token-level server_type, e.g. vllm, is phase 2).
-    phase: Optional[Literal[1, 2]] = None
-    max_in_flight: Optional[int] = Field(None, ge=1)
+    phase: Literal[1, 2] | None = None
+    max_in_flight: int | None = Field(None, ge=1)
     runs_dir: str = "runs"
-    record_path: Optional[str] = None
+    record_path: str | None = None
     check_server: bool = True  # quick loopback request before starting
     server_wait_s: float = Field(0.0, ge=0)  # keep probing this long (a server starting beside us)
     heartbeat_s: float = Field(0.25, gt=0)
     stats_interval_s: float = Field(1.0, gt=0)
     idle_poll_s: float = Field(0.1, gt=0)  # serve mode: get_next_item returned None
-    shard: Optional[str] = None  # "i/n": this host's share of the items (default: from Slurm/K8s/RANK env vars)
+    shard: str | None = None  # "i/n": this host's share of the items (default: from Slurm/K8s/RANK env vars)
 
 
 @dataclass
 class ResolvedRun:
     env_cls: type
     env_config: Any  # the env's BaseEnvConfig subclass instance
-    phase1_servers: List[Any]  # APIServerConfig, server_type openai
-    phase2_servers: List[Any]  # APIServerConfig, server_type vllm/sglang/trl
+    phase1_servers: list[Any]  # APIServerConfig, server_type openai
+    phase2_servers: list[Any]  # APIServerConfig, server_type vllm/sglang/trl
     run_dir: Path
     spec: RunSpec
     slurm: bool = False
     testing: bool = False
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     phase: int = 1  # the phase that runs first: spec.phase, else derived from the server types
-    shard: Optional[Any] = None  # runtime.shard.Shard, or None: every item is this host's
+    shard: Any | None = None  # runtime.shard.Shard, or None: every item is this host's
     # "env.group_size" -> where its value came from (flags, config file, mode default...);
     # values not listed come from the env's config_init() (the config view shows both).
-    sources: Dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
 
-    def servers_for(self, phase: int) -> List[Any]:
+    def servers_for(self, phase: int) -> list[Any]:
         return self.phase1_servers if phase == 1 else self.phase2_servers
 
 
 # --------------------------------------------------------------------------- flags
 
 
-def parse_flags(flags: List[str]) -> Dict[str, Dict[str, str]]:
+def parse_flags(flags: list[str]) -> dict[str, dict[str, str]]:
     """``["--env.group_size", "8", "--openai.model_name=m"]`` -> {"env": {...}, "openai": {...}}.
 
     A flag without a value (followed by another flag or nothing) means "true".
     """
-    out: Dict[str, Dict[str, str]] = {ns: {} for ns in NAMESPACES}
+    out: dict[str, dict[str, str]] = {ns: {} for ns in NAMESPACES}
     i = 0
     while i < len(flags):
         token = flags[i]
@@ -101,7 +102,9 @@ def parse_flags(flags: List[str]) -> Dict[str, Dict[str, str]]:
                 f"flag {token!r} is not namespaced; expected --env.<field>, --openai.<field> or --phase2.<field>"
             )
         if ns not in NAMESPACES:
-            raise ConfigError(f"flag {token!r}: unknown namespace {ns!r}; expected one of {', '.join(NAMESPACES)}.{close_matches(ns, NAMESPACES)}")
+            raise ConfigError(
+                f"flag {token!r}: unknown namespace {ns!r}; expected one of {', '.join(NAMESPACES)}.{close_matches(ns, NAMESPACES)}"
+            )
         if not eq:
             if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
                 value = flags[i + 1]
@@ -123,7 +126,7 @@ def _wants_string(annotation: Any) -> bool:
     return False
 
 
-def _coerce_flag(model: Type[BaseModel], key: str, text: str) -> Any:
+def _coerce_flag(model: type[BaseModel], key: str, text: str) -> Any:
     """Flags arrive as text; parse structured values (lists, dicts, null) with YAML
     and leave the rest to pydantic's coercion."""
     info = model.model_fields[key]
@@ -143,8 +146,8 @@ def is_http_url(value: Any) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _whole(minimum: int, allow: Tuple[int, ...] = ()) -> Callable[[str], Optional[str]]:
-    def check(text: str) -> Optional[str]:
+def _whole(minimum: int, allow: tuple[int, ...] = ()) -> Callable[[str], str | None]:
+    def check(text: str) -> str | None:
         try:
             value = int(text)
         except ValueError:
@@ -157,7 +160,7 @@ def _whole(minimum: int, allow: Tuple[int, ...] = ()) -> Callable[[str], Optiona
     return check
 
 
-def _positive_number(text: str) -> Optional[str]:
+def _positive_number(text: str) -> str | None:
     try:
         value = float(text)
     except ValueError:
@@ -165,12 +168,12 @@ def _positive_number(text: str) -> Optional[str]:
     return None if value > 0 and value == value and value != float("inf") else "expected a number of seconds > 0"
 
 
-def _url(text: str) -> Optional[str]:
+def _url(text: str) -> str | None:
     return None if is_http_url(text) else "expected an http(s) URL such as http://127.0.0.1:9001/v1"
 
 
 # What the CLI checks before anything starts (the pydantic configs accept these values).
-_FLAG_CHECKS: Dict[str, Callable[[str], Optional[str]]] = {
+_FLAG_CHECKS: dict[str, Callable[[str], str | None]] = {
     "env.group_size": _whole(1),
     "env.total_steps": _whole(1, allow=(-1,)),
     "env.max_token_length": _whole(1),
@@ -184,7 +187,7 @@ _FLAG_CHECKS: Dict[str, Callable[[str], Optional[str]]] = {
 }
 
 
-def check_flag_values(flags: List[str]) -> None:
+def check_flag_values(flags: list[str]) -> None:
     """Raise :class:`UsageError` for a flag value no run can use (``--env.group_size -1``,
     ``--openai.base_url not-a-url``): one line naming the flag, the value and what is expected."""
     parsed = parse_flags(flags)
@@ -196,7 +199,7 @@ def check_flag_values(flags: List[str]) -> None:
                 raise UsageError(f"--{ns}.{key} {describe_value(text)}: {problem}")
 
 
-def _check_values(env_config: Any, servers: List[Any], prefix: str) -> None:
+def _check_values(env_config: Any, servers: list[Any], prefix: str) -> None:
     """The same rules on the resolved configs (YAML and programmatic overrides too)."""
     group_size = getattr(env_config, "group_size", 1)
     if not isinstance(group_size, int) or group_size < 1:
@@ -204,14 +207,16 @@ def _check_values(env_config: Any, servers: List[Any], prefix: str) -> None:
     for i, cfg in enumerate(servers):
         url = getattr(cfg, "base_url", None)
         if url and not is_http_url(url):
-            raise ConfigError(f"{prefix}[{i}].base_url = {describe_value(url)}: expected an http(s) URL such as "
-                              "http://127.0.0.1:9001/v1")
+            raise ConfigError(
+                f"{prefix}[{i}].base_url = {describe_value(url)}: expected an http(s) URL such as "
+                "http://127.0.0.1:9001/v1"
+            )
 
 
 # --------------------------------------------------------------------------- yaml
 
 
-def load_yaml(path: str) -> Dict[str, Any]:
+def load_yaml(path: str) -> dict[str, Any]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise ConfigError(f"config file {path!r} does not exist; expected a YAML file with 'env:' and 'openai:' keys")
@@ -223,22 +228,34 @@ def load_yaml(path: str) -> Dict[str, Any]:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = " ".join(x for x in (getattr(exc, "context", None), getattr(exc, "problem", None)) if x)
-        raise ConfigError(f"config file {path!r} is not valid YAML at{where}: {problem or str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"config file {path!r} is not valid YAML at{where}: {problem or str(exc).splitlines()[0]}"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path!r}: top level is a {type(data).__name__}; expected a mapping with 'env:' / 'openai:' keys")
+        raise ConfigError(
+            f"config file {path!r}: top level is a {type(data).__name__}; expected a mapping with 'env:' / 'openai:' keys"
+        )
     for key in data:
         if key not in YAML_KEYS:
             raise ConfigError(
                 f"config file {path!r}: unknown top-level key {key!r}; expected one of {', '.join(YAML_KEYS)}.{close_matches(str(key), YAML_KEYS)}"
             )
     for key in ("env", "phase2"):
-        if key in data and data[key] is not None and not isinstance(data[key], (dict, list) if key == "phase2" else dict):
-            raise ConfigError(f"config file {path!r}: '{key}:' is a {type(data[key]).__name__}; expected a mapping of fields")
+        if (
+            key in data
+            and data[key] is not None
+            and not isinstance(data[key], (dict, list) if key == "phase2" else dict)
+        ):
+            raise ConfigError(
+                f"config file {path!r}: '{key}:' is a {type(data[key]).__name__}; expected a mapping of fields"
+            )
     oai = data.get("openai")
     if oai is not None and not isinstance(oai, (dict, list)):
-        raise ConfigError(f"config file {path!r}: 'openai:' is a {type(oai).__name__}; expected a mapping or a list of mappings")
+        raise ConfigError(
+            f"config file {path!r}: 'openai:' is a {type(oai).__name__}; expected a mapping or a list of mappings"
+        )
     if isinstance(oai, list) and not all(isinstance(x, dict) for x in oai):
         raise ConfigError(f"config file {path!r}: every entry of 'openai:' must be a mapping of server fields")
     return data
@@ -247,7 +264,7 @@ def load_yaml(path: str) -> Dict[str, Any]:
 # --------------------------------------------------------------------------- validation
 
 
-def _check_known(model: Type[BaseModel], values: Dict[str, Any], source: str, flag_ns: Optional[str] = None) -> None:
+def _check_known(model: type[BaseModel], values: dict[str, Any], source: str, flag_ns: str | None = None) -> None:
     known = list(model.model_fields)
     for key in values:
         if key not in model.model_fields:
@@ -255,7 +272,7 @@ def _check_known(model: Type[BaseModel], values: Dict[str, Any], source: str, fl
             raise ConfigError(f"{where}: unknown field {key!r} for {model.__name__}.{close_matches(key, known)}")
 
 
-def _friendly(exc: ValidationError, model: type, source_of: Dict[str, str], prefix: str) -> ConfigError:
+def _friendly(exc: ValidationError, model: type, source_of: dict[str, str], prefix: str) -> ConfigError:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err.get("loc", ()))
@@ -263,16 +280,23 @@ def _friendly(exc: ValidationError, model: type, source_of: Dict[str, str], pref
         src = source_of.get(top, "default")
         value = describe_value(err.get("input"))
         lines.append(f"{prefix}{loc} = {value} (from {src}): {err.get('msg', 'invalid')}")
-    head = f"invalid {model.__name__}: " if len(lines) == 1 else f"invalid {model.__name__} ({len(lines)} problems):\n  "
+    head = (
+        f"invalid {model.__name__}: " if len(lines) == 1 else f"invalid {model.__name__} ({len(lines)} problems):\n  "
+    )
     return ConfigError(head + "\n  ".join(lines))
 
 
-def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, Any]]], prefix: str,
-           sources: Optional[Dict[str, str]] = None) -> Any:
+def _build(
+    model: type,
+    base: dict[str, Any],
+    layers: list[tuple[str, dict[str, Any]]],
+    prefix: str,
+    sources: dict[str, str] | None = None,
+) -> Any:
     """Merge ``layers`` (source name, values) over ``base`` and validate with ``model``.
     ``sources`` (if given) learns which layer set each value, keyed ``prefix + field``."""
     merged = dict(base)
-    source_of: Dict[str, str] = {}
+    source_of: dict[str, str] = {}
     for source, values in layers:
         _check_known(model, values, source)
         for k, v in values.items():
@@ -286,7 +310,7 @@ def _build(model: type, base: Dict[str, Any], layers: List[Tuple[str, Dict[str, 
         raise _friendly(exc, model, source_of, prefix) from None
 
 
-def _flag_layer(model: type, raw: Dict[str, str], ns: str) -> Dict[str, Any]:
+def _flag_layer(model: type, raw: dict[str, str], ns: str) -> dict[str, Any]:
     _check_known(model, raw, "flags", flag_ns=ns)
     return {k: _coerce_flag(model, k, v) for k, v in raw.items()}
 
@@ -299,18 +323,23 @@ def _check_writable(path: str, field_name: str) -> None:
     raises from deep inside the env constructor with a message that names neither."""
     target = Path(path).expanduser()
     if target.is_dir():
-        raise ConfigError(f"{field_name} = {path!r} is a directory; expected a file path such as {path.rstrip('/')}/groups.jsonl")
+        raise ConfigError(
+            f"{field_name} = {path!r} is a directory; expected a file path such as {path.rstrip('/')}/groups.jsonl"
+        )
     ancestor = target.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise ConfigError(f"{field_name} = {path!r} cannot be created: {str(ancestor)!r} is a file, not a directory; "
-                          "expected a path in a writable directory")
+        raise ConfigError(
+            f"{field_name} = {path!r} cannot be created: {str(ancestor)!r} is a file, not a directory; "
+            "expected a path in a writable directory"
+        )
     if not os.access(ancestor, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         where = target if target.exists() else ancestor
-        raise ConfigError(f"{field_name} = {path!r} is not writable ({str(where)!r} is read-only or not ours); "
-                          "expected a path in a writable directory")
-
+        raise ConfigError(
+            f"{field_name} = {path!r} is not writable ({str(where)!r} is read-only or not ours); "
+            "expected a path in a writable directory"
+        )
 
 
 def default_run_dir(runs_dir: str, env_name: str) -> Path:
@@ -324,7 +353,7 @@ def default_run_dir(runs_dir: str, env_name: str) -> Path:
     return candidate
 
 
-def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
+def resolve(spec: RunSpec, env_cls: type[Any]) -> ResolvedRun:
     """Build validated env + server configs for ``env_cls`` from ``spec``."""
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
@@ -334,8 +363,8 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     yaml_cfg = load_yaml(spec.config_path) if spec.config_path else {}
     yaml_src = f"config file {spec.config_path!r}"
     flags = parse_flags(spec.flags)
-    notes: List[str] = []
-    sources: Dict[str, str] = {}
+    notes: list[str] = []
+    sources: dict[str, str] = {}
 
     try:
         init_env, init_servers = env_cls.config_init()
@@ -351,8 +380,12 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
         if spec.mode == "process":
             base["ensure_scores_are_not_same"] = False
             base["include_messages"] = True
-            sources.update({"env.ensure_scores_are_not_same": "process mode default",
-                            "env.include_messages": "process mode default"})
+            sources.update(
+                {
+                    "env.ensure_scores_are_not_same": "process mode default",
+                    "env.include_messages": "process mode default",
+                }
+            )
         base["use_wandb"] = False
         sources["env.use_wandb"] = f"{spec.mode} mode default (offline)"
     if base.get("tokenizer_name") in (None, "", _HUB_DEFAULT_TOKENIZER) and "tokenizer_name" not in explicit:
@@ -404,7 +437,11 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
             _build(
                 server_model,
                 template.model_dump(),
-                [(f"{yaml_src} openai[{i}]", dict(entry)), ("flags", oai_flags), ("overrides", dict(spec.openai_overrides))],
+                [
+                    (f"{yaml_src} openai[{i}]", dict(entry)),
+                    ("flags", oai_flags),
+                    ("overrides", dict(spec.openai_overrides)),
+                ],
                 f"openai[{i}].",
                 sources,
             )
@@ -423,7 +460,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     phase2 = []
     if isinstance(yaml_p2, list):
         p2_pairs = [(phase1[min(i, len(phase1) - 1)], entry) for i, entry in enumerate(yaml_p2)]
-        common: Dict[str, Any] = {}
+        common: dict[str, Any] = {}
     else:
         p2_pairs = [(cfg, {}) for cfg in phase1]
         common = dict(yaml_p2)
@@ -492,7 +529,7 @@ def resolve(spec: RunSpec, env_cls: Type[Any]) -> ResolvedRun:
     )
 
 
-def _token_level(servers: List[Any], where: str) -> bool:
+def _token_level(servers: list[Any], where: str) -> bool:
     """True when every server is token-level (vllm/sglang/trl); a mix is refused."""
     kinds = [cfg.server_type in _PHASE2_TYPES for cfg in servers]
     if any(kinds) and not all(kinds):

@@ -7,7 +7,7 @@ Secrets (api keys, tokens) are never shown, only whether they are set.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 from environments.redact import is_secret_env_name, safe_head
 
@@ -22,10 +22,10 @@ def shown_value(key: str, value: Any) -> str:
     return safe_head(value if isinstance(value, str) else repr(value), VALUE_LIMIT)
 
 
-def config_rows(resolved: Any) -> List[Dict[str, str]]:
+def config_rows(resolved: Any) -> list[dict[str, str]]:
     """Rows {section, key, value, source} for the env, each phase 1 and phase 2 server, and the run."""
-    sources: Dict[str, str] = dict(getattr(resolved, "sources", {}) or {})
-    rows: List[Dict[str, str]] = []
+    sources: dict[str, str] = dict(getattr(resolved, "sources", {}) or {})
+    rows: list[dict[str, str]] = []
 
     def add(section: str, prefix: str, model: Any, default: str) -> None:
         try:
@@ -34,8 +34,14 @@ def config_rows(resolved: Any) -> List[Dict[str, str]]:
             values = {"(config)": model}
         for key, value in values.items():
             name = prefix + key
-            rows.append({"section": section, "key": name, "value": shown_value(key, value),
-                         "source": sources.get(name, default)})
+            rows.append(
+                {
+                    "section": section,
+                    "key": name,
+                    "value": shown_value(key, value),
+                    "source": sources.get(name, default),
+                }
+            )
 
     add("env", "env.", resolved.env_config, "config_init()")
     for i, cfg in enumerate(resolved.phase1_servers):
@@ -43,11 +49,13 @@ def config_rows(resolved: Any) -> List[Dict[str, str]]:
     for i, cfg in enumerate(resolved.phase2_servers):
         add("phase2", f"phase2[{i}].", cfg, f"openai[{i}]")
     spec = resolved.spec
-    run = [("mode", spec.mode, "command line"),
-           ("phase", resolved.phase, "--phase" if spec.phase is not None else "derived from the server types"),
-           ("max_in_flight", spec.max_in_flight, "--max-in-flight" if spec.max_in_flight else "default"),
-           ("run_dir", str(resolved.run_dir), sources.get("env.data_path_to_save_groups", "env.data_path_to_save_groups")),
-           ("config_path", spec.config_path, "--config" if spec.config_path else "none")]
+    run = [
+        ("mode", spec.mode, "command line"),
+        ("phase", resolved.phase, "--phase" if spec.phase is not None else "derived from the server types"),
+        ("max_in_flight", spec.max_in_flight, "--max-in-flight" if spec.max_in_flight else "default"),
+        ("run_dir", str(resolved.run_dir), sources.get("env.data_path_to_save_groups", "env.data_path_to_save_groups")),
+        ("config_path", spec.config_path, "--config" if spec.config_path else "none"),
+    ]
     for key, value, source in run:
         rows.append({"section": "run", "key": f"run.{key}", "value": shown_value(key, value), "source": source})
     return rows

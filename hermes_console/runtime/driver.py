@@ -19,13 +19,13 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from environments import events
-from environments.redact import safe_head
-from hermes_console.runtime import events as rev
 from environments.atropos_compat import drop_reason
+from environments.redact import safe_head
 from hermes_console.runtime import atropos_bridge
+from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import ResolvedRun
 from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
@@ -34,7 +34,7 @@ from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, 
 logger = logging.getLogger(__name__)
 
 # Set inside an on-demand evaluation's task: lets the observer count its rollouts.
-current_eval_id: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("hermes_current_eval_id", default=None)
+current_eval_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_current_eval_id", default=None)
 
 DEFAULT_MAX_IN_FLIGHT = 8
 MAX_INFRA_ERRORS = 4_096  # bounded: rollouts cancelled before finishing never pop theirs
@@ -47,7 +47,7 @@ class GroupRecord:
     group_id: str
     item: Any
     started: float
-    task: Optional["asyncio.Task[None]"] = None
+    task: asyncio.Task[None] | None = None
     accounted: bool = False
 
 
@@ -55,7 +55,7 @@ def _emit(event: events.Event) -> None:
     events.emit(event)
 
 
-def _unpack(result: Any) -> Tuple[Any, List[Any]]:
+def _unpack(result: Any) -> tuple[Any, list[Any]]:
     if isinstance(result, tuple) and len(result) == 2:
         return result[0], list(result[1] or [])
     return result, []
@@ -68,7 +68,7 @@ class Driver:
         resolved: ResolvedRun,
         *,
         phase: int = 1,
-        max_in_flight: Optional[int] = None,
+        max_in_flight: int | None = None,
         idle_poll_s: float = 0.1,
     ) -> None:
         self.env = env
@@ -78,23 +78,25 @@ class Driver:
         cfg = env.config
         self.total_steps = int(getattr(cfg, "total_steps", 0) or 0)
         timeout = float(getattr(cfg, "worker_timeout", -1) or -1)
-        self.worker_timeout: Optional[float] = timeout if timeout > 0 else None
+        self.worker_timeout: float | None = timeout if timeout > 0 else None
         workers = getattr(env, "max_num_workers", -1)
-        self.max_in_flight = max_in_flight or (workers if isinstance(workers, int) and workers > 0 else DEFAULT_MAX_IN_FLIGHT)
+        self.max_in_flight = max_in_flight or (
+            workers if isinstance(workers, int) and workers > 0 else DEFAULT_MAX_IN_FLIGHT
+        )
         self.idle_poll_s = idle_poll_s
-        self.in_flight: Dict[str, GroupRecord] = {}
+        self.in_flight: dict[str, GroupRecord] = {}
         self.done = 0  # completed + dropped + failed (process mode's step count)
         self.completed = 0
         self.received = 0
         self.get_next_item_calls = 0
         self._sequence_pos = 0  # position in the env's item sequence (sharding)
         self.status = "loading"
-        self.last_metrics: Dict[str, Any] = {}
+        self.last_metrics: dict[str, Any] = {}
         self._intake_open = True  # operator gate
         self._trainer_open = self.mode != "serve"  # serve-mode back-pressure gate
         self._stopping = False
         self._finished = False
-        self._intake_error: Optional[str] = None  # set once: no more items can be taken or stored
+        self._intake_error: str | None = None  # set once: no more items can be taken or stored
         self._wake = asyncio.Event()
         # Set by shutdown() once the drain has ended (groups finished or cancelled): until then
         # the jsonl and the trainer link stay open for groups finishing in the drain.
@@ -103,25 +105,27 @@ class Driver:
         # Rollouts that ended in an error (server call failed after retries, sandbox or setup
         # failure): their group is no training data. A long unbroken run of them means the
         # backend is unusable (garbage server, broken sandbox root): intake stops, fatally.
-        self._rollout_errors: Dict[str, str] = {}
-        self._infra_errors: "OrderedDict[str, str]" = OrderedDict()  # rollout id -> sandbox backend failure
+        self._rollout_errors: dict[str, str] = {}
+        self._infra_errors: OrderedDict[str, str] = OrderedDict()  # rollout id -> sandbox backend failure
         self._error_streak = 0
         self._last_rollout_error = ""
         group_size = int(getattr(cfg, "group_size", 1) or 1)
         self.fatal_error_streak = max(FATAL_ERROR_STREAK, 2 * group_size)
-        self._seen_drops: Dict[str, str] = {}
-        self._seen_failed: Dict[str, str] = {}
-        self._eval_task: Optional["asyncio.Task[Dict[str, Any]]"] = None
+        self._seen_drops: dict[str, str] = {}
+        self._seen_failed: dict[str, str] = {}
+        self._eval_task: asyncio.Task[dict[str, Any]] | None = None
         self._eval_rollouts = 0
         self._eval_seq = 0
         self._switching = False
-        self._trainer: Optional[Any] = None  # serve mode: TrainerLink
-        self.wandb: Optional[Any] = None  # WandbLink, set by the host when the run has one
+        self._trainer: Any | None = None  # serve mode: TrainerLink
+        self.wandb: Any | None = None  # WandbLink, set by the host when the run has one
         self.run_dir = Path(resolved.run_dir)
-        self.writer: Optional[GroupWriter] = None
+        self.writer: GroupWriter | None = None
         jsonl = getattr(cfg, "data_path_to_save_groups", None)
-        self.jsonl_path: Optional[str] = jsonl
-        self.dropped = DroppedWriter(str(Path(jsonl).with_name("dropped.jsonl") if jsonl else self.run_dir / "dropped.jsonl"))
+        self.jsonl_path: str | None = jsonl
+        self.dropped = DroppedWriter(
+            str(Path(jsonl).with_name("dropped.jsonl") if jsonl else self.run_dir / "dropped.jsonl")
+        )
         self._install_writer()
         events.add_observer(self._watch)
 
@@ -139,7 +143,7 @@ class Driver:
         self.writer = GroupWriter(self.jsonl_path, item_of=self._item_summary)
         atropos_bridge.install_jsonl_writer(self.env, self.writer)
 
-    def _item_summary(self, group_id: str) -> Optional[str]:
+    def _item_summary(self, group_id: str) -> str | None:
         rec = self.in_flight.get(group_id)
         return safe_head(_summary_of(rec.item), 200) if rec is not None else None
 
@@ -201,7 +205,7 @@ class Driver:
             self._set_status("finished", f"evaluation done: {len(result)} metric(s)")
             self._finished = True
             return
-        trainer: Optional["asyncio.Task[None]"] = None
+        trainer: asyncio.Task[None] | None = None
         if self.mode == "serve":
             from hermes_console.runtime.trainer import TrainerLink
 
@@ -320,12 +324,14 @@ class Driver:
                 return
             if not scored:
                 if rec.group_id in self._seen_failed:
-                    self._account(rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]),
-                                  emit=False)
+                    self._account(
+                        rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]), emit=False
+                    )
                 else:
                     seen = self._seen_drops.get(rec.group_id)
-                    self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=seen or "empty_group"),
-                                  emit=seen is None)
+                    self._account(
+                        rec, events.ItemDropped(group_id=rec.group_id, reason=seen or "empty_group"), emit=seen is None
+                    )
                 return
             processed = await self.env.postprocess_histories(scored)
             await self._send(rec, processed)
@@ -350,16 +356,23 @@ class Driver:
     def _check_error_streak(self) -> None:
         """Stop intake when the last rollouts all failed: the backend cannot produce data."""
         if self._error_streak >= self.fatal_error_streak:
-            self._stop_intake(f"the last {self._error_streak} rollouts all failed (none succeeded in between), "
-                              f"the backend looks unusable; last error: {self._last_rollout_error}")
+            self._stop_intake(
+                f"the last {self._error_streak} rollouts all failed (none succeeded in between), "
+                f"the backend looks unusable; last error: {self._last_rollout_error}"
+            )
 
     def _stop_intake(self, reason: str) -> None:
         """Close intake for good and say why; the intake loop ends the run once in-flight groups finish."""
         if self._intake_error is not None:
             return
         self._intake_error = reason
-        _emit(rev.LogRecord(level="ERROR", logger="runtime",
-                            message=f"{reason}; intake stopped, finishing {len(self.in_flight)} in-flight group(s)"))
+        _emit(
+            rev.LogRecord(
+                level="ERROR",
+                logger="runtime",
+                message=f"{reason}; intake stopped, finishing {len(self.in_flight)} in-flight group(s)",
+            )
+        )
         self._poke()
 
     def _account(self, rec: GroupRecord, event: events.Event, emit: bool = True) -> bool:
@@ -377,7 +390,7 @@ class Driver:
         already = rec.group_id in self._seen_failed  # the env reported it itself
         self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
 
-    def _drop_reason(self, group: Any) -> Optional[Tuple[str, str]]:
+    def _drop_reason(self, group: Any) -> tuple[str, str] | None:
         # Over-long sequences are never kept (nor sent): the same rule as atroposlib's own serve path.
         return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), True)
 
@@ -414,14 +427,14 @@ class Driver:
             # In the jsonl (and unsent.jsonl), but the trainer did not provably get it.
             self._fail(rec, send_error.message, send_error.kind)
             return
-        scores: List[float] = []
+        scores: list[float] = []
         for group in valid:
             if isinstance(group, dict):
                 scores.extend(float(s) for s in group.get("scores") or [])
         self.completed += 1
         self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
 
-    def _drop_all(self, rec: GroupRecord, groups: List[Any], reasons: List[Optional[Tuple[str, str]]]) -> None:
+    def _drop_all(self, rec: GroupRecord, groups: list[Any], reasons: list[tuple[str, str] | None]) -> None:
         """Account ``rec`` as dropped (the env's own reason first) and keep its groups in dropped.jsonl."""
         seen = self._seen_drops.get(rec.group_id)
         first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
@@ -434,7 +447,7 @@ class Driver:
         self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail), emit=seen is None)
 
     async def _wandb_log(self) -> None:
-        metrics: Dict[str, Any] = {}
+        metrics: dict[str, Any] = {}
         if self.wandb is not None:
             self.wandb.step_metrics(metrics)  # our figures ride in the same wandb step
         try:
@@ -460,7 +473,7 @@ class Driver:
         if not self._stopping and not self._finished:
             self._set_status("running")
 
-    async def drain(self, deadline_s: Optional[float] = None) -> bool:
+    async def drain(self, deadline_s: float | None = None) -> bool:
         """Wait for in-flight groups; True when none is left."""
         tasks = [r.task for r in self.in_flight.values() if r.task is not None]
         if tasks:
@@ -492,12 +505,21 @@ class Driver:
         if self._switching:
             raise RuntimeError("a phase switch is already in progress")
         from_phase = self.phase
-        _emit(rev.PhaseSwitch(stage="requested", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight)))
+        _emit(
+            rev.PhaseSwitch(stage="requested", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight))
+        )
         self._switching = True
         self._poke()
         try:
-            _emit(rev.PhaseSwitch(stage="draining", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight),
-                                  detail="cancelling in-flight groups" if cancel_in_flight else "waiting for in-flight groups"))
+            _emit(
+                rev.PhaseSwitch(
+                    stage="draining",
+                    from_phase=from_phase,
+                    to_phase=to_phase,
+                    in_flight=len(self.in_flight),
+                    detail="cancelling in-flight groups" if cancel_in_flight else "waiting for in-flight groups",
+                )
+            )
             if cancel_in_flight:
                 await self.cancel_in_flight(reason="phase switch")
             else:
@@ -506,8 +528,14 @@ class Driver:
             try:
                 new_manager = build_server_manager(self.env, self.resolved.servers_for(to_phase), to_phase)
             except Exception as exc:
-                _emit(rev.PhaseSwitch(stage="failed", from_phase=from_phase, to_phase=to_phase,
-                                      detail=f"could not build phase {to_phase} servers: {first_line(exc)}"))
+                _emit(
+                    rev.PhaseSwitch(
+                        stage="failed",
+                        from_phase=from_phase,
+                        to_phase=to_phase,
+                        detail=f"could not build phase {to_phase} servers: {first_line(exc)}",
+                    )
+                )
                 raise
             old = self.env.server
             atropos_bridge.install_server_manager(self.env, new_manager)
@@ -520,7 +548,7 @@ class Driver:
 
     # ------------------------------------------------------------------ evaluation
 
-    async def evaluate(self, pause_intake: bool = False) -> Dict[str, Any]:
+    async def evaluate(self, pause_intake: bool = False) -> dict[str, Any]:
         if self._eval_task is not None and not self._eval_task.done():
             raise EvalBusy("an evaluation is already running; wait for it to finish before starting another")
         self._eval_seq += 1
@@ -543,7 +571,7 @@ class Driver:
                 continue
         return 0
 
-    async def _run_eval(self, eval_id: str, pause_intake: bool) -> Dict[str, Any]:
+    async def _run_eval(self, eval_id: str, pause_intake: bool) -> dict[str, Any]:
         env = self.env
         eval_dir = self.run_dir / "evals" / eval_id
         eval_dir.mkdir(parents=True, exist_ok=True)
@@ -551,9 +579,9 @@ class Driver:
         if paused_here:
             self.pause()
         _emit(rev.EvalStarted(eval_id=eval_id, intake_paused=pause_intake))
-        captured: Dict[str, Any] = {"metrics": {}, "samples": None}
+        captured: dict[str, Any] = {"metrics": {}, "samples": None}
 
-        async def capture(metrics: Dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        async def capture(metrics: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             captured["metrics"].update(metrics or {})
             if kwargs.get("samples"):
                 captured["samples"] = list(kwargs["samples"])
@@ -564,9 +592,11 @@ class Driver:
         original, restore_evaluate_log = atropos_bridge.route_evaluate_log(env, capture)
         self._eval_rollouts = 0
         total = self._eval_total()
-        progress = asyncio.get_running_loop().create_task(self._eval_progress(eval_id, total), name="hermes-eval-progress")
+        progress = asyncio.get_running_loop().create_task(
+            self._eval_progress(eval_id, total), name="hermes-eval-progress"
+        )
         t0 = time.monotonic()
-        error: Optional[str] = None
+        error: str | None = None
         try:
             returned = await env.evaluate()
             if not captured["metrics"] and isinstance(returned, dict):
@@ -584,10 +614,15 @@ class Driver:
             metrics = jsonable(captured["metrics"])
             samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
             if total or self._eval_rollouts:
-                _emit(rev.EvalProgress(eval_id=eval_id, done=self._eval_rollouts, total=max(total, self._eval_rollouts)))
+                _emit(
+                    rev.EvalProgress(eval_id=eval_id, done=self._eval_rollouts, total=max(total, self._eval_rollouts))
+                )
             duration = time.monotonic() - t0
-            _emit(rev.EvalFinished(eval_id=eval_id, metrics=metrics, samples_path=samples_path, error=error,
-                                   duration_s=duration))
+            _emit(
+                rev.EvalFinished(
+                    eval_id=eval_id, metrics=metrics, samples_path=samples_path, error=error, duration_s=duration
+                )
+            )
             if self.wandb is not None:
                 self.wandb.log_eval(eval_id, metrics, duration, error)
             if paused_here and not self._stopping:
@@ -605,7 +640,7 @@ class Driver:
                 _emit(rev.EvalProgress(eval_id=eval_id, done=last, total=max(total, last)))
 
     @staticmethod
-    def _write_eval_files(eval_dir: Path, metrics: Dict[str, Any], samples: Optional[List[Any]]) -> Optional[str]:
+    def _write_eval_files(eval_dir: Path, metrics: dict[str, Any], samples: list[Any] | None) -> str | None:
         metrics_path = eval_dir / "metrics.json"
         if not metrics_path.exists():
             metrics_path.write_text(dumps_strict({"results": {"all": metrics}}, indent=2))
@@ -646,7 +681,7 @@ class Driver:
         pending = {r.task for r in self.in_flight.values() if r.task is not None}
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0.0, deadline_s)
-        cut: "asyncio.Task[Any]" = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
+        cut: asyncio.Task[Any] = loop.create_task(self._cut.wait(), name="hermes-drain-cut")
         try:
             while pending and not self._cut.is_set():
                 remaining = end - loop.time()
@@ -674,9 +709,15 @@ class Driver:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 generate_html(self.writer.path)
         except SystemExit:
-            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"could not write html beside {self.writer.path}"))
+            _emit(
+                rev.LogRecord(
+                    level="WARNING", logger="runtime", message=f"could not write html beside {self.writer.path}"
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - the html is a convenience
-            _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"html generation failed: {first_line(exc)}"))
+            _emit(
+                rev.LogRecord(level="WARNING", logger="runtime", message=f"html generation failed: {first_line(exc)}")
+            )
 
 
 def _summary_of(item: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 
 class ConfigError(ValueError):
@@ -40,7 +40,7 @@ def describe_value(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def first_line(exc: Optional[BaseException]) -> str:
+def first_line(exc: BaseException | None) -> str:
     if exc is None:
         return ""
     from environments.redact import redact  # start-up errors quote URLs and keys: never show them

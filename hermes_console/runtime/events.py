@@ -6,7 +6,7 @@ serialisation of :mod:`environments.events`, so one event log holds both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, ClassVar
 
 from environments.events import Event
 
@@ -26,11 +26,11 @@ class RunConfigured(Event):
     terminal_timeout_s: float = 0.0
     terminal_lifetime_s: float = 0.0
     total_steps: int = 0
-    jsonl_path: Optional[str] = None
-    servers: List[str] = field(default_factory=list)
+    jsonl_path: str | None = None
+    servers: list[str] = field(default_factory=list)
     shard: str = ""  # "i/n (source)" when this host takes a share of the items
     # The resolved config, one {section, key, value, source} per value (secrets hidden).
-    config: List[Dict[str, str]] = field(default_factory=list)
+    config: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,7 +55,7 @@ class ItemCompleted(Event):
 
     kind: ClassVar[str] = "item_completed"
     group_id: str
-    scores: List[float] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
     step: int = 0
 
 
@@ -96,9 +96,9 @@ class EvalProgress(Event):
 class EvalFinished(Event):
     kind: ClassVar[str] = "eval_finished"
     eval_id: str
-    metrics: Dict[str, Any] = field(default_factory=dict)
-    samples_path: Optional[str] = None
-    error: Optional[str] = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    samples_path: str | None = None
+    error: str | None = None
     duration_s: float = 0.0
 
 
@@ -109,7 +109,7 @@ class ServerStats(Event):
 
     kind: ClassVar[str] = "server_stats"
     phase: int
-    servers: List[Dict[str, Any]] = field(default_factory=list)
+    servers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,7 +142,7 @@ class TrainerStatus(Event):
     batch_size: int = 0
     group_size: int = 0
     max_group_size: int = 0
-    env_id: Optional[int] = None
+    env_id: int | None = None
     env_weight: float = 0.0
     unallocated_fraction: float = 0.0
     groups_sent: int = 0
@@ -152,11 +152,11 @@ class TrainerStatus(Event):
     send_unknown: int = 0  # of those, groups run-api may have stored (not re-posted; in unsent.jsonl)
     send_retries: int = 0  # re-posts of groups that provably never reached the API
     reregistrations: int = 0  # run-api restarts recovered by registering again
-    last_send_error: Optional[str] = None
+    last_send_error: str | None = None
     backpressure: bool = False  # queue holds max_batches_offpolicy batches: no new work
     wait_trainer_s: float = 0.0  # intake held by the trainer (registration, back-pressure, target queued)
     wait_inference_s: float = 0.0  # the trainer wanted more but every slot waited on rollouts
-    warning: Optional[str] = None
+    warning: str | None = None
     detail: str = ""
 
 

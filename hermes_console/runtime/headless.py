@@ -14,7 +14,7 @@ import math
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -52,12 +52,17 @@ def summary_table(state: ConsoleState) -> Table:
         t.add_row("  errors", f"{n} × {kind}")
     rs = state.reward_summary()
     t.add_row("rewards", f"n={rs['n']} mean={_fmt(rs['mean'])} p50={_fmt(rs['p50'])} p90={_fmt(rs['p90'])}")
-    t.add_row("rollouts", f"{state.rollouts_finished} finished, tool calls {state.tool_calls_total} ({state.tool_errors_total} errors)")
+    t.add_row(
+        "rollouts",
+        f"{state.rollouts_finished} finished, tool calls {state.tool_calls_total} ({state.tool_errors_total} errors)",
+    )
     dh = state.data_health
     if dh.rollouts:
-        figures = (f"trained {dh.trainable_tokens}/{dh.tokens} tokens ({dh.trained_share:.0%}), "
-                   f"turns {dh.trainable_turns}/{dh.assistant_turns}, drift {dh.drift}, "
-                   f"multi-node {dh.multi_node}, placeholder {dh.placeholder}")
+        figures = (
+            f"trained {dh.trainable_tokens}/{dh.tokens} tokens ({dh.trained_share:.0%}), "
+            f"turns {dh.trainable_turns}/{dh.assistant_turns}, drift {dh.drift}, "
+            f"multi-node {dh.multi_node}, placeholder {dh.placeholder}"
+        )
         problems = dh.problems()
         t.add_row("data", figures if not problems else f"[bold red]UNHEALTHY[/] {figures}")
         for problem in problems:
@@ -88,9 +93,9 @@ STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 FORCE_WAIT_S = 60.0  # after a forced stop: in-flight groups are cancelled, outputs closed
 
 
-def _install_stop_handlers(on_signal: Any) -> Dict[int, Any]:
+def _install_stop_handlers(on_signal: Any) -> dict[int, Any]:
     """SIGINT, SIGTERM and SIGHUP all take the graceful path (main thread only)."""
-    previous: Dict[int, Any] = {}
+    previous: dict[int, Any] = {}
     if threading.current_thread() is not threading.main_thread():
         return previous
     for name in STOP_SIGNALS:
@@ -124,8 +129,10 @@ def progress_line(state: ConsoleState, now: float) -> str:
         parts.append(f"shard={state.run.shard.split(' ')[0]}")
     if state.trainer is not None:
         t = state.trainer
-        parts.append(f"trainer={t.state} step={t.current_step}/{t.total_steps} confirmed={t.groups_sent} "
-                     f"unknown={t.send_unknown} send_errors={t.send_errors}")
+        parts.append(
+            f"trainer={t.state} step={t.current_step}/{t.total_steps} confirmed={t.groups_sent} "
+            f"unknown={t.send_unknown} send_errors={t.send_errors}"
+        )
     return " ".join(parts)
 
 
@@ -140,15 +147,16 @@ def _progress_every() -> float:
         return PROGRESS_EVERY_S
 
 
-def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline_s: float = 10.0,
-                 sigterm_exit_code: int = EXIT_OK) -> int:
+def run_headless(
+    runtime: Any, console: Console | None = None, drain_deadline_s: float = 10.0, sigterm_exit_code: int = EXIT_OK
+) -> int:
     """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
 
     The first SIGINT/SIGTERM/SIGHUP stops gracefully (drain up to ``drain_deadline_s``); a
     second one forces the stop: in-flight groups are cancelled (and accounted) at once."""
     console = console or Console(stderr=False)
     state = ConsoleState()
-    received: List[int] = []  # signals, in order; handled by the loop below (not in the handler)
+    received: list[int] = []  # signals, in order; handled by the loop below (not in the handler)
     handled = 0
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -169,8 +177,11 @@ def run_headless(runtime: Any, console: Optional[Console] = None, drain_deadline
         while handled < len(received):
             name = signal.Signals(received[handled]).name
             if handled == 0:
-                _say(out, f"{name}: stopping, draining in-flight groups for up to {drain_deadline_s:g}s "
-                          "(send it again to cancel them now)")
+                _say(
+                    out,
+                    f"{name}: stopping, draining in-flight groups for up to {drain_deadline_s:g}s "
+                    "(send it again to cancel them now)",
+                )
                 runtime.stop(drain_deadline_s)
             elif handled == 1:
                 _say(out, f"{name} again: cancelling in-flight groups now")
@@ -257,7 +268,7 @@ def _force_stop(runtime: Any, state: ConsoleState) -> None:
     state.apply_all(runtime.drain())
 
 
-def _records(batch: List[Any]) -> List[Any]:
+def _records(batch: list[Any]) -> list[Any]:
     """Log records in a drained batch, including those the queue folded into a segment."""
     out = []
     for item in batch:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from environments import events
 from hermes_console.runtime import events as rev
@@ -33,8 +34,12 @@ from hermes_console.runtime import events as rev
 DOWN_AFTER = 3
 PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 2.0
-_ATTEMPTS = ("_chat_completion_wrapper", "_completion_wrapper", "_tokens_and_logprobs_completion_wrapper",
-             "_get_logprobs_wrapper")
+_ATTEMPTS = (
+    "_chat_completion_wrapper",
+    "_completion_wrapper",
+    "_tokens_and_logprobs_completion_wrapper",
+    "_get_logprobs_wrapper",
+)
 _PUBLIC = ("chat_completion", "completion", "tokens_and_logprobs_completion", "get_logprobs")
 _MARK = "_hermes_health"
 
@@ -46,10 +51,10 @@ class Health:
     consecutive_failures: int = 0
     connection_failures: int = 0
     rerouted: int = 0
-    down_since: Optional[float] = None  # wall time, for the console
-    last_failure: Optional[str] = None
+    down_since: float | None = None  # wall time, for the console
+    last_failure: str | None = None
     down: asyncio.Event = field(default_factory=asyncio.Event)
-    probe: Optional["asyncio.Task[None]"] = None
+    probe: asyncio.Task[None] | None = None
 
 
 def is_connection_failure(exc: BaseException) -> bool:
@@ -86,7 +91,7 @@ def _probe_url(server: Any) -> str:
     return base + "/health"
 
 
-def _pick_healthy(manager: Any, exclude: Any) -> Optional[Any]:
+def _pick_healthy(manager: Any, exclude: Any) -> Any | None:
     """The healthy sibling with the most free train slots (ServerManager's rule)."""
     best, best_free = None, -1
     for server in getattr(manager, "servers", []) or []:
@@ -174,10 +179,15 @@ def mark_down(server: Any, health: Health) -> None:
     server.server_healthy = False
     health.down_since = time.time()
     health.down.set()
-    events.emit(rev.LogRecord(level="WARNING", logger="servers",
-                              message=f"server {health.index} ({health.url}) marked unhealthy after "
-                                      f"{health.consecutive_failures} connection failures: {health.last_failure}; "
-                                      "routing around it"))
+    events.emit(
+        rev.LogRecord(
+            level="WARNING",
+            logger="servers",
+            message=f"server {health.index} ({health.url}) marked unhealthy after "
+            f"{health.consecutive_failures} connection failures: {health.last_failure}; "
+            "routing around it",
+        )
+    )
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -191,8 +201,13 @@ def mark_up(server: Any, health: Health) -> None:
     health.consecutive_failures = 0
     health.down_since = None
     health.down = asyncio.Event()  # callers waiting on the old event keep their state
-    events.emit(rev.LogRecord(level="INFO", logger="servers",
-                              message=f"server {health.index} ({health.url}) answers again; back in rotation"))
+    events.emit(
+        rev.LogRecord(
+            level="INFO",
+            logger="servers",
+            message=f"server {health.index} ({health.url}) answers again; back in rotation",
+        )
+    )
 
 
 async def _probe(server: Any, health: Health) -> None:
@@ -209,13 +224,13 @@ async def _probe(server: Any, health: Health) -> None:
                     if resp.status < 500:
                         mark_up(server, health)
                         return
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 continue
 
 
-def health_row(server: Any) -> Dict[str, Any]:
+def health_row(server: Any) -> dict[str, Any]:
     """Extra ServerStats fields for one server."""
-    health: Optional[Health] = getattr(server, _MARK, None)
+    health: Health | None = getattr(server, _MARK, None)
     if health is None:
         return {}
     return {
@@ -228,9 +243,9 @@ def health_row(server: Any) -> Dict[str, Any]:
 
 
 async def stop_probes(manager: Any) -> None:
-    tasks: List["asyncio.Task[None]"] = []
+    tasks: list[asyncio.Task[None]] = []
     for server in getattr(manager, "servers", []) or []:
-        health: Optional[Health] = getattr(server, _MARK, None)
+        health: Health | None = getattr(server, _MARK, None)
         if health is not None and health.probe is not None and not health.probe.done():
             health.probe.cancel()
             tasks.append(health.probe)

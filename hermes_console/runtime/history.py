@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -52,7 +52,7 @@ class RolloutRecord:
     started_at: float
     finished_at: float
     status: str  # done | error | cancelled
-    score: Optional[float] = None
+    score: float | None = None
     turns: int = 0
     tool_errors: int = 0
     duration_s: float = 0.0
@@ -66,7 +66,7 @@ class RolloutRecord:
     tokens: int = 0
     generated_tokens: int = 0
     llm_calls: int = 0
-    reward_details: Dict[str, Any] = field(default_factory=dict)
+    reward_details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def other_s(self) -> float:
@@ -78,8 +78,19 @@ class RolloutRecord:
         return self.generated_tokens / self.generation_s if self.generation_s > 0 else math.nan
 
     def search_text(self) -> str:
-        return " ".join((self.label, self.rollout_id, self.group_id, self.group_label, self.item, self.error,
-                         self.drop_reason, self.outcome, self.status)).lower()
+        return " ".join(
+            (
+                self.label,
+                self.rollout_id,
+                self.group_id,
+                self.group_label,
+                self.item,
+                self.error,
+                self.drop_reason,
+                self.outcome,
+                self.status,
+            )
+        ).lower()
 
 
 @dataclass
@@ -98,8 +109,8 @@ class Bucket:
     start: float
     rollouts: int = 0
     errors: int = 0
-    rewards: List[float] = field(default_factory=list)
-    latencies: List[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -116,24 +127,31 @@ class History:
     def __init__(self) -> None:
         self.version = 0  # any change (timing, errors, records)
         self.records_version = 0  # a record was added or its group's fate reached it
-        self.records: "OrderedDict[str, RolloutRecord]" = OrderedDict()
-        self.group_labels: "OrderedDict[str, str]" = OrderedDict()
-        self.rollout_labels: "OrderedDict[str, str]" = OrderedDict()
-        self._by_label: Dict[str, str] = {}
+        self.records: OrderedDict[str, RolloutRecord] = OrderedDict()
+        self.group_labels: OrderedDict[str, str] = OrderedDict()
+        self.rollout_labels: OrderedDict[str, str] = OrderedDict()
+        self._by_label: dict[str, str] = {}
         self._groups_seen = 0
-        self._group_rollouts: Dict[str, List[str]] = {}
-        self._received_at: Dict[str, float] = {}
-        self._live: Dict[str, _Live] = {}
-        self.latencies: Deque[float] = deque(maxlen=MAX_LATENCIES)
-        self.errors: Deque[ErrorRecord] = deque(maxlen=MAX_ERRORS)
+        self._group_rollouts: dict[str, list[str]] = {}
+        self._received_at: dict[str, float] = {}
+        self._live: dict[str, _Live] = {}
+        self.latencies: deque[float] = deque(maxlen=MAX_LATENCIES)
+        self.errors: deque[ErrorRecord] = deque(maxlen=MAX_ERRORS)
         self.error_counts: Counter[str] = Counter()
-        self.buckets: Deque[Bucket] = deque(maxlen=MAX_BUCKETS)
+        self.buckets: deque[Bucket] = deque(maxlen=MAX_BUCKETS)
         # Run totals over every finished rollout (not only the ones still in memory).
-        self.totals = {"rollouts": 0, "duration_s": 0.0, "generation_s": 0.0, "tool_s": 0.0, "reward_s": 0.0,
-                       "queue_s": 0.0, "generated_tokens": 0.0}
+        self.totals = {
+            "rollouts": 0,
+            "duration_s": 0.0,
+            "generation_s": 0.0,
+            "tool_s": 0.0,
+            "reward_s": 0.0,
+            "queue_s": 0.0,
+            "generated_tokens": 0.0,
+        }
         self._send_errors = 0
-        self._transport: Dict[str, int] = {}
-        self._with_texts: Deque[str] = deque()  # cumulative transport errors per server url
+        self._transport: dict[str, int] = {}
+        self._with_texts: deque[str] = deque()  # cumulative transport errors per server url
 
     # ------------------------------------------------------------------ queries
 
@@ -143,7 +161,7 @@ class History:
     def group_label_of(self, group_id: str) -> str:
         return self.group_labels.get(group_id, group_id)
 
-    def resolve(self, text: str) -> Optional[str]:
+    def resolve(self, text: str) -> str | None:
         """A rollout id from its id or readable label."""
         if text in self.rollout_labels:
             return text
@@ -159,28 +177,34 @@ class History:
                 return group_id
         return text
 
-    def siblings(self, rollout_id: str) -> List[str]:
+    def siblings(self, rollout_id: str) -> list[str]:
         """Rollout ids of the same group, in start order (including ``rollout_id``)."""
         record = self.records.get(rollout_id)
-        group_id = record.group_id if record else next(
-            (g for g, ids in self._group_rollouts.items() if rollout_id in ids), "")
+        group_id = (
+            record.group_id if record else next((g for g, ids in self._group_rollouts.items() if rollout_id in ids), "")
+        )
         return list(self._group_rollouts.get(group_id, [rollout_id]))
 
-    def latency_percentiles(self) -> Tuple[float, float]:
+    def latency_percentiles(self) -> tuple[float, float]:
         values = sorted(self.latencies)
         return _pct(values, 50), _pct(values, 95)
 
-    def error_rate(self, kind: Optional[str], now: float, window_s: float = 60.0) -> float:
+    def error_rate(self, kind: str | None, now: float, window_s: float = 60.0) -> float:
         """Errors of ``kind`` (all kinds when None) per minute over the last ``window_s``."""
         n = sum(1 for e in self.errors if e.ts > now - window_s and (kind is None or e.kind == kind))
         return n * 60.0 / window_s
 
-    def time_split(self) -> Dict[str, float]:
+    def time_split(self) -> dict[str, float]:
         """Run totals: seconds in generation / tools / reward / queue and the rest."""
         t = self.totals
         other = max(0.0, t["duration_s"] - t["generation_s"] - t["tool_s"] - t["reward_s"])
-        return {"generation": t["generation_s"], "tool": t["tool_s"], "reward": t["reward_s"],
-                "other": other, "queue": t["queue_s"]}
+        return {
+            "generation": t["generation_s"],
+            "tool": t["tool_s"],
+            "reward": t["reward_s"],
+            "other": other,
+            "queue": t["queue_s"],
+        }
 
     def tokens_per_s(self) -> float:
         """Generated (trained) tokens per second of generation; NaN until tokens are reported."""
@@ -196,15 +220,17 @@ class History:
             return "no finished rollouts yet"
         top = max(busy, key=lambda k: busy[k])
         share = busy[top] / total
-        hint = {"generation": "inference is the bottleneck (more servers / smaller max_tokens)",
-                "tool": "tools are the bottleneck (slow commands, timeouts)",
-                "reward": "compute_reward is the bottleneck",
-                "other": "setup outside generation/tools/reward dominates (sandboxes, tokenizing)"}[top]
+        hint = {
+            "generation": "inference is the bottleneck (more servers / smaller max_tokens)",
+            "tool": "tools are the bottleneck (slow commands, timeouts)",
+            "reward": "compute_reward is the bottleneck",
+            "other": "setup outside generation/tools/reward dominates (sandboxes, tokenizing)",
+        }[top]
         return f"{share:.0%} of rollout time in {top}: {hint}"
 
     # ------------------------------------------------------------------ apply
 
-    def apply(self, state: "ConsoleState", e: ev.Event) -> None:
+    def apply(self, state: ConsoleState, e: ev.Event) -> None:
         handler = _HANDLERS.get(type(e).kind)
         if handler is not None and handler(self, state, e) is not False:
             self.version += 1
@@ -213,8 +239,11 @@ class History:
         label = self.group_labels.get(group_id)
         if label is None:
             self._groups_seen += 1
-            label = group_id if _READABLE_GROUP.match(group_id) or group_id.startswith("eval-") \
+            label = (
+                group_id
+                if _READABLE_GROUP.match(group_id) or group_id.startswith("eval-")
                 else f"g{self._groups_seen:04d}"
+            )
             self.group_labels[group_id] = label
             while len(self.group_labels) > MAX_LABELS:
                 old, _ = self.group_labels.popitem(last=False)
@@ -230,7 +259,9 @@ class History:
         members = self._group_rollouts.setdefault(group_id, [])
         if rollout_id not in members:
             members.append(rollout_id)
-        label = rollout_id if rollout_id.startswith(group_label + "-r") else f"{group_label}-r{members.index(rollout_id)}"
+        label = (
+            rollout_id if rollout_id.startswith(group_label + "-r") else f"{group_label}-r{members.index(rollout_id)}"
+        )
         self.rollout_labels[rollout_id] = label
         self._by_label[label] = rollout_id
         while len(self.rollout_labels) > MAX_LABELS:
@@ -258,17 +289,24 @@ class History:
         self.error_counts[kind] += 1
         self._bucket(ts).errors += 1
 
-    def _record(self, state: "ConsoleState", rollout_id: str, group_id: str, ts: float) -> RolloutRecord:
+    def _record(self, state: ConsoleState, rollout_id: str, group_id: str, ts: float) -> RolloutRecord:
         r = state.rollouts.get(rollout_id)
         live = self._live.pop(rollout_id, _Live())
         started = r.started_at if r is not None else ts
         received = self._received_at.get(group_id)
         record = RolloutRecord(
-            rollout_id=rollout_id, label=self._rollout_label(rollout_id, group_id), group_id=group_id,
-            group_label=self._group_label(group_id), item=r.item_summary if r is not None else "",
-            phase=r.phase if r is not None else 1, started_at=started, finished_at=ts,
+            rollout_id=rollout_id,
+            label=self._rollout_label(rollout_id, group_id),
+            group_id=group_id,
+            group_label=self._group_label(group_id),
+            item=r.item_summary if r is not None else "",
+            phase=r.phase if r is not None else 1,
+            started_at=started,
+            finished_at=ts,
             status=r.status if r is not None else "done",
-            generation_s=live.generation_s, tool_s=live.tool_s, llm_calls=live.llm_calls,
+            generation_s=live.generation_s,
+            tool_s=live.tool_s,
+            llm_calls=live.llm_calls,
             queue_s=max(0.0, started - received) if received is not None else 0.0,
             error=live.first_tool_error,
         )
@@ -293,7 +331,7 @@ def _outcome(group_status: str) -> str:
     return {"completed": "kept"}.get(group_status, group_status)
 
 
-def _pct(values: List[float], q: float) -> float:
+def _pct(values: list[float], q: float) -> float:
     if not values:
         return math.nan
     pos = (len(values) - 1) * q / 100.0
@@ -305,36 +343,41 @@ def _pct(values: List[float], q: float) -> float:
 # ---------------------------------------------------------------------- handlers
 
 
-def _on_item_received(h: History, s: "ConsoleState", e: rev.ItemReceived) -> None:
+def _on_item_received(h: History, s: ConsoleState, e: rev.ItemReceived) -> None:
     h._group_label(e.group_id)
     h._received_at[e.group_id] = e.ts
 
 
-def _on_group_started(h: History, s: "ConsoleState", e: ev.GroupStarted) -> None:
+def _on_group_started(h: History, s: ConsoleState, e: ev.GroupStarted) -> None:
     h._group_label(e.group_id)
 
 
-def _on_rollout_started(h: History, s: "ConsoleState", e: ev.RolloutStarted) -> None:
+def _on_rollout_started(h: History, s: ConsoleState, e: ev.RolloutStarted) -> None:
     h._rollout_label(e.rollout_id, e.group_id)
     h._live[e.rollout_id] = _Live()
     while len(h._live) > MAX_LABELS:  # a rollout that never reported an end (its state was evicted)
         h._live.pop(next(iter(h._live)))
 
 
-def _on_turn_finished(h: History, s: "ConsoleState", e: ev.TurnFinished) -> None:
+def _on_turn_finished(h: History, s: ConsoleState, e: ev.TurnFinished) -> None:
     live = h._live.get(e.rollout_id)
     if live is not None:
         live.generation_s += max(0.0, e.latency_s)
         live.llm_calls += 1
     if e.error:
-        h._error(e.ts, "timeout" if "timeout" in e.error.lower() else "server", "api_error", e.error,
-                 h.label_of(e.rollout_id))
+        h._error(
+            e.ts,
+            "timeout" if "timeout" in e.error.lower() else "server",
+            "api_error",
+            e.error,
+            h.label_of(e.rollout_id),
+        )
         return
     h.latencies.append(e.latency_s)
     h._bucket(e.ts).latencies.append(e.latency_s)
 
 
-def _on_tool_finished(h: History, s: "ConsoleState", e: ev.ToolCallFinished) -> None:
+def _on_tool_finished(h: History, s: ConsoleState, e: ev.ToolCallFinished) -> None:
     live = h._live.get(e.rollout_id)
     if live is not None:
         live.tool_s += max(0.0, e.duration_s)
@@ -345,13 +388,14 @@ def _on_tool_finished(h: History, s: "ConsoleState", e: ev.ToolCallFinished) -> 
         h._error(e.ts, kind, f"tool:{e.error_kind or 'error'}", f"{e.tool_name}: {e.error}", h.label_of(e.rollout_id))
 
 
-def _on_rollout_finished(h: History, s: "ConsoleState", e: ev.RolloutFinished) -> None:
+def _on_rollout_finished(h: History, s: ConsoleState, e: ev.RolloutFinished) -> None:
     record = h._record(s, e.rollout_id, e.group_id, e.ts)
     record.status = "error" if e.error else "done"
     record.score = e.reward
     record.turns = e.turns_used
-    record.tool_errors = max(e.tool_error_count, s.rollouts[e.rollout_id].tool_errors
-                             if e.rollout_id in s.rollouts else 0)
+    record.tool_errors = max(
+        e.tool_error_count, s.rollouts[e.rollout_id].tool_errors if e.rollout_id in s.rollouts else 0
+    )
     record.duration_s = e.duration_s
     record.phase = e.phase
     record.tokens = e.token_count
@@ -374,7 +418,7 @@ def _on_rollout_finished(h: History, s: "ConsoleState", e: ev.RolloutFinished) -
         h._error(e.ts, "server", "rollout_error", e.error, record.label)
 
 
-def _keep_texts(h: History, s: "ConsoleState", rollout_id: str) -> None:
+def _keep_texts(h: History, s: ConsoleState, rollout_id: str) -> None:
     """Full tool results stay for the latest finished rollouts only: memory stays bounded."""
     h._with_texts.append(rollout_id)
     while len(h._with_texts) > KEEP_RESULT_TEXTS:
@@ -383,13 +427,13 @@ def _keep_texts(h: History, s: "ConsoleState", rollout_id: str) -> None:
             call.result_text = ""
 
 
-def _has_api_error(s: "ConsoleState", rollout_id: str) -> bool:
+def _has_api_error(s: ConsoleState, rollout_id: str) -> bool:
     """The rollout's error was already counted from its failing turn."""
     r = s.rollouts.get(rollout_id)
     return bool(r and any(t.error for t in r.turns))
 
 
-def _close_group(h: History, s: "ConsoleState", group_id: str, ts: float) -> None:
+def _close_group(h: History, s: ConsoleState, group_id: str, ts: float) -> None:
     """The group's fate reaches its rollouts' records; cancelled rollouts get a record too."""
     group = s.groups.get(group_id)
     status = group.status if group is not None else "completed"
@@ -409,31 +453,36 @@ def _close_group(h: History, s: "ConsoleState", group_id: str, ts: float) -> Non
         h.records_version += 1
 
 
-def _on_item_completed(h: History, s: "ConsoleState", e: rev.ItemCompleted) -> None:
+def _on_item_completed(h: History, s: ConsoleState, e: rev.ItemCompleted) -> None:
     _close_group(h, s, e.group_id, e.ts)
 
 
-def _on_item_dropped(h: History, s: "ConsoleState", e: ev.ItemDropped) -> None:
+def _on_item_dropped(h: History, s: ConsoleState, e: ev.ItemDropped) -> None:
     _close_group(h, s, e.group_id, e.ts)
     h._error(e.ts, "item", f"dropped:{e.reason}", e.detail or e.reason, h.group_label_of(e.group_id))
 
 
-def _on_item_failed(h: History, s: "ConsoleState", e: ev.ItemFailed) -> None:
+def _on_item_failed(h: History, s: ConsoleState, e: ev.ItemFailed) -> None:
     _close_group(h, s, e.group_id, e.ts)
-    h._error(e.ts, "timeout" if e.error_kind == "timeout" else "item", f"item_{e.error_kind}", e.error,
-             h.group_label_of(e.group_id))
+    h._error(
+        e.ts,
+        "timeout" if e.error_kind == "timeout" else "item",
+        f"item_{e.error_kind}",
+        e.error,
+        h.group_label_of(e.group_id),
+    )
 
 
-def _on_item_cancelled(h: History, s: "ConsoleState", e: rev.ItemCancelled) -> None:
+def _on_item_cancelled(h: History, s: ConsoleState, e: rev.ItemCancelled) -> None:
     _close_group(h, s, e.group_id, e.ts)
 
 
-def _on_eval_finished(h: History, s: "ConsoleState", e: rev.EvalFinished) -> None:
+def _on_eval_finished(h: History, s: ConsoleState, e: rev.EvalFinished) -> None:
     for group_id in [g for g in h._group_rollouts if g.startswith("eval-")]:
         _close_group(h, s, group_id, e.ts)
 
 
-def _on_sandbox_cmd_finished(h: History, s: "ConsoleState", e: ev.SandboxCommandFinished) -> Optional[bool]:
+def _on_sandbox_cmd_finished(h: History, s: ConsoleState, e: ev.SandboxCommandFinished) -> bool | None:
     if not e.timed_out:
         return False
     rollout = s.rollouts.get(e.task_id)
@@ -443,14 +492,14 @@ def _on_sandbox_cmd_finished(h: History, s: "ConsoleState", e: ev.SandboxCommand
     return None
 
 
-def _on_sandbox_closed(h: History, s: "ConsoleState", e: ev.SandboxClosed) -> Optional[bool]:
+def _on_sandbox_closed(h: History, s: ConsoleState, e: ev.SandboxClosed) -> bool | None:
     if not e.error:
         return False
     h._error(e.ts, "sandbox", f"sandbox_{e.reason}", e.error, h.label_of(e.task_id))
     return None
 
 
-def _on_server_stats(h: History, s: "ConsoleState", e: rev.ServerStats) -> None:
+def _on_server_stats(h: History, s: ConsoleState, e: rev.ServerStats) -> None:
     # The reducer has already counted the transport errors' increase; record one line per server that grew.
     for row in e.servers:
         failures = int(row.get("transport_errors") or 0)
@@ -463,7 +512,7 @@ def _on_server_stats(h: History, s: "ConsoleState", e: rev.ServerStats) -> None:
                 h._error(e.ts, "server", "server_http_error", cause, key)
 
 
-def _on_trainer(h: History, s: "ConsoleState", e: rev.TrainerStatus) -> Optional[bool]:
+def _on_trainer(h: History, s: ConsoleState, e: rev.TrainerStatus) -> bool | None:
     grew = e.send_errors - h._send_errors
     h._send_errors = e.send_errors
     for _ in range(max(0, min(grew, 20))):
@@ -471,11 +520,11 @@ def _on_trainer(h: History, s: "ConsoleState", e: rev.TrainerStatus) -> Optional
     return None if grew > 0 else False
 
 
-def _on_log(h: History, s: "ConsoleState", e: rev.LogRecord) -> Optional[bool]:
+def _on_log(h: History, s: ConsoleState, e: rev.LogRecord) -> bool | None:
     return False  # logged errors are shown in the log panel; they repeat the causes above
 
 
-_HANDLERS: Dict[str, Any] = {
+_HANDLERS: dict[str, Any] = {
     rev.ItemReceived.kind: _on_item_received,
     ev.GroupStarted.kind: _on_group_started,
     ev.RolloutStarted.kind: _on_rollout_started,

@@ -14,13 +14,14 @@ import logging
 import sys
 import threading
 import traceback
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
+from typing import Any, TypeVar
 
 from environments import events
 from environments.events import Event
-from hermes_console.runtime import events as rev
 from hermes_console.runtime import atropos_bridge
+from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
@@ -36,7 +37,7 @@ class RuntimeHost:
     """Implements :class:`hermes_console.runtime.api.RuntimeAPI` for a live run."""
 
     def __init__(
-        self, spec: RunSpec, *, exit_when_finished: bool = True, prepare: Optional[Callable[[], Any]] = None
+        self, spec: RunSpec, *, exit_when_finished: bool = True, prepare: Callable[[], Any] | None = None
     ) -> None:
         self.spec = spec
         self.exit_when_finished = exit_when_finished
@@ -48,15 +49,15 @@ class RuntimeHost:
         self.rollout_log: Any = None  # rollouts.jsonl in the run dir (set once the run dir is known)
         self.env: Any = None
         self.driver: Any = None
-        self.resolved: Optional[ResolvedRun] = None
-        self.fatal: Optional[BaseException] = None  # setup/config error that ended the run
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self.resolved: ResolvedRun | None = None
+        self.fatal: BaseException | None = None  # setup/config error that ended the run
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._loop_ready = threading.Event()
-        self._ready: Optional[asyncio.Event] = None  # driver built (or loading failed)
-        self._stop_event: Optional[asyncio.Event] = None
+        self._ready: asyncio.Event | None = None  # driver built (or loading failed)
+        self._stop_event: asyncio.Event | None = None
         self._stop_deadline = 10.0
-        self._done: "Future[None]" = Future()
+        self._done: Future[None] = Future()
         self._started = False
         self._log_bridge = LogBridge()
 
@@ -66,7 +67,7 @@ class RuntimeHost:
     def is_live(self) -> bool:
         return True
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+    def drain(self, max_events: int | None = None) -> list[Event]:
         return self.queue.drain(max_events)
 
     def start(self) -> None:
@@ -83,18 +84,18 @@ class RuntimeHost:
         self._thread = threading.Thread(target=self._thread_main, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
             self._thread.join(timeout)
             return not self._thread.is_alive()
         return True
 
     @property
-    def done(self) -> "Future[None]":
+    def done(self) -> Future[None]:
         """Resolves when the runtime thread has finished everything (after stop or a finished run)."""
         return self._done
 
-    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
+    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]:
         """Ask for a graceful stop; the returned future (one per caller, so no caller can
         cancel another's wait) resolves when the runtime has finished everything."""
         self._stop_deadline = drain_deadline_s
@@ -118,11 +119,11 @@ class RuntimeHost:
 
     # ------------------------------------------------------------------ commands
 
-    def _submit(self, fn: Callable[[], Awaitable[T]]) -> "Future[T]":
+    def _submit(self, fn: Callable[[], Awaitable[T]]) -> Future[T]:
         self._loop_ready.wait(5.0)
         loop = self._loop
         if loop is None or loop.is_closed() or self._done.done():
-            fut: "Future[T]" = Future()
+            fut: Future[T] = Future()
             fut.set_exception(RuntimeError("the runtime is not running"))
             return fut
 
@@ -140,59 +141,59 @@ class RuntimeHost:
             fut.set_exception(RuntimeError(f"the runtime is not running ({exc})"))
             return fut
 
-    def pause(self) -> "Future[None]":
+    def pause(self) -> Future[None]:
         async def go() -> None:
             self.driver.pause()
 
         return self._submit(go)
 
-    def resume(self) -> "Future[None]":
+    def resume(self) -> Future[None]:
         async def go() -> None:
             self.driver.resume()
 
         return self._submit(go)
 
-    def cancel_in_flight(self) -> "Future[int]":
+    def cancel_in_flight(self) -> Future[int]:
         return self._submit(lambda: self.driver.cancel_in_flight(reason="cancelled by operator", requeue=True))
 
-    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> "Future[None]":
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
         # The driver holds intake only for the switch itself; an operator pause stays as it was.
         return self._submit(lambda: self.driver.switch_phase(phase, cancel_in_flight=cancel_in_flight))
 
-    def evaluate(self, pause_intake: bool = False) -> "Future[Dict[str, Any]]":
+    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
         return self._submit(lambda: self.driver.evaluate(pause_intake=pause_intake))
 
-    def kill_sandbox(self, task_id: str) -> "Future[bool]":
+    def kill_sandbox(self, task_id: str) -> Future[bool]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.kill, task_id))
 
-    def extend_sandbox(self, task_id: str, seconds: float) -> "Future[float]":
+    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.extend, task_id, seconds))
 
-    def extend_command(self, task_id: str, seconds: float) -> "Future[float]":
+    def extend_command(self, task_id: str, seconds: float) -> Future[float]:
         """More time for the sandbox's running command; its new timeout (not in RuntimeAPI:
         the console asks for it by name, so remote and replay runtimes need not have it)."""
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.extend_command, task_id, seconds))
 
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> "Future[Dict[str, Any]]":
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.run, task_id, command, timeout_s))
 
-    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
+    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.details, task_id))
 
-    def diagnostics(self) -> "Future[Dict[str, Any]]":
+    def diagnostics(self) -> Future[dict[str, Any]]:
         """Tasks on the runtime loop and live threads (leak checks, the UI's debug pane)."""
 
-        async def go() -> Dict[str, Any]:
+        async def go() -> dict[str, Any]:
             current = asyncio.current_task()
             tasks = sorted(t.get_name() for t in asyncio.all_tasks() if t is not current and not t.done())
             return {
@@ -259,7 +260,9 @@ class RuntimeHost:
         if spec.check_server:
             await probe_servers(servers, wait_s=spec.server_wait_s)
         try:
-            env = env_cls(config=resolved.env_config, server_configs=servers, slurm=resolved.slurm, testing=resolved.testing)
+            env = env_cls(
+                config=resolved.env_config, server_configs=servers, slurm=resolved.slurm, testing=resolved.testing
+            )
         except ConfigError:
             raise
         except Exception as exc:
@@ -269,13 +272,15 @@ class RuntimeHost:
         atropos_bridge.install_server_manager(env, build_server_manager(env, servers, resolved.phase))
         if getattr(env, "max_token_len", -1) <= 0 and spec.mode != "serve":
             # Without a trainer, atroposlib warns on every group (trap 7).
-            atropos_bridge.set_max_token_len(env, sensible_max_token_len(
-                env.config.max_token_length, getattr(env.config, "max_agent_turns", 1)
-            ))
+            atropos_bridge.set_max_token_len(
+                env, sensible_max_token_len(env.config.max_token_length, getattr(env.config, "max_agent_turns", 1))
+            )
         if spec.mode == "process":
             atropos_bridge.enter_process_mode(env, env.config.total_steps, env.config.group_size)
         self.env = env
-        self.driver = Driver(env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s)
+        self.driver = Driver(
+            env, resolved, phase=resolved.phase, max_in_flight=spec.max_in_flight, idle_poll_s=spec.idle_poll_s
+        )
         from hermes_console.runtime.rollout_log import RolloutLog
 
         self.rollout_log = RolloutLog(self.driver.run_dir / "rollouts.jsonl")  # every rollout, on disk
@@ -291,7 +296,9 @@ class RuntimeHost:
                 worker_timeout_s=float(env.config.worker_timeout),
                 terminal_backend=str(getattr(env.config, "terminal_backend", settings.get("backend", "local"))),
                 terminal_timeout_s=float(getattr(env.config, "terminal_timeout", settings.get("timeout", 0.0)) or 0.0),
-                terminal_lifetime_s=float(getattr(env.config, "terminal_lifetime", settings.get("lifetime", 0.0)) or 0.0),
+                terminal_lifetime_s=float(
+                    getattr(env.config, "terminal_lifetime", settings.get("lifetime", 0.0)) or 0.0
+                ),
                 total_steps=int(env.config.total_steps),
                 jsonl_path=self.driver.jsonl_path,
                 servers=[f"{c.server_type} {c.base_url}" for c in servers],
@@ -314,21 +321,27 @@ class RuntimeHost:
         from hermes_console.runtime.wandb_link import WandbLink, run_config
 
         assert self.driver is not None
-        link = WandbLink(env, mode=self.spec.mode, run_dir=self.driver.run_dir,
-                         config=run_config(env, resolved, self.spec.mode, resolved.phase))
+        link = WandbLink(
+            env,
+            mode=self.spec.mode,
+            run_dir=self.driver.run_dir,
+            config=run_config(env, resolved, self.spec.mode, resolved.phase),
+        )
         self.driver.wandb = link
         if link.enabled and self.spec.mode != "serve":
             await asyncio.to_thread(link.start)
 
     async def _main(self) -> None:
         assert self._ready is not None and self._stop_event is not None
-        helpers: List[asyncio.Task[Any]] = []
+        helpers: list[asyncio.Task[Any]] = []
         try:
             try:
                 await self._load()
             except BaseException as exc:  # noqa: BLE001 - any load failure is the run's fatal error, shown with its cause
                 self.fatal = exc
-                detail = str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
+                detail = (
+                    str(exc) if isinstance(exc, ConfigError) else f"{first_line(exc)}\n{traceback.format_exc(limit=4)}"
+                )
                 from environments.redact import redact  # URLs with credentials, keys in env __init__ errors
 
                 events.emit(rev.RuntimeStatus(status="error", detail=redact(detail)))
@@ -348,7 +361,7 @@ class RuntimeHost:
                 if not run_task.done():
                     try:
                         await asyncio.wait_for(asyncio.shield(run_task), timeout=5.0)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         run_task.cancel()
                 with contextlib.suppress(BaseException):
                     await run_task
@@ -399,9 +412,14 @@ class RuntimeHost:
         # reaches the console (and the event log), not at interpreter exit.
         await asyncio.to_thread(_cleanup_sandboxes)
         if left:
-            events.emit(rev.LogRecord(level="WARNING", logger="runtime",
-                                      message=f"{left} sandbox cleanup(s) still running after {CLEANUP_WAIT_S:g}s; "
-                                              "their close events may be missing from this run's record"))
+            events.emit(
+                rev.LogRecord(
+                    level="WARNING",
+                    logger="runtime",
+                    message=f"{left} sandbox cleanup(s) still running after {CLEANUP_WAIT_S:g}s; "
+                    "their close events may be missing from this run's record",
+                )
+            )
 
     async def _heartbeat(self) -> None:
         """LoopLag: how late the loop wakes up. Blocking env code shows up here."""
@@ -426,11 +444,11 @@ class RuntimeHost:
                 events.emit(rev.ServerStats(phase=self.driver.phase, servers=rows))
 
 
-def _follow(source: "Future[None]") -> "Future[None]":
+def _follow(source: Future[None]) -> Future[None]:
     """A new future that settles like ``source``; cancelling it leaves ``source`` alone."""
-    mine: "Future[None]" = Future()
+    mine: Future[None] = Future()
 
-    def copy(done: "Future[None]") -> None:
+    def copy(done: Future[None]) -> None:
         if mine.done():
             return
         if done.cancelled():
@@ -453,7 +471,7 @@ async def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
         await asyncio.wait(tasks, timeout=5.0)
 
 
-def _sandbox_settings() -> Dict[str, Any]:
+def _sandbox_settings() -> dict[str, Any]:
     try:
         from environments.sandboxes import current_settings
 
@@ -491,7 +509,7 @@ def _cleanup_sandboxes() -> None:
                 logger.warning("sandboxes.%s() failed: %s", name, exc)
 
 
-def _config_rows(resolved: ResolvedRun) -> List[Dict[str, str]]:
+def _config_rows(resolved: ResolvedRun) -> list[dict[str, str]]:
     """The config view's rows; never lets a config that cannot be shown stop the run."""
     from hermes_console.runtime.config_rows import config_rows
 

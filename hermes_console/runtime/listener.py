@@ -43,9 +43,10 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any
 
 from environments.events import Event
 from hermes_console.runtime.errors import UsageError
@@ -58,18 +59,38 @@ PUMP_S = 0.1  # how often new events are moved from the tap to clients
 PING_S = 2.0
 MAX_CORE_EVENTS = 400_000
 MAX_DETAIL_EVENTS = 20_000
-MAX_CLIENT_BACKLOG = 3_000  # batches (one per pump, ~5 min): a client this far behind is cut; it reconnects with ?since=
-LATEST_KINDS = {"run_configured": 4, "runtime_status": 64, "trainer_status": 1_000, "wandb_status": 4,
-                "server_stats": 1, "loop_lag": 1, "phase_switch": 16}
-DETAIL_KINDS = {"turn_started", "turn_finished", "tool_call_started", "tool_call_finished",
-                "sandbox_command_started", "sandbox_command_finished", "log_record"}
+MAX_CLIENT_BACKLOG = (
+    3_000  # batches (one per pump, ~5 min): a client this far behind is cut; it reconnects with ?since=
+)
+LATEST_KINDS = {
+    "run_configured": 4,
+    "runtime_status": 64,
+    "trainer_status": 1_000,
+    "wandb_status": 4,
+    "server_stats": 1,
+    "loop_lag": 1,
+    "phase_switch": 16,
+}
+DETAIL_KINDS = {
+    "turn_started",
+    "turn_finished",
+    "tool_call_started",
+    "tool_call_finished",
+    "sandbox_command_started",
+    "sandbox_command_finished",
+    "log_record",
+}
 COMMANDS = {
-    "pause": (), "resume": (), "cancel_in_flight": (),
+    "pause": (),
+    "resume": (),
+    "cancel_in_flight": (),
     "switch_phase": ("phase", "cancel_in_flight"),
     "evaluate": ("pause_intake",),
     "stop": ("drain_deadline_s",),
-    "kill_sandbox": ("task_id",), "extend_sandbox": ("task_id", "seconds"),
-    "run_in_sandbox": ("task_id", "command", "timeout_s"), "sandbox_details": ("task_id",),
+    "kill_sandbox": ("task_id",),
+    "extend_sandbox": ("task_id", "seconds"),
+    "run_in_sandbox": ("task_id", "command", "timeout_s"),
+    "sandbox_details": ("task_id",),
 }
 
 
@@ -80,7 +101,7 @@ COMMANDS = {
 class ListenAddress:
     """Where to listen: a unix socket path, or a TCP host and port."""
 
-    unix_path: Optional[str] = None
+    unix_path: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
 
@@ -128,7 +149,7 @@ def parse_address(text: str, what: str = "--listen") -> ListenAddress:
     raw = (text or "").strip()
     expected = "expected unix:PATH, HOST:PORT or PORT (port 0 = any free port), e.g. 127.0.0.1:7070"
     if raw.startswith("unix:"):
-        path = raw[len("unix:"):]
+        path = raw[len("unix:") :]
         if not path:
             raise UsageError(f"{what} {text!r}: the unix socket path is empty; {expected}")
         return ListenAddress(unix_path=str(Path(path).expanduser()))
@@ -149,8 +170,10 @@ def read_token_file(path: str, what: str = "--listen-token-file") -> str:
     try:
         token = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise UsageError(f"{what} {path!r}: cannot be read ({exc.strerror or exc}); "
-                         "expected a file holding the access token on one line") from None
+        raise UsageError(
+            f"{what} {path!r}: cannot be read ({exc.strerror or exc}); "
+            "expected a file holding the access token on one line"
+        ) from None
     if not token or len(token) < 8 or any(c.isspace() for c in token):
         raise UsageError(f"{what} {path!r}: expected one token of at least 8 characters without spaces")
     return token
@@ -163,9 +186,9 @@ class History:
     """What a late attacher is sent first (module doc). Only the listener thread uses it."""
 
     def __init__(self) -> None:
-        self.core: Deque[Tuple[int, Event]] = deque()
-        self.detail: Deque[Tuple[int, Event]] = deque(maxlen=MAX_DETAIL_EVENTS)
-        self.latest: Dict[str, Deque[Tuple[int, Event]]] = {k: deque(maxlen=n) for k, n in LATEST_KINDS.items()}
+        self.core: deque[tuple[int, Event]] = deque()
+        self.detail: deque[tuple[int, Event]] = deque(maxlen=MAX_DETAIL_EVENTS)
+        self.latest: dict[str, deque[tuple[int, Event]]] = {k: deque(maxlen=n) for k, n in LATEST_KINDS.items()}
         self.forgotten = 0
 
     def add(self, seq: int, event: Event) -> None:
@@ -180,7 +203,7 @@ class History:
                 self.core.popleft()
                 self.forgotten += 1
 
-    def snapshot(self, after: int = 0) -> List[Tuple[int, Event]]:
+    def snapshot(self, after: int = 0) -> list[tuple[int, Event]]:
         items = [p for p in self.core if p[0] > after] + [p for p in self.detail if p[0] > after]
         for ring in self.latest.values():
             items.extend(p for p in ring if p[0] > after)
@@ -203,22 +226,26 @@ def _num(value: float) -> str:
     return repr(float(value)) if isinstance(value, float) else str(int(value))
 
 
-def trainer_counts(state: ConsoleState) -> Dict[str, int]:
+def trainer_counts(state: ConsoleState) -> dict[str, int]:
     """Groups posted to the trainer API: sent = confirmed + unknown + failed."""
     t = state.trainer
     if t is None:
         return {"sent": 0, "confirmed": 0, "unknown": 0, "failed": 0}
     failed = max(0, t.send_errors - t.send_unknown)
-    return {"sent": t.groups_sent + t.send_errors, "confirmed": t.groups_sent, "unknown": t.send_unknown,
-            "failed": failed}
+    return {
+        "sent": t.groups_sent + t.send_errors,
+        "confirmed": t.groups_sent,
+        "unknown": t.send_unknown,
+        "failed": failed,
+    }
 
 
 def render_metrics(state: ConsoleState, name: str, now: float) -> str:
     """Prometheus text exposition format 0.0.4 of one host's state."""
     acc = state.accounting
-    out: List[str] = []
+    out: list[str] = []
 
-    def metric(mname: str, mtype: str, help_text: str, samples: List[Tuple[Dict[str, str], float]]) -> None:
+    def metric(mname: str, mtype: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
         out.append(f"# HELP {mname} {help_text}")
         out.append(f"# TYPE {mname} {mtype}")
         for labels, value in samples:
@@ -227,31 +254,75 @@ def render_metrics(state: ConsoleState, name: str, now: float) -> str:
 
     host = {"host": name}
     metric("hermes_up", "gauge", "1 while the host's listener answers", [(host, 1)])
-    metric("hermes_info", "gauge", "what this host runs (labels)",
-           [({**host, "env": state.run.env_name, "mode": state.run.mode, "phase": str(state.run.phase),
-              "shard": state.run.shard.split(" ")[0] if state.run.shard else "", "status": state.status}, 1)])
-    groups = [("received", acc.received), ("completed", acc.completed), ("dropped", acc.dropped_total),
-              ("failed", acc.failed), ("cancelled", acc.cancelled)]
-    metric("hermes_groups_total", "counter", "items taken and how their groups ended",
-           [({**host, "outcome": k}, v) for k, v in groups])
+    metric(
+        "hermes_info",
+        "gauge",
+        "what this host runs (labels)",
+        [
+            (
+                {
+                    **host,
+                    "env": state.run.env_name,
+                    "mode": state.run.mode,
+                    "phase": str(state.run.phase),
+                    "shard": state.run.shard.split(" ")[0] if state.run.shard else "",
+                    "status": state.status,
+                },
+                1,
+            )
+        ],
+    )
+    groups = [
+        ("received", acc.received),
+        ("completed", acc.completed),
+        ("dropped", acc.dropped_total),
+        ("failed", acc.failed),
+        ("cancelled", acc.cancelled),
+    ]
+    metric(
+        "hermes_groups_total",
+        "counter",
+        "items taken and how their groups ended",
+        [({**host, "outcome": k}, v) for k, v in groups],
+    )
     metric("hermes_groups_in_flight", "gauge", "groups being rolled out now", [(host, acc.in_flight)])
-    metric("hermes_paused", "gauge", "1 while intake is paused (operator or drain)",
-           [(host, 1 if state.status in ("paused", "draining") else 0)])
+    metric(
+        "hermes_paused",
+        "gauge",
+        "1 while intake is paused (operator or drain)",
+        [(host, 1 if state.status in ("paused", "draining") else 0)],
+    )
     metric("hermes_rollouts_finished_total", "counter", "rollouts finished", [(host, state.rollouts_finished)])
-    metric("hermes_rollouts_per_second", "gauge", "finished rollouts per second (10 s window)",
-           [(host, round(state.rollouts_per_s(now), 4))])
+    metric(
+        "hermes_rollouts_per_second",
+        "gauge",
+        "finished rollouts per second (10 s window)",
+        [(host, round(state.rollouts_per_s(now), 4))],
+    )
     rs = state.reward_summary()
     metric("hermes_reward_mean", "gauge", "mean reward of recent rollouts", [(host, rs["mean"])])
     metric("hermes_tool_calls_total", "counter", "tool calls made", [(host, state.tool_calls_total)])
     metric("hermes_tool_errors_total", "counter", "tool calls that failed", [(host, state.tool_errors_total)])
     errors = {k: v for k, v in state.errors_by_kind.items() if not k.startswith("dropped:")}
-    metric("hermes_errors_total", "counter", "errors by kind",
-           [({**host, "kind": k}, v) for k, v in sorted(errors.items())] or [({**host, "kind": "none"}, 0)])
+    metric(
+        "hermes_errors_total",
+        "counter",
+        "errors by kind",
+        [({**host, "kind": k}, v) for k, v in sorted(errors.items())] or [({**host, "kind": "none"}, 0)],
+    )
     tc = trainer_counts(state)
-    metric("hermes_trainer_groups_total", "counter", "groups posted to the trainer API, by outcome",
-           [({**host, "outcome": k}, v) for k, v in tc.items()])
-    metric("hermes_trainer_step", "gauge", "the trainer's current step",
-           [(host, state.trainer.current_step if state.trainer else 0)])
+    metric(
+        "hermes_trainer_groups_total",
+        "counter",
+        "groups posted to the trainer API, by outcome",
+        [({**host, "outcome": k}, v) for k, v in tc.items()],
+    )
+    metric(
+        "hermes_trainer_step",
+        "gauge",
+        "the trainer's current step",
+        [(host, state.trainer.current_step if state.trainer else 0)],
+    )
     metric("hermes_loop_lag_ms", "gauge", "how late the env loop woke up last", [(host, state.loop_lag_ms)])
     return "\n".join(out) + "\n"
 
@@ -263,28 +334,29 @@ class Listener:
     """Serves one runtime (module doc). ``attach()`` before ``runtime.start()`` so the
     snapshot holds the run from its first event; ``start()`` binds and returns the address."""
 
-    def __init__(self, runtime: Any, address: ListenAddress, token: Optional[str] = None,
-                 name: Optional[str] = None) -> None:
+    def __init__(self, runtime: Any, address: ListenAddress, token: str | None = None, name: str | None = None) -> None:
         if not address.is_loopback and not token:
-            raise UsageError(f"--listen {address}: that address is reachable from other machines; give "
-                             "--listen-token-file FILE (or listen on loopback / a unix socket and use an ssh tunnel)")
+            raise UsageError(
+                f"--listen {address}: that address is reachable from other machines; give "
+                "--listen-token-file FILE (or listen on loopback / a unix socket and use an ssh tunnel)"
+            )
         self.runtime = runtime
         self.address = address
         self.token = token
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.session = uuid.uuid4().hex
-        self.bound: Optional[str] = None
+        self.bound: str | None = None
         self.state = ConsoleState()
         self.history = History()
         self.seq = 0
-        self._inbox: Deque[Event] = deque()
-        self._clients: Set[asyncio.Queue[Any]] = set()
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self._inbox: deque[Event] = deque()
+        self._clients: set[asyncio.Queue[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._started = threading.Event()
-        self._stopping: Optional[asyncio.Event] = None
-        self._error: Optional[BaseException] = None
-        self._listen_json: Optional[Path] = None
+        self._stopping: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._listen_json: Path | None = None
 
     # ---- wiring
 
@@ -393,7 +465,7 @@ class Listener:
 
     def _pump_once(self) -> None:
         pop = self._inbox.popleft
-        batch: List[Tuple[int, Event]] = []
+        batch: list[tuple[int, Event]] = []
         while True:
             try:
                 event = pop()
@@ -438,21 +510,24 @@ class Listener:
             return True
         return _is_loopback(request.remote or "")
 
-    def _refusal(self, request: Any, control: bool) -> Optional[Tuple[int, str]]:
+    def _refusal(self, request: Any, control: bool) -> tuple[int, str] | None:
         """None when the request may go on, else (HTTP status, reason)."""
         header = request.headers.get("Authorization", "")
-        given = header[len("Bearer "):].strip() if header.startswith("Bearer ") else ""
+        given = header[len("Bearer ") :].strip() if header.startswith("Bearer ") else ""
         if given and self.token and hmac.compare_digest(given.encode(), self.token.encode()):
             return None
         if given:
-            return 401, ("wrong token: the Authorization bearer token does not match this host's "
-                         "--listen-token-file" if self.token else
-                         "this host has no token (started without --listen-token-file); controls are off")
+            return 401, (
+                "wrong token: the Authorization bearer token does not match this host's --listen-token-file"
+                if self.token
+                else "this host has no token (started without --listen-token-file); controls are off"
+            )
         if not control and self._is_local(request):
             return None
         if control and not self.token:
-            return 403, ("controls need a token: start the host with --listen-token-file FILE and attach "
-                         "with --token-file FILE")
+            return 403, (
+                "controls need a token: start the host with --listen-token-file FILE and attach with --token-file FILE"
+            )
         what = "controls" if control else "reads from another machine"
         return 401, f"token required for {what}: send 'Authorization: Bearer TOKEN' (attach --token-file FILE)"
 
@@ -467,10 +542,19 @@ class Listener:
 
     # ---- handlers
 
-    def _info_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "address": self.bound, "session": self.session, "pid": os.getpid(),
-                "hostname": socket.gethostname(), "seq": self.seq, "env": self.state.run.env_name,
-                "mode": self.state.run.mode, "shard": self.state.run.shard, "status": self.state.status}
+    def _info_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "address": self.bound,
+            "session": self.session,
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "seq": self.seq,
+            "env": self.state.run.env_name,
+            "mode": self.state.run.mode,
+            "shard": self.state.run.shard,
+            "status": self.state.status,
+        }
 
     async def _info(self, request: Any) -> Any:
         from aiohttp import web
@@ -485,8 +569,9 @@ class Listener:
         if denied is not None:
             return denied
         body = render_metrics(self.state, self.name, time.time())
-        return web.Response(text=body, content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
+        return web.Response(
+            text=body, content_type="text/plain", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"}
+        )
 
     async def _events(self, request: Any) -> Any:
         from aiohttp import web
@@ -505,14 +590,18 @@ class Listener:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         try:
-            hello = {**self._info_dict(), "snapshot_events": len(snapshot), "since": since,
-                     "forgotten": self.history.forgotten}
+            hello = {
+                **self._info_dict(),
+                "snapshot_events": len(snapshot),
+                "since": since,
+                "forgotten": self.history.forgotten,
+            }
             await response.write((json.dumps({"hello": hello}) + "\n").encode())
             await self._write_batch(response, snapshot)
             while True:
                 try:
                     batch = await asyncio.wait_for(queue.get(), timeout=PING_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await response.write((json.dumps({"ping": time.time(), "seq": self.seq}) + "\n").encode())
                     continue
                 if batch is None:
@@ -525,8 +614,8 @@ class Listener:
         return response
 
     @staticmethod
-    async def _write_batch(response: Any, batch: List[Tuple[int, Event]]) -> None:
-        chunk: List[str] = []
+    async def _write_batch(response: Any, batch: list[tuple[int, Event]]) -> None:
+        chunk: list[str] = []
         for seq, event in batch:
             chunk.append('{"seq": %d, "event": %s}' % (seq, dumps_strict(event.to_dict())))
             if len(chunk) >= 500:
@@ -543,17 +632,29 @@ class Listener:
             return denied
         command = request.match_info["command"]
         if command not in COMMANDS:
-            return web.json_response({"ok": False, "error": f"unknown command {command!r}; expected one of "
-                                                             f"{sorted(COMMANDS)}"}, status=404)
+            return web.json_response(
+                {"ok": False, "error": f"unknown command {command!r}; expected one of {sorted(COMMANDS)}"}, status=404
+            )
         try:
             body = await request.json() if request.can_read_body else {}
         except ValueError:
-            return web.json_response({"ok": False, "error": "the body is not JSON; expected an object of "
-                                                             f"arguments {list(COMMANDS[command])}"}, status=400)
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error": f"the body is not JSON; expected an object of arguments {list(COMMANDS[command])}",
+                },
+                status=400,
+            )
         if not isinstance(body, dict) or set(body) - set(COMMANDS[command]):
-            return web.json_response({"ok": False, "error": f"{command}: unexpected arguments "
-                                                             f"{sorted(set(body) - set(COMMANDS[command])) if isinstance(body, dict) else body!r}; "
-                                                             f"expected {list(COMMANDS[command])}"}, status=400)
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error": f"{command}: unexpected arguments "
+                    f"{sorted(set(body) - set(COMMANDS[command])) if isinstance(body, dict) else body!r}; "
+                    f"expected {list(COMMANDS[command])}",
+                },
+                status=400,
+            )
         try:
             future = getattr(self.runtime, command)(**body)
             result = await asyncio.wrap_future(future)
@@ -562,8 +663,7 @@ class Listener:
         return web.Response(text=dumps_strict({"ok": True, "result": result}), content_type="application/json")
 
 
-def start_listener(runtime: Any, listen: str, token_file: Optional[str],
-                   say: Callable[[str], None]) -> Listener:
+def start_listener(runtime: Any, listen: str, token_file: str | None, say: Callable[[str], None]) -> Listener:
     """The CLI's entry: parse, attach to ``runtime`` (before it starts), bind, say where."""
     address = parse_address(listen)
     token = read_token_file(token_file) if token_file else None
@@ -571,6 +671,8 @@ def start_listener(runtime: Any, listen: str, token_file: Optional[str],
     listener.attach()
     bound = listener.start()
     access = "token required for controls" if token else "read-only (no --listen-token-file: controls are off)"
-    say(f"hermes-console: listening on {bound} ({access}); attach with: hermes-console attach {bound}"
-        + (" --token-file FILE" if token else ""))
+    say(
+        f"hermes-console: listening on {bound} ({access}); attach with: hermes-console attach {bound}"
+        + (" --token-file FILE" if token else "")
+    )
     return listener

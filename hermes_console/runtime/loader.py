@@ -14,12 +14,12 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from hermes_console.runtime.errors import ConfigError, close_matches
 
 
-def split_ref(ref: str) -> Tuple[str, Optional[str]]:
+def split_ref(ref: str) -> tuple[str, str | None]:
     """``"a/b.py:Cls"`` -> ("a/b.py", "Cls"); a bare path/module has no class."""
     target, sep, cls_name = ref.rpartition(":")
     if not sep or not target or os.sep in cls_name or "." in cls_name:
@@ -72,12 +72,14 @@ def _load_module(target: str) -> ModuleType:
             ) from exc
         raise ConfigError(f"env module {target!r} failed to import: {exc}") from exc
     except SyntaxError as exc:
-        raise ConfigError(f"env module {target!r} has a syntax error in {exc.filename} line {exc.lineno}: {exc.msg}") from exc
+        raise ConfigError(
+            f"env module {target!r} has a syntax error in {exc.filename} line {exc.lineno}: {exc.msg}"
+        ) from exc
     except Exception as exc:
         raise ConfigError(f"env module {target!r} raised while importing: {type(exc).__name__}: {exc}") from exc
 
 
-def env_classes_in(module: ModuleType) -> List[type]:
+def env_classes_in(module: ModuleType) -> list[type]:
     """Concrete BaseEnv subclasses defined in ``module`` (or its submodules, for packages)."""
     from atroposlib.envs.base import BaseEnv
 
@@ -96,11 +98,11 @@ def env_classes_in(module: ModuleType) -> List[type]:
     return found
 
 
-def _classes_in_submodules(package: ModuleType) -> List[type]:
+def _classes_in_submodules(package: ModuleType) -> list[type]:
     """A package naming no class itself: look one level down (e.g. ``pkg/env.py``)."""
     import pkgutil
 
-    found: List[type] = []
+    found: list[type] = []
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
             continue
@@ -120,7 +122,9 @@ def load_env_class(ref: Any) -> type:
             raise ConfigError(f"{ref.__name__} is not a subclass of atroposlib BaseEnv")
         return ref
     if not isinstance(ref, str) or not ref.strip():
-        raise ConfigError(f"env reference {ref!r} is empty; expected 'path/to/env.py[:Class]' or 'package.module:Class'")
+        raise ConfigError(
+            f"env reference {ref!r} is empty; expected 'path/to/env.py[:Class]' or 'package.module:Class'"
+        )
     target, cls_name = split_ref(ref.strip())
     module = _load_file(target) if _is_file_ref(target) else _load_module(target)
     candidates = env_classes_in(module)

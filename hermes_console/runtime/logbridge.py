@@ -8,7 +8,6 @@ the root logger and on ``atroposlib`` (which does not propagate once tamed).
 from __future__ import annotations
 
 import logging
-from typing import List
 
 from environments import events
 from environments.redact import safe_head
@@ -33,7 +32,7 @@ DISCARD = _Discard()
 class LogBridge(logging.Handler):
     def __init__(self, level: int = logging.WARNING) -> None:
         super().__init__(level)
-        self._attached: List[logging.Logger] = []
+        self._attached: list[logging.Logger] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Union
+from collections.abc import Callable
+from typing import Any
 
 from environments.events import Event
 from hermes_console.runtime.coalesce import COALESCABLE, Coalesced, entity_of
@@ -32,18 +33,18 @@ DEFAULT_COALESCE_AT = 4_096  # waiting items from which high-rate events are fol
 MAX_TRACKED_ROLLOUTS = 100_000  # group -> rollouts map (for a group's lifecycle events); past it: run-wide
 _GROUP_ENDS = frozenset({"item_completed", "item_dropped", "item_failed", "item_cancelled"})
 
-Item = Union[Event, Coalesced]
+Item = Event | Coalesced
 
 
 class EventQueue:
     def __init__(self, maxlen: int = DEFAULT_MAX_QUEUED, coalesce_at: int = DEFAULT_COALESCE_AT) -> None:
         if maxlen < 1 or coalesce_at < 0:
             raise ValueError(f"EventQueue: maxlen must be >= 1 and coalesce_at >= 0, got {maxlen}, {coalesce_at}")
-        self._q: Deque[Item] = deque()
+        self._q: deque[Item] = deque()
         self._maxlen = maxlen
         self.coalesce_at = min(coalesce_at, maxlen)
-        self._homes: Dict[Optional[str], Coalesced] = {}  # entity -> the segment its events fold into
-        self._rollouts_of: Dict[str, List[str]] = {}  # live group -> its rollouts
+        self._homes: dict[str | None, Coalesced] = {}  # entity -> the segment its events fold into
+        self._rollouts_of: dict[str, list[str]] = {}  # live group -> its rollouts
         self._lock = threading.Lock()
         self.dropped = 0  # lifecycle events refused at the hard cap (never silently)
         self.pushed = 0
@@ -51,7 +52,7 @@ class EventQueue:
         self.max_depth_seen = 0
         self.pushed_by_kind: Counter[str] = Counter()
         # Extra sinks that see every event (the recorder); called on the emitting thread.
-        self._taps: List[Callable[[Event], None]] = []
+        self._taps: list[Callable[[Event], None]] = []
 
     @property
     def max_depth(self) -> int:
@@ -112,7 +113,7 @@ class EventQueue:
                 self._homes.pop(entity, None)
         self._append(event)
 
-    def _entities(self, kind: str, event: Event) -> Optional[Set[str]]:
+    def _entities(self, kind: str, event: Event) -> set[str] | None:
         """What a lifecycle event changes; None when it is run-wide (or unknown)."""
         if kind == "rollout_started":
             group = self._rollouts_of.get(event.group_id)  # type: ignore[attr-defined]
@@ -142,7 +143,7 @@ class EventQueue:
         if len(q) > self.max_depth_seen:
             self.max_depth_seen = len(q)
 
-    def drain(self, max_events: Optional[int] = None) -> List[Any]:
+    def drain(self, max_events: int | None = None) -> list[Any]:
         """Up to ``max_events`` queued items, oldest first (events and folded segments)."""
         with self._lock:
             q = self._q

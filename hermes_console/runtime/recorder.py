@@ -18,8 +18,9 @@ import contextlib
 import gzip
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Deque, Optional, cast
+from typing import IO, Any, cast
 
 from environments import events
 from environments.events import Event
@@ -36,7 +37,7 @@ def open_log(path: str, mode: str) -> IO[Any]:
         return open(path, mode, encoding="utf-8")
     with open(path, "rb") as fp:
         gz = fp.read(2) == b"\x1f\x8b"
-    return cast(IO[Any], gzip.open(path, "rt", encoding="utf-8")) if gz else open(path, "r", encoding="utf-8")
+    return cast(IO[Any], gzip.open(path, "rt", encoding="utf-8")) if gz else open(path, encoding="utf-8")
 
 
 def _report(message: str) -> None:
@@ -46,18 +47,23 @@ def _report(message: str) -> None:
 
 
 class Recorder:
-    def __init__(self, path: str, flush_s: float = 0.2, on_error: Optional[Callable[[str], None]] = None,
-                 opener: Optional[Callable[[str, str], IO[Any]]] = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        flush_s: float = 0.2,
+        on_error: Callable[[str], None] | None = None,
+        opener: Callable[[str, str], IO[Any]] | None = None,
+    ) -> None:
         self.path = path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._fp: Optional[IO[Any]] = (opener or open_log)(path, "w")
-        self._pending: Deque[Event] = deque()
+        self._fp: IO[Any] | None = (opener or open_log)(path, "w")
+        self._pending: deque[Event] = deque()
         self._flush_s = flush_s
         self._stop = threading.Event()
         self._io_lock = threading.Lock()  # the writer thread, close() and the atexit hook
         self._on_error = on_error or _report
         self.written = 0
-        self.error: Optional[str] = None
+        self.error: str | None = None
         self.closed = False
         self._thread = threading.Thread(target=self._loop, name="hermes-recorder", daemon=True)
         self._thread.start()
@@ -99,8 +105,10 @@ class Recorder:
         if fp is not None:
             with contextlib.suppress(Exception):
                 fp.close()
-        self._on_error(f"event log {self.path} could not be written ({self.error}); recording stopped after "
-                       f"{self.written} event(s), the run goes on")
+        self._on_error(
+            f"event log {self.path} could not be written ({self.error}); recording stopped after "
+            f"{self.written} event(s), the run goes on"
+        )
 
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_s):

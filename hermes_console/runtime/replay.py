@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as _runtime_events  # noqa: F401 - registers runtime event kinds
@@ -23,7 +24,7 @@ class ReplayError(ValueError):
     """The log cannot be read: names the file and the line."""
 
 
-def read_events(path: str, on_warning: Optional[Callable[[str], None]] = None) -> Iterator[Event]:
+def read_events(path: str, on_warning: Callable[[str], None] | None = None) -> Iterator[Event]:
     """Events of a log, in order. A log cut short (a torn last line, a gzip stream without
     its end: the run was killed or the disk filled up) yields its whole events and reports
     the cut through ``on_warning`` (a ``warnings.warn`` by default); damage anywhere else is
@@ -43,19 +44,27 @@ def read_events(path: str, on_warning: Optional[Callable[[str], None]] = None) -
                     data = json.loads(line)
                 except json.JSONDecodeError as exc:
                     if not line.endswith("\n"):  # the last line, cut mid-write
-                        warn(f"{path}: the log ends in a partial event (line {lineno}); replaying the "
-                             f"{lineno - 1} line(s) before it")
+                        warn(
+                            f"{path}: the log ends in a partial event (line {lineno}); replaying the "
+                            f"{lineno - 1} line(s) before it"
+                        )
                         return
-                    raise ReplayError(f"{path}: line {lineno} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+                    raise ReplayError(
+                        f"{path}: line {lineno} is not valid JSON ({exc.msg} at column {exc.colno})"
+                    ) from None
                 if not isinstance(data, dict):
-                    raise ReplayError(f"{path}: line {lineno} is a JSON {type(data).__name__}; expected an event object")
+                    raise ReplayError(
+                        f"{path}: line {lineno} is a JSON {type(data).__name__}; expected an event object"
+                    )
                 try:
                     yield event_from_dict(data)
                 except (TypeError, ValueError) as exc:
                     raise ReplayError(f"{path}: line {lineno}: {exc}") from None
         except EOFError:  # gzip stream without its end marker: a truncated file
-            warn(f"{path}: the compressed log is truncated after line {lineno}; replaying the whole events before "
-                 "the cut")
+            warn(
+                f"{path}: the compressed log is truncated after line {lineno}; replaying the whole events before "
+                "the cut"
+            )
         except (OSError, UnicodeDecodeError) as exc:
             if lineno == 0:
                 raise ReplayError(f"event log {path!r} is unreadable: {exc}") from None
@@ -67,7 +76,7 @@ class TruncatedLogWarning(UserWarning):
 
 
 def _unavailable(name: str) -> Any:
-    def command(self: "ReplaySource", *args: Any, **kwargs: Any) -> Any:
+    def command(self: ReplaySource, *args: Any, **kwargs: Any) -> Any:
         raise CommandUnavailable(f"{name} is not available while replaying {self.path}")
 
     command.__name__ = name
@@ -77,21 +86,21 @@ def _unavailable(name: str) -> Any:
 class ReplaySource:
     """Implements :class:`hermes_console.runtime.api.RuntimeAPI` over an event log."""
 
-    def __init__(self, path: str, speed: Optional[float] = None) -> None:
+    def __init__(self, path: str, speed: float | None = None) -> None:
         if speed is not None and speed <= 0:
             raise ValueError(f"speed must be positive (1.0 = real time), got {speed!r}")
         self.path = path
         self.speed = speed
-        self.fatal: Optional[BaseException] = None
-        self.warnings: List[str] = []  # e.g. the log was cut short; the CLI prints them
-        self._events: List[Event] = list(read_events(path, self.warnings.append))  # errors surface here, before any UI
+        self.fatal: BaseException | None = None
+        self.warnings: list[str] = []  # e.g. the log was cut short; the CLI prints them
+        self._events: list[Event] = list(read_events(path, self.warnings.append))  # errors surface here, before any UI
         self._pos = 0
-        self._t0: Optional[float] = None
+        self._t0: float | None = None
         # The timeline: at monotonic time _t0 the replay stood at log time _base_ts.
-        self._base_ts: Optional[float] = self._events[0].ts if self._events else None
+        self._base_ts: float | None = self._events[0].ts if self._events else None
         self.paused = False
-        self._until: Optional[int] = None  # a seek releases up to here at once, then holds
-        self._done: "Future[None]" = Future()
+        self._until: int | None = None  # a seek releases up to here at once, then holds
+        self._done: Future[None] = Future()
         if not self._events:
             self._done.set_result(None)
 
@@ -103,22 +112,22 @@ class ReplaySource:
         return False
 
     @property
-    def done(self) -> "Future[None]":
+    def done(self) -> Future[None]:
         return self._done
 
     def start(self) -> None:
         self._t0 = time.monotonic()
 
-    def stop(self, drain_deadline_s: float = 10.0) -> "Future[None]":
+    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]:
         self._pos = len(self._events)
         if not self._done.done():
             self._done.set_result(None)
         return self._done
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         return True
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+    def drain(self, max_events: int | None = None) -> list[Event]:
         end = len(self._events)
         if self._until is not None:
             end = self._until  # a seek: everything up to the target at once
@@ -164,7 +173,7 @@ class ReplaySource:
         self._rebase()
         self.paused = paused
 
-    def set_speed(self, speed: Optional[float]) -> None:
+    def set_speed(self, speed: float | None) -> None:
         """``None``: everything left at once; else log seconds per wall second."""
         if speed is not None and speed <= 0:
             raise ValueError(f"speed must be positive (1.0 = real time), got {speed!r}")
@@ -181,7 +190,7 @@ class ReplaySource:
         self._base_ts = self._events[index - 1].ts if index and self._events else self._base_ts
         self._t0 = time.monotonic()
 
-    def position(self) -> Dict[str, Any]:
+    def position(self) -> dict[str, Any]:
         """Where the replay stands: events released, their total, and log times."""
         events = self._events
         pos = self._until if self._until is not None else self._pos
@@ -215,4 +224,3 @@ class ReplaySource:
     extend_sandbox = _unavailable("extend_sandbox")
     run_in_sandbox = _unavailable("run_in_sandbox")
     sandbox_details = _unavailable("sandbox_details")
-

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import IO, Any, Dict, Optional
+from typing import IO, Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -26,10 +26,10 @@ class RolloutLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._fp: Optional[IO[str]] = None
+        self._fp: IO[str] | None = None
         self._failed = False
-        self._time: Dict[str, Dict[str, float]] = {}  # rollout id -> generation_s, tool_s, llm_calls
-        self._item: Dict[str, str] = {}
+        self._time: dict[str, dict[str, float]] = {}  # rollout id -> generation_s, tool_s, llm_calls
+        self._item: dict[str, str] = {}
 
     def tap(self, event: ev.Event) -> None:
         """The queue tap: never raises (a full disk costs this file, not the run)."""
@@ -64,20 +64,35 @@ class RolloutLog:
             with self._lock:
                 t = self._time.pop(e.rollout_id, {})
                 item = self._item.pop(e.rollout_id, "")
-            self._write({
-                "kind": "rollout", "ts": e.ts, "rollout_id": e.rollout_id, "group_id": e.group_id, "item": item,
-                "phase": e.phase, "score": e.reward, "turns": e.turns_used, "finished_naturally": e.finished_naturally,
-                "tool_errors": e.tool_error_count, "duration_s": round(e.duration_s, 4),
-                "generation_s": round(t.get("generation_s", 0.0), 4), "tool_s": round(t.get("tool_s", 0.0), 4),
-                "reward_s": round(e.reward_s, 4), "llm_calls": int(t.get("llm_calls", 0)), "tokens": e.token_count,
-                "trainable_tokens": e.trainable_tokens, "reward_details": e.reward_details, "error": e.error,
-                "reward_error": e.reward_error,
-            })
+            self._write(
+                {
+                    "kind": "rollout",
+                    "ts": e.ts,
+                    "rollout_id": e.rollout_id,
+                    "group_id": e.group_id,
+                    "item": item,
+                    "phase": e.phase,
+                    "score": e.reward,
+                    "turns": e.turns_used,
+                    "finished_naturally": e.finished_naturally,
+                    "tool_errors": e.tool_error_count,
+                    "duration_s": round(e.duration_s, 4),
+                    "generation_s": round(t.get("generation_s", 0.0), 4),
+                    "tool_s": round(t.get("tool_s", 0.0), 4),
+                    "reward_s": round(e.reward_s, 4),
+                    "llm_calls": int(t.get("llm_calls", 0)),
+                    "tokens": e.token_count,
+                    "trainable_tokens": e.trainable_tokens,
+                    "reward_details": e.reward_details,
+                    "error": e.error,
+                    "reward_error": e.reward_error,
+                }
+            )
         elif isinstance(e, (rev.ItemCompleted, ev.ItemDropped, ev.ItemFailed, rev.ItemCancelled)):
             outcome, reason = _fate(e)
             self._write({"kind": "group", "ts": e.ts, "group_id": e.group_id, "outcome": outcome, "reason": reason})
 
-    def _write(self, record: Dict[str, Any]) -> None:
+    def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, default=str) + "\n"
         with self._lock:
             if self._fp is None:
@@ -93,7 +108,7 @@ class RolloutLog:
                 self._fp = None
 
 
-def _fate(e: ev.Event) -> "tuple[str, str]":
+def _fate(e: ev.Event) -> tuple[str, str]:
     if isinstance(e, rev.ItemCompleted):
         return "kept", ""
     if isinstance(e, ev.ItemDropped):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import List
 
 # default_run_dir's names: <env>-YYYYMMDD-HHMMSS, -<n> when two start in the same second.
 _STAMP = r"-(\d{8}-\d{6})(?:-(\d+))?$"
 
 
-def run_dirs(runs_dir: str, env_prefix: str) -> List[Path]:
+def run_dirs(runs_dir: str, env_prefix: str) -> list[Path]:
     """``env_prefix``'s run directories under ``runs_dir``, oldest first (by their name's stamp)."""
     pattern = re.compile(re.escape(env_prefix) + _STAMP)
     root = Path(runs_dir)
@@ -26,11 +25,11 @@ def run_dirs(runs_dir: str, env_prefix: str) -> List[Path]:
     return [path for _, _, path in sorted(found)]
 
 
-def rotate(runs_dir: str, env_prefix: str, keep: int) -> List[Path]:
+def rotate(runs_dir: str, env_prefix: str, keep: int) -> list[Path]:
     """Delete all but the newest ``keep`` (>= 0) run directories of ``env_prefix``; returns
     the deleted ones. Other names under runs/ are never touched."""
     found = run_dirs(runs_dir, env_prefix)
-    old = found[:len(found) - max(0, keep)]
+    old = found[: len(found) - max(0, keep)]
     for path in old:
         shutil.rmtree(path, ignore_errors=True)
     return old

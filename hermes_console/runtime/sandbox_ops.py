@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any, Dict
+from typing import Any
 
 
 def _require(task_id: str) -> Any:
@@ -41,7 +41,7 @@ def extend_command(task_id: str, seconds: float) -> float:
     return float(sandboxes.extend_command_timeout(task_id, seconds))
 
 
-def run(task_id: str, command: str, timeout_s: float = 10.0) -> Dict[str, Any]:
+def run(task_id: str, command: str, timeout_s: float = 10.0) -> dict[str, Any]:
     from environments import sandboxes
     from environments.redact import redact
 
@@ -55,12 +55,12 @@ def run(task_id: str, command: str, timeout_s: float = 10.0) -> Dict[str, Any]:
     }
 
 
-def details(task_id: str) -> Dict[str, Any]:
+def details(task_id: str) -> dict[str, Any]:
     """Info + process tree + cwd. Only looks up a sandbox that exists (never creates one)."""
     from environments import sandboxes
 
     info = _require(task_id)
-    out: Dict[str, Any] = asdict(info)
+    out: dict[str, Any] = asdict(info)
     now = time.time()
     out["idle_s"] = max(0.0, now - info.last_activity)
     out["age_s"] = max(0.0, now - info.created_at)

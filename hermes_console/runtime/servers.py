@@ -13,8 +13,9 @@ import json
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from hermes_console.runtime.errors import ConfigError
@@ -29,12 +30,12 @@ class ServerCounters:
     requests: int = 0
     errors: int = 0
     in_flight: int = 0
-    last_error: Optional[str] = None
-    latencies_ms: Deque[float] = field(default_factory=lambda: deque(maxlen=256))
+    last_error: str | None = None
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=256))
     # Failed HTTP attempts (5xx/429, timeouts, refused connections). The openai client and
     # atroposlib retry these silently, so without this count a flaky server looks healthy.
     transport_errors: int = 0
-    last_transport_error: Optional[str] = None
+    last_transport_error: str | None = None
 
 
 MAX_REPLY_BYTES_VAR = "HERMES_MAX_REPLY_BYTES"
@@ -62,8 +63,9 @@ class _CountingTransport:
     an HTTP 502 carrying the cause: a server error, retried and counted, never a silent
     reward-0 rollout, and not a connection failure (the server does answer)."""
 
-    def __init__(self, inner: Any, counters: ServerCounters, total_timeout_s: Optional[float] = None,
-                 max_bytes: Optional[int] = None) -> None:
+    def __init__(
+        self, inner: Any, counters: ServerCounters, total_timeout_s: float | None = None, max_bytes: int | None = None
+    ) -> None:
         self._inner = inner
         self._counters = counters
         self._total_s = total_timeout_s if total_timeout_s and total_timeout_s > 0 else None
@@ -88,9 +90,12 @@ class _CountingTransport:
             self._note(f"malformed reply (HTTP 200) from {path}: {exc}")
             # x-should-retry: atroposlib's own retries (9 attempts) already cover it; the openai
             # client retrying each of them too would mean 27 attempts per call.
-            return httpx.Response(502, json={"error": {"message": f"malformed reply (HTTP 200): {exc}",
-                                                       "type": "hermes_bad_reply"}},
-                                  headers={"x-should-retry": "false"}, request=request)
+            return httpx.Response(
+                502,
+                json={"error": {"message": f"malformed reply (HTTP 200): {exc}", "type": "hermes_bad_reply"}},
+                headers={"x-should-retry": "false"},
+                request=request,
+            )
         except Exception as exc:
             self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} ({path})")
             raise
@@ -108,12 +113,14 @@ class _CountingTransport:
             async for chunk in response.stream:
                 raw += chunk
                 if len(raw) > self._max_bytes:
-                    raise BadReply(f"reply larger than {self._max_bytes} bytes (the reply size cap, "
-                                   f"{MAX_REPLY_BYTES_VAR})")
+                    raise BadReply(
+                        f"reply larger than {self._max_bytes} bytes (the reply size cap, {MAX_REPLY_BYTES_VAR})"
+                    )
         finally:
             await response.aclose()
-        whole = httpx.Response(200, headers=response.headers, content=bytes(raw), request=request,
-                               extensions=response.extensions)
+        whole = httpx.Response(
+            200, headers=response.headers, content=bytes(raw), request=request, extensions=response.extensions
+        )
         if len(whole.content) > self._max_bytes:  # compressed small, large once decoded
             raise BadReply(f"reply larger than {self._max_bytes} bytes once decompressed")
         _check_completion(whole.content, request)
@@ -225,7 +232,7 @@ def _counted(server: Any, name: str, counters: ServerCounters) -> Callable[..., 
     return call
 
 
-def instrument(manager: Any) -> List[ServerCounters]:
+def instrument(manager: Any) -> list[ServerCounters]:
     """Attach counters to every server of ``manager`` (idempotent)."""
     out = []
     for server in getattr(manager, "servers", []) or []:
@@ -241,18 +248,18 @@ def instrument(manager: Any) -> List[ServerCounters]:
     return out
 
 
-def _p50(values: Deque[float]) -> Optional[float]:
+def _p50(values: deque[float]) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
     return round(ordered[len(ordered) // 2], 1)
 
 
-def server_stats(manager: Any) -> List[Dict[str, Any]]:
+def server_stats(manager: Any) -> list[dict[str, Any]]:
     """One plain dict per server (what ServerStats carries)."""
     rows = []
     for server in getattr(manager, "servers", []) or []:
-        counters: Optional[ServerCounters] = getattr(server, _MARK, None)
+        counters: ServerCounters | None = getattr(server, _MARK, None)
         cfg = getattr(server, "config", None)
         sem = getattr(server, "sem", None)
         sem_in_use = None
@@ -278,7 +285,7 @@ def server_stats(manager: Any) -> List[Dict[str, Any]]:
     return rows
 
 
-def build_server_manager(env: Any, configs: List[Any], phase: int) -> Any:
+def build_server_manager(env: Any, configs: list[Any], phase: int) -> Any:
     """A fresh ServerManager for ``configs``, wired the way BaseEnv would plus what it forgets."""
     from atroposlib.envs.server_handling.server_baseline import ReasoningConfig
     from atroposlib.envs.server_handling.server_manager import ServerManager
@@ -330,7 +337,7 @@ def _health_url(config: Any) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-async def probe_servers(configs: List[Any], timeout_s: float = 3.0, wait_s: float = 0.0) -> None:
+async def probe_servers(configs: list[Any], timeout_s: float = 3.0, wait_s: float = 0.0) -> None:
     """Quick reachability check before the run starts (loopback only).
 
     Any HTTP answer counts as reachable (a 404 still proves a server listens);
@@ -349,7 +356,7 @@ async def probe_servers(configs: List[Any], timeout_s: float = 3.0, wait_s: floa
             await asyncio.sleep(0.1)
 
 
-async def _probe_once(configs: List[Any], timeout_s: float) -> None:
+async def _probe_once(configs: list[Any], timeout_s: float) -> None:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -363,7 +370,7 @@ async def _probe_once(configs: List[Any], timeout_s: float) -> None:
             try:
                 async with session.get(target) as resp:
                     await resp.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise ConfigError(
                     f"server {i} at {cfg.base_url!r} is not reachable ({type(exc).__name__}: {exc}); "
                     "expected an OpenAI-compatible server listening there (start one, or run `hermes-console demo` "

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 from hermes_console.runtime.errors import ConfigError
 
@@ -52,7 +52,7 @@ def parse_shard(text: str, source: str = "--shard") -> Shard:
     return Shard(index, count, source)
 
 
-def _int(env: Mapping[str, str], name: str) -> Optional[int]:
+def _int(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name)
     if value is None or value.strip() == "":
         return None
@@ -62,7 +62,7 @@ def _int(env: Mapping[str, str], name: str) -> Optional[int]:
         raise ConfigError(f"environment variable {name}={value!r}: expected an integer") from None
 
 
-def shard_from_environ(env: Optional[Mapping[str, str]] = None) -> Optional[Shard]:
+def shard_from_environ(env: Mapping[str, str] | None = None) -> Shard | None:
     """The scheduler's idea of this host's shard, or None when nothing says so (module doc)."""
     env = os.environ if env is None else env
     pairs = (
@@ -83,7 +83,7 @@ def shard_from_environ(env: Optional[Mapping[str, str]] = None) -> Optional[Shar
     return None
 
 
-def resolve_shard(explicit: Optional[str], env: Optional[Mapping[str, str]] = None) -> Optional[Shard]:
+def resolve_shard(explicit: str | None, env: Mapping[str, str] | None = None) -> Shard | None:
     """``--shard`` wins; else the environment; None means "every item is this host's"."""
     if explicit:
         shard = parse_shard(explicit)

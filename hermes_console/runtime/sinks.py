@@ -9,8 +9,9 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from environments import events
 
@@ -49,7 +50,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def dumps_strict(value: Any, indent: Optional[int] = None) -> str:
+def dumps_strict(value: Any, indent: int | None = None) -> str:
     """Strict JSON (never ``NaN``/``Infinity``): non-finite numbers become strings.
     For logs and records about data; kept groups use ``allow_nan=False`` and fail instead."""
     try:
@@ -58,7 +59,7 @@ def dumps_strict(value: Any, indent: Optional[int] = None) -> str:
         return json.dumps(_finite(json.loads(json.dumps(value, default=_default))), allow_nan=False, indent=indent)
 
 
-def repair_torn_tail(path: str) -> Optional[str]:
+def repair_torn_tail(path: str) -> str | None:
     """Before appending to a jsonl: cut a torn last line (a crash mid-write) so the next
     record starts on a line of its own. Returns a warning naming what was cut, or None."""
     try:
@@ -83,8 +84,10 @@ def repair_torn_tail(path: str) -> Optional[str]:
             raw.truncate(keep)
     except FileNotFoundError:
         return None
-    return (f"{path}: its last line was torn ({size - keep} byte(s) without an end of line, e.g. from a crash); "
-            "cut it so new records start on a whole line")
+    return (
+        f"{path}: its last line was torn ({size - keep} byte(s) without an end of line, e.g. from a crash); "
+        "cut it so new records start on a whole line"
+    )
 
 
 def _warn(message: str) -> None:
@@ -103,7 +106,7 @@ class GroupWriter:
     writer, but every line is flushed at once (a crash loses nothing completed) and
     each write is attributed to the group running in the writing task's context."""
 
-    def __init__(self, path: str, item_of: Optional[Callable[[str], Optional[str]]] = None) -> None:
+    def __init__(self, path: str, item_of: Callable[[str], str | None] | None = None) -> None:
         self.path = path
         # group id -> its item's summary, for the record's ``hermes_item`` (None: not known).
         self._item_of = item_of
@@ -117,7 +120,7 @@ class GroupWriter:
         # its count, so this holds only in-flight groups (not one entry per group forever).
         self.written: Counter[str] = Counter()
         # The last few settled counts, so count_for still answers just after a send (bounded).
-        self._settled: "OrderedDict[str, int]" = OrderedDict()
+        self._settled: OrderedDict[str, int] = OrderedDict()
         self.total = 0
         self.closed = False
 
@@ -197,7 +200,7 @@ class DroppedWriter:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fp: Optional[Any] = None
+        self._fp: Any | None = None
         self.count = 0
 
     def write(self, group_id: str, reason: str, group: Any, detail: str = "") -> None:

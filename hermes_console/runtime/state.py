@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional
+from typing import Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
@@ -39,12 +40,12 @@ MAX_TRAINER_STEPS = 1_000
 class TurnView:
     turn: int
     started_at: float
-    latency_s: Optional[float] = None
+    latency_s: float | None = None
     content: str = ""
-    reasoning: Optional[str] = None
+    reasoning: str | None = None
     tool_calls: int = 0
     parsed_from_text: bool = False
-    error: Optional[str] = None
+    error: str | None = None
 
 
 @dataclass
@@ -58,11 +59,11 @@ class ToolCallView:
     tool_name: str
     args_head: str = ""
     status: str = "running"  # running | ok | error | cancelled
-    duration_s: Optional[float] = None
+    duration_s: float | None = None
     result_head: str = ""
-    error: Optional[str] = None
-    error_kind: Optional[str] = None
-    exit_code: Optional[int] = None
+    error: str | None = None
+    error_kind: str | None = None
+    exit_code: int | None = None
     result_text: str = ""  # longer than result_head; kept for the latest rollouts only (history.py)
 
 
@@ -75,15 +76,15 @@ class RolloutView:
     item_summary: str = ""
     status: str = "running"  # running | done | error | cancelled (its group was cancelled or failed)
     turn: int = 0
-    turns: Deque[TurnView] = field(default_factory=lambda: deque(maxlen=MAX_TURNS_PER_ROLLOUT))
-    tool_calls: List[ToolCallView] = field(default_factory=list)
+    turns: deque[TurnView] = field(default_factory=lambda: deque(maxlen=MAX_TURNS_PER_ROLLOUT))
+    tool_calls: list[ToolCallView] = field(default_factory=list)
     tool_errors: int = 0
-    current_tool: Optional[str] = None
-    finished_at: Optional[float] = None
-    reward: Optional[float] = None
+    current_tool: str | None = None
+    finished_at: float | None = None
+    reward: float | None = None
     turns_used: int = 0
     finished_naturally: bool = False
-    duration_s: Optional[float] = None
+    duration_s: float | None = None
     token_count: int = 0
     node_count: int = 0
     placeholder_tokens: bool = False
@@ -91,10 +92,10 @@ class RolloutView:
     trainable_turns: int = 0
     assistant_turns: int = 0
     drift_count: int = 0
-    trained_run_tokens: List[int] = field(default_factory=list)
-    trained_run_logprob: List[float] = field(default_factory=list)
-    error: Optional[str] = None
-    reward_error: Optional[str] = None
+    trained_run_tokens: list[int] = field(default_factory=list)
+    trained_run_logprob: list[float] = field(default_factory=list)
+    error: str | None = None
+    reward_error: str | None = None
     system_prompt: str = ""
     prompt: str = ""
 
@@ -113,7 +114,7 @@ class DataHealth:
     placeholder: int = 0  # rollouts with placeholder (untrainable) tokens
     missing_turns: int = 0  # rollouts with an assistant turn that trains nothing
 
-    def add(self, e: "ev.RolloutFinished") -> None:
+    def add(self, e: ev.RolloutFinished) -> None:
         self.rollouts += 1
         self.tokens += e.token_count
         self.trainable_tokens += e.trainable_tokens
@@ -129,7 +130,7 @@ class DataHealth:
         """Share of sequence positions that are trained on."""
         return self.trainable_tokens / self.tokens if self.tokens else 0.0
 
-    def problems(self) -> List[str]:
+    def problems(self) -> list[str]:
         """Short reasons the data is unhealthy; empty when it is fine."""
         out = []
         if self.placeholder:
@@ -154,14 +155,14 @@ class GroupView:
     started_at: float
     group_size: int = 0
     phase: int = 1
-    toolsets: List[str] = field(default_factory=list)
+    toolsets: list[str] = field(default_factory=list)
     status: str = "running"  # running | completed | dropped | failed | cancelled | evaluated
     stage: str = "queued"  # queued | rolling out | scoring | sending | done
-    rollout_ids: List[str] = field(default_factory=list)
+    rollout_ids: list[str] = field(default_factory=list)
     rollouts_done: int = 0
-    scores: List[float] = field(default_factory=list)
-    finished_at: Optional[float] = None
-    reason: Optional[str] = None
+    scores: list[float] = field(default_factory=list)
+    finished_at: float | None = None
+    reason: str | None = None
 
 
 @dataclass
@@ -173,15 +174,15 @@ class SandboxView:
     lifetime_s: float
     last_activity: float
     state: str = "idle"  # idle | running | closed
-    running_command: Optional[str] = None
-    running_since: Optional[float] = None
-    running_timeout_s: Optional[float] = None
+    running_command: str | None = None
+    running_since: float | None = None
+    running_timeout_s: float | None = None
     commands: int = 0
     timeouts: int = 0
-    last_exit_code: Optional[int] = None
-    closed_reason: Optional[str] = None
-    closed_at: Optional[float] = None
-    last_commands: List[Dict[str, Any]] = field(default_factory=list)  # newest last, bounded
+    last_exit_code: int | None = None
+    closed_reason: str | None = None
+    closed_at: float | None = None
+    last_commands: list[dict[str, Any]] = field(default_factory=list)  # newest last, bounded
 
 
 @dataclass
@@ -202,7 +203,7 @@ class Accounting:
 
     received: int = 0
     completed: int = 0
-    dropped: Dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
     failed: int = 0
     cancelled: int = 0
 
@@ -234,9 +235,9 @@ class EvalView:
     status: str = "running"  # running | done | error
     done: int = 0
     total: int = 0
-    metrics: Dict[str, Any] = field(default_factory=dict)
-    samples_path: Optional[str] = None
-    error: Optional[str] = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    samples_path: str | None = None
+    error: str | None = None
     duration_s: float = 0.0
 
 
@@ -273,13 +274,13 @@ class RunInfo:
     terminal_timeout_s: float = 0.0
     terminal_lifetime_s: float = 0.0
     total_steps: int = 0
-    jsonl_path: Optional[str] = None
-    servers: List[str] = field(default_factory=list)
+    jsonl_path: str | None = None
+    servers: list[str] = field(default_factory=list)
     shard: str = ""
-    config: List[Dict[str, str]] = field(default_factory=list)  # the config view's rows
+    config: list[dict[str, str]] = field(default_factory=list)  # the config view's rows
 
 
-def percentile(sorted_values: List[float], q: float) -> float:
+def percentile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolated percentile of an already sorted list (q in [0, 100])."""
     if not sorted_values:
         return math.nan
@@ -304,51 +305,51 @@ class ConsoleState:
         self.rewards_version = 0
         self.servers_version = 0
         self.events_applied = 0
-        self.first_ts: Optional[float] = None
-        self.last_ts: Optional[float] = None
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
         self.run = RunInfo()
         self.status = "loading"
         self.status_detail = ""
         self.step = 0
         self.accounting = Accounting()
-        self.groups: "OrderedDict[str, GroupView]" = OrderedDict()
-        self.rollouts: "OrderedDict[str, RolloutView]" = OrderedDict()
-        self.sandboxes: "OrderedDict[str, SandboxView]" = OrderedDict()
-        self.stream: Deque[StreamEntry] = deque(maxlen=MAX_STREAM)
+        self.groups: OrderedDict[str, GroupView] = OrderedDict()
+        self.rollouts: OrderedDict[str, RolloutView] = OrderedDict()
+        self.sandboxes: OrderedDict[str, SandboxView] = OrderedDict()
+        self.stream: deque[StreamEntry] = deque(maxlen=MAX_STREAM)
         self.stream_seq = 0
-        self.tool_rows: Deque[ToolCallView] = deque(maxlen=MAX_TOOL_ROWS)
+        self.tool_rows: deque[ToolCallView] = deque(maxlen=MAX_TOOL_ROWS)
         self.tool_seq = 0
-        self._open_tools: Dict[str, ToolCallView] = {}
+        self._open_tools: dict[str, ToolCallView] = {}
         self.tool_calls_total = 0
         self.tool_errors_total = 0
         self.errors_by_kind: Counter[str] = Counter()
-        self.recent_rewards: Deque[float] = deque(maxlen=MAX_RECENT_REWARDS)
-        self.reward_steps: Deque[StepRewards] = deque(maxlen=MAX_REWARD_STEPS)
+        self.recent_rewards: deque[float] = deque(maxlen=MAX_RECENT_REWARDS)
+        self.reward_steps: deque[StepRewards] = deque(maxlen=MAX_REWARD_STEPS)
         self.groups_scored = 0
         self.identical_score_groups = 0
         self.rollouts_finished = 0
         self.data_health = DataHealth()
-        self._rollout_finish_ts: Deque[float] = deque(maxlen=10_000)
-        self.evals: "OrderedDict[str, EvalView]" = OrderedDict()
-        self.phase_switch: Optional[PhaseSwitchView] = None
-        self.servers: List[Dict[str, Any]] = []
+        self._rollout_finish_ts: deque[float] = deque(maxlen=10_000)
+        self.evals: OrderedDict[str, EvalView] = OrderedDict()
+        self.phase_switch: PhaseSwitchView | None = None
+        self.servers: list[dict[str, Any]] = []
         self.loop_lag_ms: float = 0.0
         self.loop_lag_max_ms: float = 0.0
-        self.logs: Deque[rev.LogRecord] = deque(maxlen=MAX_LOGS)
-        self.trainer: Optional[rev.TrainerStatus] = None
-        self.wandb: Optional[rev.WandbStatus] = None
-        self.trainer_history: Deque[TrainerPoint] = deque(maxlen=MAX_TRAINER_STEPS)
+        self.logs: deque[rev.LogRecord] = deque(maxlen=MAX_LOGS)
+        self.trainer: rev.TrainerStatus | None = None
+        self.wandb: rev.WandbStatus | None = None
+        self.trainer_history: deque[TrainerPoint] = deque(maxlen=MAX_TRAINER_STEPS)
         self.sandboxes_closed_by: Counter[str] = Counter()
         # Finished keys in finishing order, so eviction is O(1) per event.
-        self._finished_groups: Deque[str] = deque()
-        self._finished_rollouts: Deque[str] = deque()
-        self._closed_sandboxes: Deque[str] = deque()
+        self._finished_groups: deque[str] = deque()
+        self._finished_rollouts: deque[str] = deque()
+        self._closed_sandboxes: deque[str] = deque()
         # Rollout history, readable ids, time split and errors by kind (runtime/history.py).
         self.history = History()
 
     # ------------------------------------------------------------------ queries
 
-    def rollouts_per_s(self, now: Optional[float] = None) -> float:
+    def rollouts_per_s(self, now: float | None = None) -> float:
         """Finished rollouts per second over the last window ending at ``now``
         (defaults to the last event's time, which keeps replay deterministic)."""
         end = now if now is not None else (self.last_ts or 0.0)
@@ -359,17 +360,17 @@ class ConsoleState:
             span = max(1e-6, min(THROUGHPUT_WINDOW_S, end - self.first_ts))
         return n / span if span > 0 else 0.0
 
-    def active_groups(self) -> List[GroupView]:
+    def active_groups(self) -> list[GroupView]:
         return [g for g in self.groups.values() if g.status == "running"]
 
-    def live_sandboxes(self) -> List[SandboxView]:
+    def live_sandboxes(self) -> list[SandboxView]:
         return [s for s in self.sandboxes.values() if s.state != "closed"]
 
-    def closed_sandboxes(self) -> List[SandboxView]:
+    def closed_sandboxes(self) -> list[SandboxView]:
         """Recently closed sandboxes (bounded by MAX_CLOSED_SANDBOXES), newest first."""
         return [self.sandboxes[t] for t in reversed(self._closed_sandboxes) if t in self.sandboxes]
 
-    def reward_histogram(self, bins: int = 10, lo: float = 0.0, hi: float = 1.0) -> List[int]:
+    def reward_histogram(self, bins: int = 10, lo: float = 0.0, hi: float = 1.0) -> list[int]:
         counts = [0] * bins
         width = (hi - lo) / bins if hi > lo else 1.0
         for r in self.recent_rewards:
@@ -377,7 +378,7 @@ class ConsoleState:
             counts[min(max(idx, 0), bins - 1)] += 1
         return counts
 
-    def reward_summary(self) -> Dict[str, float]:
+    def reward_summary(self) -> dict[str, float]:
         values = sorted(self.recent_rewards)
         if not values:
             return {"n": 0, "mean": math.nan, "p50": math.nan, "p90": math.nan}
@@ -388,10 +389,10 @@ class ConsoleState:
             "p90": percentile(values, 90),
         }
 
-    def unhealthy_servers(self) -> List[Dict[str, Any]]:
+    def unhealthy_servers(self) -> list[dict[str, Any]]:
         return [row for row in self.servers if not row.get("healthy", True)]
 
-    def groups_per_trainer_step(self) -> List[int]:
+    def groups_per_trainer_step(self) -> list[int]:
         """Groups this host sent during each trainer step seen (oldest first)."""
         pts = list(self.trainer_history)
         return [b.groups_sent - a.groups_sent for a, b in zip(pts, pts[1:])]
@@ -399,7 +400,7 @@ class ConsoleState:
     def identical_share(self) -> float:
         return self.identical_score_groups / self.groups_scored if self.groups_scored else 0.0
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """A plain-data view of the whole state (used to compare live vs replay)."""
         return {
             "version": self.version,
@@ -463,7 +464,7 @@ class ConsoleState:
             self.groups[group_id] = g
         return g
 
-    def _finish_group(self, group_id: str, ts: float, status: str, reason: Optional[str]) -> bool:
+    def _finish_group(self, group_id: str, ts: float, status: str, reason: str | None) -> bool:
         """Mark a group terminal once. Returns False if it was already terminal
         (accounting must count every item exactly once)."""
         g = self._ensure_group(group_id, ts)
@@ -494,14 +495,14 @@ class ConsoleState:
             _evict_finished(self._finished_rollouts, self.rollouts, rollout_id, MAX_FINISHED_ROLLOUTS)
 
 
-def _evict_finished(order: Deque[str], table: Dict[str, Any], key: str, limit: int) -> None:
+def _evict_finished(order: deque[str], table: dict[str, Any], key: str, limit: int) -> None:
     """Remember ``key`` as finished; drop the oldest finished entries past ``limit``."""
     order.append(key)
     while len(order) > limit:
         table.pop(order.popleft(), None)
 
 
-def _rollout_dict(r: RolloutView) -> Dict[str, Any]:
+def _rollout_dict(r: RolloutView) -> dict[str, Any]:
     d = asdict(r)
     d["turns"] = [asdict(t) for t in r.turns]
     return d
@@ -599,8 +600,13 @@ def _on_group_finished(s: ConsoleState, e: ev.GroupFinished) -> None:
 
 def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     s.rollouts[e.rollout_id] = RolloutView(
-        rollout_id=e.rollout_id, group_id=e.group_id, phase=e.phase, started_at=e.ts, item_summary=e.item_summary,
-        system_prompt=e.system_prompt, prompt=e.prompt,
+        rollout_id=e.rollout_id,
+        group_id=e.group_id,
+        phase=e.phase,
+        started_at=e.ts,
+        item_summary=e.item_summary,
+        system_prompt=e.system_prompt,
+        prompt=e.prompt,
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
@@ -654,8 +660,7 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
         e.rollout_id,
         e.group_id,
         "reward",
-        f"reward {e.reward:.3f} after {e.turns_used} turn(s)"
-        + ("" if e.finished_naturally else " (did not finish)"),
+        f"reward {e.reward:.3f} after {e.turns_used} turn(s)" + ("" if e.finished_naturally else " (did not finish)"),
     )
 
 
@@ -785,8 +790,15 @@ def _on_sandbox_cmd_finished(s: ConsoleState, e: ev.SandboxCommandFinished) -> N
     sb.last_activity = e.ts
     sb.commands += 1
     sb.last_exit_code = e.exit_code
-    sb.last_commands.append({"command": e.command, "exit_code": e.exit_code, "duration_s": e.duration_s,
-                             "output_head": e.output_head[:200], "timed_out": e.timed_out})
+    sb.last_commands.append(
+        {
+            "command": e.command,
+            "exit_code": e.exit_code,
+            "duration_s": e.duration_s,
+            "output_head": e.output_head[:200],
+            "timed_out": e.timed_out,
+        }
+    )
     del sb.last_commands[:-LAST_COMMANDS_PER_SANDBOX]
     if e.timed_out:
         sb.timeouts += 1
@@ -862,7 +874,7 @@ def _on_server_stats(s: ConsoleState, e: rev.ServerStats) -> None:
     s.servers = [dict(x) for x in e.servers]
 
 
-def server_error_increase(before_rows: List[Dict[str, Any]], after_rows: List[Dict[str, Any]]) -> int:
+def server_error_increase(before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]]) -> int:
     """Transport errors added between two server snapshots (a counter that went down restarted at 0)."""
     before = {str(x.get("url")): int(x.get("transport_errors") or 0) for x in before_rows}
     total = 0
@@ -899,7 +911,7 @@ def _on_wandb(s: ConsoleState, e: rev.WandbStatus) -> None:
     s.wandb = e
 
 
-_HANDLERS: Dict[str, Callable[[ConsoleState, Any], None]] = {
+_HANDLERS: dict[str, Callable[[ConsoleState, Any], None]] = {
     rev.RunConfigured.kind: _on_run_configured,
     rev.RuntimeStatus.kind: _on_runtime_status,
     rev.ItemReceived.kind: _on_item_received,
@@ -933,7 +945,12 @@ _HANDLERS: Dict[str, Callable[[ConsoleState, Any], None]] = {
 
 # Which per-panel counters an event kind moves (by kind, so replay counts the same).
 _GROUPS, _TOOLS, _SANDBOXES, _REWARDS, _SERVERS = (
-    "groups_version", "tools_version", "sandboxes_version", "rewards_version", "servers_version")
+    "groups_version",
+    "tools_version",
+    "sandboxes_version",
+    "rewards_version",
+    "servers_version",
+)
 _SECTIONS = {
     rev.RunConfigured.kind: (_GROUPS, _SERVERS),  # worker timeout, server list
     rev.ItemReceived.kind: (_GROUPS,),

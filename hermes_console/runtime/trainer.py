@@ -32,11 +32,11 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from environments import events
-from hermes_console.runtime import events as rev
 from hermes_console.runtime import atropos_bridge
+from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.trainer_api import (
     NOT_SENT,
@@ -74,10 +74,10 @@ class Pacing:
     batch_size: int
     max_batches_offpolicy: int
     total_steps: int
-    min_batch_allocation: Optional[float] = None
+    min_batch_allocation: float | None = None
 
     @classmethod
-    def of(cls, cfg: Any) -> "Pacing":
+    def of(cls, cfg: Any) -> Pacing:
         return cls(
             group_size=int(cfg.group_size),
             batch_size=int(cfg.batch_size),
@@ -145,32 +145,32 @@ class _Counters:
     send_retries: int = 0  # re-posts of provably unsent groups
     consecutive_rejects: int = 0
     reregistrations: int = 0
-    last_send_error: Optional[str] = None
+    last_send_error: str | None = None
     wait_trainer_s: float = 0.0
     wait_inference_s: float = 0.0
-    errors_by_group: Dict[str, SendFailure] = field(default_factory=dict)
+    errors_by_group: dict[str, SendFailure] = field(default_factory=dict)
 
 
 class TrainerLink:
-    def __init__(self, driver: "Driver", poll_s: float = POLL_S) -> None:
+    def __init__(self, driver: Driver, poll_s: float = POLL_S) -> None:
         self.driver = driver
         self.env = driver.env
         self.poll_s = poll_s
         self.finished = False
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self.registered = False
-        self.status: Optional[EnvStatus] = None
+        self.status: EnvStatus | None = None
         self.client = TrainerClient(str(self.env.config.rollout_server_url))
         self.c = _Counters()
-        self._start_step: Optional[int] = None
+        self._start_step: int | None = None
         self._total_queue = 0
         self._sent_at_status = 0
-        self._last_emit: Optional[Dict[str, Any]] = None
+        self._last_emit: dict[str, Any] | None = None
         self._state = "waiting"
         self._detail = ""
         self._tick_at = time.monotonic()
         self._original_send = getattr(self.env, "_send_scored_data_to_api", None)
-        self._outage: Optional[str] = None  # the API is unreachable: no new work until it answers
+        self._outage: str | None = None  # the API is unreachable: no new work until it answers
         self._up = asyncio.Event()  # set while the API answers (re-posts wait on it)
         self._up.set()
         self._polling = False
@@ -186,10 +186,10 @@ class TrainerLink:
         unseen = self.c.groups_sent - self._sent_at_status
         return Pacing.of(self.env.config).admits(self.status, in_flight + unseen)
 
-    def pop_send_error(self, group_id: str) -> Optional[SendFailure]:
+    def pop_send_error(self, group_id: str) -> SendFailure | None:
         return self.c.errors_by_group.pop(group_id, None)
 
-    async def send(self, scored: Union[Dict[str, Any], List[Dict[str, Any]]]) -> None:
+    async def send(self, scored: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Replacement for ``env._send_scored_data_to_api``: delivered once or recorded (module doc)."""
         groups = scored if isinstance(scored, list) else [scored]
         group_id = events.current_group_id.get() or ""
@@ -222,7 +222,7 @@ class TrainerLink:
         self.c.sent_this_step += len(groups)
         self._emit()  # live counts, and right after "finished" while the last groups land
 
-    def _record_failure(self, group_id: str, groups: List[Dict[str, Any]], exc: TrainerAPIError) -> None:
+    def _record_failure(self, group_id: str, groups: list[dict[str, Any]], exc: TrainerAPIError) -> None:
         unknown = exc.outcome == UNKNOWN
         if unknown:
             message = f"delivery unknown (not re-posted: a second post could store it twice): {exc}"
@@ -241,14 +241,16 @@ class TrainerLink:
             if self.c.consecutive_rejects >= REJECT_LIMIT and self.error is None:
                 self.error = TrainerAPIError(
                     f"the trainer API rejected {self.c.consecutive_rejects} groups in a row (last: {exc}); "
-                    "stopping intake instead of generating groups it will not take", retryable=False)
+                    "stopping intake instead of generating groups it will not take",
+                    retryable=False,
+                )
                 self.finished = True
                 self._set("error", str(self.error))
                 self.driver._poke()
                 return
         self._emit(force=True)
 
-    def _spool(self, group_id: str, groups: List[Dict[str, Any]], outcome: str, message: str) -> None:
+    def _spool(self, group_id: str, groups: list[dict[str, Any]], outcome: str, message: str) -> None:
         """Keep what the trainer may not have: one line per group, for inspection or a manual re-send."""
         import json
 
@@ -256,11 +258,22 @@ class TrainerLink:
             self.spool_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.spool_path, "a", encoding="utf-8") as fp:
                 for group in groups:
-                    fp.write(json.dumps({"group_id": group_id, "outcome": outcome, "error": message, "group": group},
-                                        allow_nan=False, default=str) + "\n")
+                    fp.write(
+                        json.dumps(
+                            {"group_id": group_id, "outcome": outcome, "error": message, "group": group},
+                            allow_nan=False,
+                            default=str,
+                        )
+                        + "\n"
+                    )
         except (OSError, ValueError) as exc:  # the jsonl still has the group; say that the spool failed
-            events.emit(rev.LogRecord(level="ERROR", logger="trainer",
-                                      message=f"could not spool unsent group {group_id} to {self.spool_path}: {exc}"))
+            events.emit(
+                rev.LogRecord(
+                    level="ERROR",
+                    logger="trainer",
+                    message=f"could not spool unsent group {group_id} to {self.spool_path}: {exc}",
+                )
+            )
 
     def _api_down(self, reason: str) -> None:
         self._up.clear()
@@ -281,7 +294,7 @@ class TrainerLink:
 
     # ------------------------------------------------------------------ status
 
-    def _fields(self) -> Dict[str, Any]:
+    def _fields(self) -> dict[str, Any]:
         cfg = self.env.config
         st = self.status or EnvStatus()
         steps = st.current_step - (self._start_step if self._start_step is not None else st.current_step)
@@ -393,14 +406,21 @@ class TrainerLink:
                 await asyncio.sleep(REGISTER_RETRY_S)
                 continue
             break
-        atropos_bridge.apply_registration(env, env_id=reply.env_id, wandb_name=reply.wandb_name,
-                                          starting_step=reply.starting_step, checkpoint_dir=reply.checkpoint_dir,
-                                          checkpoint_interval=reply.checkpoint_interval)
+        atropos_bridge.apply_registration(
+            env,
+            env_id=reply.env_id,
+            wandb_name=reply.wandb_name,
+            starting_step=reply.starting_step,
+            checkpoint_dir=reply.checkpoint_dir,
+            checkpoint_interval=reply.checkpoint_interval,
+        )
         if cfg.total_steps == -1:
             atropos_bridge.set_config_value(env, "total_steps", reply.num_steps)
             if cfg.total_steps == -1:
-                raise ConfigError("env.total_steps is -1 and the trainer registered num_steps=-1; expected a step count "
-                                  "from one of them (--env.total_steps N)")
+                raise ConfigError(
+                    "env.total_steps is -1 and the trainer registered num_steps=-1; expected a step count "
+                    "from one of them (--env.total_steps N)"
+                )
         if env.curr_step > 0:
             env.load_checkpoint()  # resuming a trainer run, as atroposlib does
         self._start_step = reply.starting_step
@@ -408,7 +428,7 @@ class TrainerLink:
         self.registered = True
         self._set("registered", f"env_id {reply.env_id} as {reply.wandb_name!r}")
 
-    async def _start_wandb(self, trainer_name: Optional[str]) -> None:
+    async def _start_wandb(self, trainer_name: str | None) -> None:
         """atroposlib's serve semantics: project/group from ``/wandb_info``, the name the trainer assigned."""
         link = getattr(self.driver, "wandb", None)
         if link is None or not link.enabled or link.run is not None:
@@ -437,8 +457,10 @@ class TrainerLink:
         self.registered = False
         self.status = None
         self._status_env_failures = 0
-        self._set("waiting", f"run-api restarted (it no longer knows env {getattr(self.env, 'env_id', '?')}); "
-                             "registering again")
+        self._set(
+            "waiting",
+            f"run-api restarted (it no longer knows env {getattr(self.env, 'env_id', '?')}); registering again",
+        )
         await self._register()
         await self._server_info()
         self._api_up()
@@ -451,11 +473,15 @@ class TrainerLink:
         if info.max_token_len != -1:
             atropos_bridge.set_max_token_len(env, info.max_token_len)
         if cfg.batch_size is None or cfg.batch_size <= 0:
-            raise ConfigError(f"batch_size is {cfg.batch_size}: neither the trainer (/info) nor --env.batch_size set it; "
-                              "expected the trainer to register a batch size")
+            raise ConfigError(
+                f"batch_size is {cfg.batch_size}: neither the trainer (/info) nor --env.batch_size set it; "
+                "expected the trainer to register a batch size"
+            )
         if cfg.group_size > cfg.batch_size:
-            raise ConfigError(f"env.group_size ({cfg.group_size}) is larger than the trainer's batch_size "
-                              f"({cfg.batch_size}); expected group_size <= batch_size")
+            raise ConfigError(
+                f"env.group_size ({cfg.group_size}) is larger than the trainer's batch_size "
+                f"({cfg.batch_size}); expected group_size <= batch_size"
+            )
 
     async def _retrying(self, call: Any) -> Any:
         while True:
@@ -506,8 +532,10 @@ class TrainerLink:
             pacing = Pacing.of(env.config)
             if pacing.target_reached(st):
                 self.finished = True
-                self._set("finished", f"trainer at step {st.current_step}/{pacing.total_steps}; "
-                                      f"{st.queue_size} group(s) still queued")
+                self._set(
+                    "finished",
+                    f"trainer at step {st.current_step}/{pacing.total_steps}; {st.queue_size} group(s) still queued",
+                )
                 self.driver._poke()
                 return
             self._set("backpressure" if pacing.backpressure(st) else "running")

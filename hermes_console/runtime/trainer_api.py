@@ -8,11 +8,10 @@ their tenacity retries wait up to 10 s each, and the send swallows 4xx replies
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gzip
 import json
-from typing import Any, Dict, List, Optional, Type, TypeVar, Union, cast
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,13 +43,13 @@ class RegisterEnvRequest(_Wire):
     desired_name: str
     weight: float
     group_size: int
-    min_batch_allocation: Optional[float] = None
+    min_batch_allocation: float | None = None
 
 
 class RegisterEnvReply(_Wire):
     status: str
-    env_id: Optional[int] = None
-    wandb_name: Optional[str] = None
+    env_id: int | None = None
+    wandb_name: str | None = None
     checkpoint_dir: str = ""
     starting_step: int = 0
     checkpoint_interval: int = -1
@@ -82,8 +81,8 @@ class GlobalStatus(_Wire):
 
 class SendReply(_Wire):
     status: str
-    groups_processed: Optional[int] = None
-    buffered: Optional[int] = None
+    groups_processed: int | None = None
+    buffered: int | None = None
 
 
 class TrainerRegistration(_Wire):
@@ -109,9 +108,9 @@ class TrainerClient:
     def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: Optional[aiohttp.ClientSession] = None
+        self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "TrainerClient":
+    async def __aenter__(self) -> TrainerClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -127,28 +126,49 @@ class TrainerClient:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
         return self._session
 
-    async def _call(self, method: str, path: str, *, json_body: Any = None, data: Optional[bytes] = None,
-                    headers: Optional[Dict[str, str]] = None, fresh: bool = False) -> Any:
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        fresh: bool = False,
+    ) -> Any:
         url = f"{self.base_url}{path}"
         try:
             async with contextlib.AsyncExitStack() as stack:
                 # Sends get their own session: groups still in flight when the poll loop ends must still go out.
-                session = await stack.enter_async_context(aiohttp.ClientSession(timeout=self.timeout)) if fresh else self._sess()
-                resp = await stack.enter_async_context(session.request(method, url, json=json_body, data=data, headers=headers))
+                session = (
+                    await stack.enter_async_context(aiohttp.ClientSession(timeout=self.timeout))
+                    if fresh
+                    else self._sess()
+                )
+                resp = await stack.enter_async_context(
+                    session.request(method, url, json=json_body, data=data, headers=headers)
+                )
                 text = await resp.text()
                 if resp.status >= 500:
                     raise TrainerAPIError(f"{method} {url}: HTTP {resp.status} {_head(text)}", retryable=True)
                 if resp.status >= 400:
-                    raise TrainerAPIError(f"{method} {url} was rejected: HTTP {resp.status} {_head(text)}",
-                                          retryable=False, outcome=REJECTED)
+                    raise TrainerAPIError(
+                        f"{method} {url} was rejected: HTTP {resp.status} {_head(text)}",
+                        retryable=False,
+                        outcome=REJECTED,
+                    )
         except TrainerAPIError:
             raise
         except aiohttp.ClientConnectorError as exc:  # before any byte was sent: safe to retry
-            raise TrainerAPIError(f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {exc})",
-                                  retryable=True, outcome=NOT_SENT) from None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise TrainerAPIError(
-                f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {str(exc) or 'timed out'})", retryable=True
+                f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {exc})",
+                retryable=True,
+                outcome=NOT_SENT,
+            ) from None
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise TrainerAPIError(
+                f"{method} {url}: trainer API unreachable ({type(exc).__name__}: {str(exc) or 'timed out'})",
+                retryable=True,
             ) from None
         try:
             return json.loads(text)
@@ -156,25 +176,33 @@ class TrainerClient:
             raise TrainerAPIError(f"{method} {url}: expected JSON, got {_head(text)!r}", retryable=False) from None
 
     @staticmethod
-    def _parse(model: Type[ModelT], data: Any, what: str) -> ModelT:
+    def _parse(model: type[ModelT], data: Any, what: str) -> ModelT:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            raise TrainerAPIError(f"{what}: unexpected reply {_head(json.dumps(data, default=str))!r} ({exc.error_count()} "
-                                  f"field error(s): {exc.errors()[0]['loc']} {exc.errors()[0]['msg']})", retryable=False) from None
+            raise TrainerAPIError(
+                f"{what}: unexpected reply {_head(json.dumps(data, default=str))!r} ({exc.error_count()} "
+                f"field error(s): {exc.errors()[0]['loc']} {exc.errors()[0]['msg']})",
+                retryable=False,
+            ) from None
 
     async def register_env(self, req: RegisterEnvRequest) -> RegisterEnvReply:
-        return self._parse(RegisterEnvReply, await self._call("POST", "/register-env", json_body=req.model_dump()),
-                           "POST /register-env")
+        return self._parse(
+            RegisterEnvReply,
+            await self._call("POST", "/register-env", json_body=req.model_dump()),
+            "POST /register-env",
+        )
 
     async def info(self) -> ServerInfo:
         return self._parse(ServerInfo, await self._call("GET", "/info"), "GET /info")
 
     async def status_env(self, env_id: int) -> EnvStatus:
         # run-api reads the env id from a JSON body on a GET (as atroposlib sends it).
-        return self._parse(EnvStatus, await self._call("GET", "/status-env", json_body={"env_id": env_id}), "GET /status-env")
+        return self._parse(
+            EnvStatus, await self._call("GET", "/status-env", json_body={"env_id": env_id}), "GET /status-env"
+        )
 
-    async def wandb_info(self) -> Dict[str, Any]:
+    async def wandb_info(self) -> dict[str, Any]:
         """run-api's ``/wandb_info``: the trainer's wandb project and group (None until it registered)."""
         data = await self._call("GET", "/wandb_info")
         return data if isinstance(data, dict) else {}
@@ -186,7 +214,7 @@ class TrainerClient:
     async def status(self) -> GlobalStatus:
         return self._parse(GlobalStatus, await self._call("GET", "/status"), "GET /status")
 
-    async def send(self, groups: Union[Dict[str, Any], List[Dict[str, Any]]]) -> SendReply:
+    async def send(self, groups: dict[str, Any] | list[dict[str, Any]]) -> SendReply:
         """POST groups like atroposlib does (gzip when it pays off)."""
         path = "/scored_data_list" if isinstance(groups, list) else "/scored_data"
         body = json.dumps(groups).encode()
@@ -195,18 +223,21 @@ class TrainerClient:
             packed = gzip.compress(body)
             if len(packed) < len(body):
                 body, headers["Content-Encoding"] = packed, "gzip"
-        reply = self._parse(SendReply, await self._call("POST", path, data=body, headers=headers, fresh=True), f"POST {path}")
+        reply = self._parse(
+            SendReply, await self._call("POST", path, data=body, headers=headers, fresh=True), f"POST {path}"
+        )
         if reply.status not in ("received", "buffered"):
-            raise TrainerAPIError(f"POST {path}: trainer API answered status {reply.status!r}; expected 'received'",
-                                  retryable=False)
+            raise TrainerAPIError(
+                f"POST {path}: trainer API answered status {reply.status!r}; expected 'received'", retryable=False
+            )
         return reply
 
     # ---- trainer side (the stand-in trainer)
 
-    async def register_trainer(self, reg: TrainerRegistration) -> Dict[str, Any]:
-        return cast(Dict[str, Any], await self._call("POST", "/register", json_body=reg.model_dump()))
+    async def register_trainer(self, reg: TrainerRegistration) -> dict[str, Any]:
+        return cast(dict[str, Any], await self._call("POST", "/register", json_body=reg.model_dump()))
 
-    async def batch(self) -> Optional[List[Dict[str, Any]]]:
+    async def batch(self) -> list[dict[str, Any]] | None:
         data = await self._call("GET", "/batch")
         return data.get("batch") if isinstance(data, dict) else None
 
@@ -215,5 +246,5 @@ class TrainerClient:
         try:
             async with self._sess().get(url) as resp:
                 await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise TrainerAPIError(f"GET {url}: trainer API unreachable ({exc})", retryable=True) from None

@@ -26,15 +26,16 @@ import os
 import random
 import string
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from environments import events
 from environments.events import Event
-from hermes_console.runtime import events as rev
 from hermes_console.runtime import atropos_bridge
+from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import ConfigError, first_line
 
 DEFAULT_PROJECT = "hermes-console"
@@ -48,7 +49,7 @@ class WandbStartError(ConfigError):
 _SECRET_FIELDS = ("api_key", "apikey", "password", "secret", "auth")
 
 
-def run_config(env: Any, resolved: Any, mode: str, phase: int) -> Dict[str, Any]:
+def run_config(env: Any, resolved: Any, mode: str, phase: int) -> dict[str, Any]:
     """The resolved config as the wandb run config: env fields, servers (no keys), mode and phase."""
     env_cfg = env.config.model_dump(mode="json")
     for key in list(env_cfg):
@@ -56,13 +57,23 @@ def run_config(env: Any, resolved: Any, mode: str, phase: int) -> Dict[str, Any]
             env_cfg[key] = "<redacted>" if env_cfg[key] else env_cfg[key]
     servers = []
     for cfg in resolved.servers_for(phase):
-        servers.append({"base_url": str(getattr(cfg, "base_url", "")), "model_name": getattr(cfg, "model_name", ""),
-                        "server_type": getattr(cfg, "server_type", "")})
-    return {"env": env_cfg, "servers": servers, "mode": mode, "phase": phase,
-            "env_class": f"{type(env).__module__}.{type(env).__name__}"}
+        servers.append(
+            {
+                "base_url": str(getattr(cfg, "base_url", "")),
+                "model_name": getattr(cfg, "model_name", ""),
+                "server_type": getattr(cfg, "server_type", ""),
+            }
+        )
+    return {
+        "env": env_cfg,
+        "servers": servers,
+        "mode": mode,
+        "phase": phase,
+        "env_class": f"{type(env).__module__}.{type(env).__name__}",
+    }
 
 
-def wandb_mode(environ: Optional[Dict[str, str]] = None) -> str:
+def wandb_mode(environ: dict[str, str] | None = None) -> str:
     """The mode wandb will use: the user's ``WANDB_MODE``, else offline unless online was asked for."""
     env = os.environ if environ is None else environ
     mode = (env.get("WANDB_MODE") or "").strip().lower()
@@ -73,13 +84,13 @@ def wandb_mode(environ: Optional[Dict[str, str]] = None) -> str:
     return "offline"
 
 
-def run_name(base: str, now: Optional[datetime] = None, rng: Optional[random.Random] = None) -> str:
+def run_name(base: str, now: datetime | None = None, rng: random.Random | None = None) -> str:
     """atroposlib's run name: ``{base}-{YYYY-MM-DD}-{6 lowercase letters}``."""
     pick = (rng or random).choices
     return f"{base}-{(now or datetime.now()).strftime('%Y-%m-%d')}-{''.join(pick(string.ascii_lowercase, k=6))}"
 
 
-def _percentile(values: List[float], q: float) -> float:
+def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
     return ordered[index]
@@ -92,8 +103,8 @@ class StepFigures:
         self._clock = clock
         self._lock = threading.Lock()
         self._since = clock()
-        self._gen_s: Dict[str, float] = {}  # per live rollout: generation seconds
-        self._tool_s: Dict[str, float] = {}  # per live rollout: tool seconds
+        self._gen_s: dict[str, float] = {}  # per live rollout: generation seconds
+        self._tool_s: dict[str, float] = {}  # per live rollout: tool seconds
         self._reset_step()
         self.sandboxes_live = 0
         self.sandboxes_created = 0
@@ -101,11 +112,11 @@ class StepFigures:
     def _reset_step(self) -> None:
         self.rollouts = 0
         self.groups_kept = 0
-        self.durations: List[float] = []
-        self.gen: List[float] = []
-        self.tool: List[float] = []
-        self.other: List[float] = []
-        self.errors: Dict[str, int] = {}
+        self.durations: list[float] = []
+        self.gen: list[float] = []
+        self.tool: list[float] = []
+        self.other: list[float] = []
+        self.errors: dict[str, int] = {}
         self.tokens = 0
         self.trainable_tokens = 0
         self.assistant_turns = 0
@@ -164,12 +175,12 @@ class StepFigures:
         self.placeholder += 1 if event.placeholder_tokens else 0
         self.multi_node += 1 if event.node_count > 1 else 0
 
-    def take(self) -> Dict[str, float]:
+    def take(self) -> dict[str, float]:
         """This step's figures (``hermes/...``), then start the next step."""
         with self._lock:
             now = self._clock()
             elapsed = max(1e-9, now - self._since)
-            out: Dict[str, float] = {
+            out: dict[str, float] = {
                 "hermes/rollouts": float(self.rollouts),
                 "hermes/rollouts_per_s": self.rollouts / elapsed,
                 "hermes/groups_kept": float(self.groups_kept),
@@ -185,8 +196,12 @@ class StepFigures:
                 out["hermes/data/trainable_turn_share"] = (
                     self.trainable_turns / self.assistant_turns if self.assistant_turns else 0.0
                 )
-            for name, values in (("rollout", self.durations), ("generation", self.gen), ("tools", self.tool),
-                                 ("reward_and_overhead", self.other)):
+            for name, values in (
+                ("rollout", self.durations),
+                ("generation", self.gen),
+                ("tools", self.tool),
+                ("reward_and_overhead", self.other),
+            ):
                 if values:
                     out[f"hermes/latency/{name}_mean_s"] = sum(values) / len(values)
                     out[f"hermes/latency/{name}_p95_s"] = _percentile(values, 0.95)
@@ -219,9 +234,9 @@ class WandbLink:
         *,
         mode: str,
         run_dir: Path,
-        config: Dict[str, Any],
+        config: dict[str, Any],
         emit: Callable[[Event], None] = events.emit,
-        clock: Optional[Callable[[], float]] = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         import time
 
@@ -240,7 +255,7 @@ class WandbLink:
 
     # ------------------------------------------------------------------ start
 
-    def start(self, project: Optional[str] = None, group: Optional[str] = None, name: Optional[str] = None) -> None:
+    def start(self, project: str | None = None, group: str | None = None, name: str | None = None) -> None:
         """``wandb.init`` for this run (blocking: call from a worker thread). Raises WandbStartError."""
         if not self.enabled or self.run is not None:
             return
@@ -254,8 +269,9 @@ class WandbLink:
         try:
             wandb_dir.mkdir(parents=True, exist_ok=True)
             settings = wandb.Settings(console="off", silent=True, mode=mode)
-            self.run = wandb.init(project=project, group=group, name=name, dir=str(wandb_dir),
-                                  config=self.config, settings=settings)
+            self.run = wandb.init(
+                project=project, group=group, name=name, dir=str(wandb_dir), config=self.config, settings=settings
+            )
         except Exception as exc:  # reported as a start error naming the fix
             self.info = WandbInfo(state="failed", mode=mode, project=project, name=name)
             self._status(f"wandb.init failed: {first_line(exc)}")
@@ -264,8 +280,14 @@ class WandbLink:
                 "expected a working wandb: set WANDB_MODE=offline (no key needed), provide WANDB_API_KEY for "
                 "online, or pass --env.use_wandb false"
             ) from exc
-        self.info = WandbInfo(state="logging", mode=mode, project=project, name=name, path=self._run_path(mode),
-                              url=getattr(self.run, "url", None) or "")
+        self.info = WandbInfo(
+            state="logging",
+            mode=mode,
+            project=project,
+            name=name,
+            path=self._run_path(mode),
+            url=getattr(self.run, "url", None) or "",
+        )
         self._status("")
         if not self._observing:
             events.add_observer(self.figures.observe)
@@ -280,8 +302,18 @@ class WandbLink:
 
     def _status(self, detail: str) -> None:
         info = self.info
-        self._emit(rev.WandbStatus(state=info.state, mode=info.mode, project=info.project, name=info.name,
-                                   path=info.path, url=info.url, log_errors=info.log_errors, detail=detail))
+        self._emit(
+            rev.WandbStatus(
+                state=info.state,
+                mode=info.mode,
+                project=info.project,
+                name=info.name,
+                path=info.path,
+                url=info.url,
+                log_errors=info.log_errors,
+                detail=detail,
+            )
+        )
 
     # ------------------------------------------------------------------ each step
 
@@ -289,7 +321,7 @@ class WandbLink:
     def logging(self) -> bool:
         return self.run is not None and self.info.state == "logging"
 
-    def step_metrics(self, metrics: Dict[str, Any]) -> None:
+    def step_metrics(self, metrics: dict[str, Any]) -> None:
         """Before ``env.wandb_log(metrics)``: our figures into the same step; the step number for
         process/evaluate runs (serve mode takes the trainer's step)."""
         if not self.logging:
@@ -306,11 +338,11 @@ class WandbLink:
         self._emit(rev.LogRecord(level="WARNING", logger="wandb", message=message))
         self._status(message)
 
-    def log_eval(self, eval_id: str, metrics: Dict[str, Any], duration_s: float, error: Optional[str]) -> None:
+    def log_eval(self, eval_id: str, metrics: dict[str, Any], duration_s: float, error: str | None) -> None:
         """Evaluation results under ``eval/...`` at the current step."""
         if not self.logging:
             return
-        row: Dict[str, Any] = {f"eval/{k}": v for k, v in metrics.items() if _loggable(v)}
+        row: dict[str, Any] = {f"eval/{k}": v for k, v in metrics.items() if _loggable(v)}
         row["eval/duration_s"] = duration_s
         row["eval/failed"] = 1.0 if error else 0.0
         try:
@@ -337,7 +369,9 @@ class WandbLink:
             run.finish(exit_code=exit_code)
             wandb.teardown()  # stop wandb-core and its threads: a stopped console leaves no process behind
         except Exception as exc:  # noqa: BLE001 - the run is over either way
-            self._emit(rev.LogRecord(level="WARNING", logger="wandb", message=f"wandb.finish failed: {first_line(exc)}"))
+            self._emit(
+                rev.LogRecord(level="WARNING", logger="wandb", message=f"wandb.finish failed: {first_line(exc)}")
+            )
         self.info.state = "finished"
         self._status("")
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _LINE_NO = re.compile(r"^\s*\d+\|", re.MULTILINE)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

@@ -11,7 +11,8 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -75,13 +76,15 @@ class SimApp:
             "/stats": {"GET": self.stats_handler},
             "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults, "DELETE": self.admin_faults},
         }
-        return web.Server(self._dispatch, request_factory=self._make_request, handler_cancellation=True,
-                          access_log=None)
+        return web.Server(
+            self._dispatch, request_factory=self._make_request, handler_cancellation=True, access_log=None
+        )
 
     def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
         # Phase 2 prompts and long tool outputs can exceed aiohttp's 1 MiB default.
-        return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                               client_max_size=_MAX_BODY)
+        return web.BaseRequest(
+            message, payload, protocol, writer, task, asyncio.get_running_loop(), client_max_size=_MAX_BODY
+        )
 
     def begin_stop(self) -> None:
         """Wake every hanging request so shutdown is quick."""
@@ -94,15 +97,26 @@ class SimApp:
             return _json(error_body(f"Unknown endpoint {request.method} {request.path}", code="not_found"), 404)
         handler = methods.get(request.method)
         if handler is None:
-            return _json(error_body(f"Method {request.method} not allowed on {request.path}; "
-                                    f"use {', '.join(methods)}", code="method_not_allowed"), 405)
+            return _json(
+                error_body(
+                    f"Method {request.method} not allowed on {request.path}; use {', '.join(methods)}",
+                    code="method_not_allowed",
+                ),
+                405,
+            )
         try:
             return await handler(request)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except web.HTTPException as exc:  # e.g. body too large
-            return _json(error_body(exc.reason, code=str(exc.status), type_="invalid_request_error"
-                                    if exc.status < 500 else "server_error"), status=exc.status)
+            return _json(
+                error_body(
+                    exc.reason,
+                    code=str(exc.status),
+                    type_="invalid_request_error" if exc.status < 500 else "server_error",
+                ),
+                status=exc.status,
+            )
         except Exception as exc:  # a simulator bug must look like a server error, not kill the server
             log.exception("simulator error on %s", request.path)
             return _json(error_body(f"simulator error: {type(exc).__name__}: {exc}", type_="server_error"), 500)
@@ -118,8 +132,9 @@ class SimApp:
     async def generate(self, request: web.BaseRequest) -> web.StreamResponse:
         body = await self._peek_json(request)
         if isinstance(body, dict) and is_sglang_body(body):
-            return await self._generation(request, "generate_sglang", SGLangGenerateRequest,
-                                          self.engine.sglang_generate)
+            return await self._generation(
+                request, "generate_sglang", SGLangGenerateRequest, self.engine.sglang_generate
+            )
         return await self._generation(request, "generate_vllm", VLLMGenerateRequest, self.engine.vllm_generate)
 
     async def _peek_json(self, request: web.BaseRequest) -> Any:
@@ -129,8 +144,13 @@ class SimApp:
         except ValueError:
             return None
 
-    async def _generation(self, request: web.BaseRequest, endpoint: str, model: type[BaseModel],
-                          produce: Callable[[Any, dict[str, Any], RequestKey, bool], Result]) -> web.StreamResponse:
+    async def _generation(
+        self,
+        request: web.BaseRequest,
+        endpoint: str,
+        model: type[BaseModel],
+        produce: Callable[[Any, dict[str, Any], RequestKey, bool], Result],
+    ) -> web.StreamResponse:
         self.stats.request(endpoint)
         raw = await request.read()
         try:
@@ -155,8 +175,14 @@ class SimApp:
             return self._drop(request)
         if faults.hit("http_500", key.body, key.occurrence):
             self.stats.fault("http_500")
-            return _json(error_body("The simulator injected an internal server error (fault http_500).",
-                                    type_="server_error", code="simulated_fault"), status=500)
+            return _json(
+                error_body(
+                    "The simulator injected an internal server error (fault http_500).",
+                    type_="server_error",
+                    code="simulated_fault",
+                ),
+                status=500,
+            )
         hang = faults.hit("hang", key.body, key.occurrence)
         empty = faults.hit("empty_choices", key.body, key.occurrence)
 
@@ -193,7 +219,7 @@ class SimApp:
         assert self._stopping is not None
         try:
             await asyncio.wait_for(self._stopping.wait(), timeout=self.config.hang_max_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def _drop(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -221,8 +247,19 @@ class SimApp:
 
     async def models(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats.request("models")
-        return _json({"object": "list", "data": [{"id": self.config.model_name, "object": "model",
-                                                  "created": int(self.stats.started_at), "owned_by": "hermes-sim"}]})
+        return _json(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.config.model_name,
+                        "object": "model",
+                        "created": int(self.stats.started_at),
+                        "owned_by": "hermes-sim",
+                    }
+                ],
+            }
+        )
 
     async def health(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats.request("health")

@@ -53,7 +53,9 @@ def parse_chatml(text: str, parser_name: str = "hermes") -> tuple[list[dict[str,
                         "type": "function",
                         "function": {
                             "name": c["name"],
-                            "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]),
+                            "arguments": c["arguments"]
+                            if isinstance(c["arguments"], str)
+                            else json.dumps(c["arguments"]),
                         },
                     }
                     for i, c in enumerate(calls)

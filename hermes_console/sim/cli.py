@@ -18,13 +18,22 @@ def build_parser(prog: str = "hermes-console sim") -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="port to bind (0 = any free port; default 0)")
     p.add_argument("--phase2", action="store_true", help="print Phase 2 (vLLM/SGLang /generate) connection hints")
     p.add_argument("--latency-ms", type=float, default=0.0, help="mean time to first token in ms (default 0)")
-    p.add_argument("--latency-sigma", type=float, default=None,
-                   help="lognormal shape; when given, latency is lognormal with --latency-ms as its mean")
+    p.add_argument(
+        "--latency-sigma",
+        type=float,
+        default=None,
+        help="lognormal shape; when given, latency is lognormal with --latency-ms as its mean",
+    )
     p.add_argument("--tokens-per-s", type=float, default=0.0, help="generation rate; 0 = instant (default)")
     p.add_argument("--concurrency", type=int, default=256, help="requests served at once; the rest queue")
     p.add_argument("--solve-rate", type=float, default=0.6, help="share of episodes the policy solves (default 0.6)")
-    p.add_argument("--fault", action="append", default=[], metavar="KIND=RATE",
-                   help=f"inject a fault by rate, repeatable; kinds: {', '.join(FAULT_KINDS)}")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help=f"inject a fault by rate, repeatable; kinds: {', '.join(FAULT_KINDS)}",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="hermes-sim", help="model name reported by /v1/models")
     p.add_argument("--tool-format", default="hermes", help="tool-call parser format for Phase 2 text")
@@ -51,15 +60,24 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         sigma=args.latency_sigma if args.latency_sigma is not None else 0.5,
         tokens_per_s=args.tokens_per_s,
     )
-    return SimConfig(port=args.port, seed=args.seed, model_name=args.model, latency=latency,
-                     max_concurrency=args.concurrency, solve_rate=args.solve_rate,
-                     faults=parse_faults(args.fault), tool_call_format=args.tool_format)
+    return SimConfig(
+        port=args.port,
+        seed=args.seed,
+        model_name=args.model,
+        latency=latency,
+        max_concurrency=args.concurrency,
+        solve_rate=args.solve_rate,
+        faults=parse_faults(args.fault),
+        tool_call_format=args.tool_format,
+    )
 
 
 def _hints(url: str, config: SimConfig, phase2: bool) -> str:
-    lines = [f"hermes-sim listening on {url}",
-             f"  OpenAI base_url: {url}/v1   (model {config.model_name!r}, any api_key)",
-             f"  health: {url}/health   stats: {url}/stats   faults: POST {url}/admin/faults"]
+    lines = [
+        f"hermes-sim listening on {url}",
+        f"  OpenAI base_url: {url}/v1   (model {config.model_name!r}, any api_key)",
+        f"  health: {url}/health   stats: {url}/stats   faults: POST {url}/admin/faults",
+    ]
     if phase2:
         from environments.tokenizer import local_tokenizer_path
 

@@ -31,8 +31,27 @@ from hermes_console.sim.wire import (
 )
 
 _MSG_OVERHEAD = 4  # <|im_start|>, role, newline, <|im_end|> per message, roughly
-_FILLER = ("The", " answer", " depends", " on", " the", " input", ".", " Let", " me", " check", " the", " files",
-           " first", ",", " then", " write", " the", " result", ".")
+_FILLER = (
+    "The",
+    " answer",
+    " depends",
+    " on",
+    " the",
+    " input",
+    ".",
+    " Let",
+    " me",
+    " check",
+    " the",
+    " files",
+    " first",
+    ",",
+    " then",
+    " write",
+    " the",
+    " result",
+    ".",
+)
 
 
 @dataclass
@@ -81,9 +100,16 @@ class Engine:
         base = (req_seed + 1) * 7919 if req_seed is not None else key.occurrence
         return [base * 1024 + i for i in range(n)]
 
-    def _generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, n: int,
-                  temperature: float | None, max_tokens: int | None, req_seed: int | None,
-                  key: RequestKey) -> list[Generated]:
+    def _generate(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        n: int,
+        temperature: float | None,
+        max_tokens: int | None,
+        req_seed: int | None,
+        key: RequestKey,
+    ) -> list[Generated]:
         offered = offered_tool_names(tools)
         limit = max_tokens or self.config.default_max_tokens
         out = []
@@ -118,8 +144,10 @@ class Engine:
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         # Clients resend the same schemas every turn; key the count on a cheap
         # fingerprint instead of serialising them per request.
-        fp = tuple((str(f.get("name")), len(f.get("description") or ""), len(f.get("parameters") or ()))
-                   for f in (t.get("function") or {} for t in tools))
+        fp = tuple(
+            (str(f.get("name")), len(f.get("description") or ""), len(f.get("parameters") or ()))
+            for f in (t.get("function") or {} for t in tools)
+        )
         n = self._tools_count.get(fp)
         if n is None:
             n = self.tok.count(json.dumps(tools))
@@ -159,8 +187,11 @@ class Engine:
             "created": int(time.time()),
             "model": req.model,
             "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         return Result(body, prompt_tokens, completion_tokens, max((len(g.ids) for g in gens), default=0))
 
@@ -172,7 +203,7 @@ class Engine:
             text = self.tok.decode(g.ids)
             reasoning = None
             if text.startswith("<think>"):
-                reasoning, _, text = text[len("<think>"):].partition("</think>")
+                reasoning, _, text = text[len("<think>") :].partition("</think>")
                 text = text.lstrip("\n")
             msg["content"] = text or None
             if reasoning:
@@ -182,9 +213,14 @@ class Engine:
             msg["reasoning_content"] = a.reasoning
         if a.tool_calls:
             msg["tool_calls"] = [
-                {"id": self._call_id(key, index, j), "type": "function",
-                 "function": {"name": c.name,
-                              "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)}}
+                {
+                    "id": self._call_id(key, index, j),
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+                    },
+                }
                 for j, c in enumerate(a.tool_calls)
             ]
         finish = "tool_calls" if a.tool_calls else "stop"
@@ -208,12 +244,20 @@ class Engine:
             for i, (text, g) in enumerate(texts):
                 completion_tokens += len(g.ids)
                 longest = max(longest, len(g.ids))
-                choice: dict[str, Any] = {"index": p_idx * req.n + i, "text": (prompt + text) if req.echo else text,
-                                          "finish_reason": "length" if g.truncated else "stop", "logprobs": None}
+                choice: dict[str, Any] = {
+                    "index": p_idx * req.n + i,
+                    "text": (prompt + text) if req.echo else text,
+                    "finish_reason": "length" if g.truncated else "stop",
+                    "logprobs": None,
+                }
                 if req.logprobs is not None:
                     lps = self._logprobs(g.ids, key, i)
-                    choice["logprobs"] = {"tokens": [self.tok.token_text(t) for t in g.ids], "token_logprobs": lps,
-                                          "top_logprobs": None, "text_offset": None}
+                    choice["logprobs"] = {
+                        "tokens": [self.tok.token_text(t) for t in g.ids],
+                        "token_logprobs": lps,
+                        "top_logprobs": None,
+                        "text_offset": None,
+                    }
                 choices.append(choice)
         body = {
             "id": "cmpl-" + key.tag,
@@ -221,8 +265,11 @@ class Engine:
             "created": int(time.time()),
             "model": req.model,
             "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         return Result(body, prompt_tokens, completion_tokens, longest)
 
@@ -248,8 +295,15 @@ class Engine:
 
     # ------------------------------------------------------------------ Phase 2: /generate
 
-    def _phase2(self, prompt_ids: list[int], n: int, temperature: float | None, max_tokens: int | None,
-                key: RequestKey, empty: bool) -> list[Generated]:
+    def _phase2(
+        self,
+        prompt_ids: list[int],
+        n: int,
+        temperature: float | None,
+        max_tokens: int | None,
+        key: RequestKey,
+        empty: bool,
+    ) -> list[Generated]:
         if empty:
             return []
         messages, tools = parse_chatml(self.tok.decode(prompt_ids), self.config.tool_call_format)
@@ -261,8 +315,9 @@ class Engine:
         body: dict[str, Any] = {
             "text": [self.tok.decode(g.ids) for g in gens],
             "token_ids": [g.ids for g in gens],
-            "logprobs": [[[{str(t): lp}] for t, lp in zip(g.ids, self._logprobs(g.ids, key, i))]
-                         for i, g in enumerate(gens)],
+            "logprobs": [
+                [[{str(t): lp}] for t, lp in zip(g.ids, self._logprobs(g.ids, key, i))] for i, g in enumerate(gens)
+            ],
             "finish_reasons": ["length" if g.truncated else "stop" for g in gens],
         }
         if req.prompt_logprobs is not None:
@@ -282,15 +337,17 @@ class Engine:
             out.append(entry)
         return out
 
-    def sglang_generate(self, req: SGLangGenerateRequest, data: dict[str, Any], key: RequestKey,
-                        empty: bool) -> Result:
+    def sglang_generate(self, req: SGLangGenerateRequest, data: dict[str, Any], key: RequestKey, empty: bool) -> Result:
         sp = req.sampling_params
         prompt_ids = req.input_ids if req.input_ids is not None else self.tok.encode(req.text or "")
         gens = self._phase2(prompt_ids, sp.n, sp.temperature, sp.max_new_tokens, key, empty)
         results = []
         for i, g in enumerate(gens):
-            finish: dict[str, Any] = ({"type": "length", "length": len(g.ids)} if g.truncated
-                                      else {"type": "stop", "matched": self.tok.eos_id})
+            finish: dict[str, Any] = (
+                {"type": "length", "length": len(g.ids)}
+                if g.truncated
+                else {"type": "stop", "matched": self.tok.eos_id}
+            )
             meta: dict[str, Any] = {
                 "id": f"{key.tag}{i:02x}",
                 "finish_reason": finish,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 from hermes_console.sim.actions import Action, SimToolCall
 from hermes_console.sim.config import validate_fault_rates
 from hermes_console.sim.rng import rng, unit
@@ -10,8 +11,28 @@ from hermes_console.sim.rng import rng, unit
 # Faults that change one choice's content rather than the whole response.
 CONTENT_FAULTS: tuple[str, ...] = ("garbage_text", "malformed_tool_json", "unknown_tool")
 
-_WORDS = ("flurb", "quantum", "zz", "lorem", "ipsum", "#@!", "banana", "0x7f", "::", "ntdll", "~~~", "meh",
-          "sudo", "xyzzy", "{{", "]]", "tokenize", "grommet", "42", "wibble")
+_WORDS = (
+    "flurb",
+    "quantum",
+    "zz",
+    "lorem",
+    "ipsum",
+    "#@!",
+    "banana",
+    "0x7f",
+    "::",
+    "ntdll",
+    "~~~",
+    "meh",
+    "sudo",
+    "xyzzy",
+    "{{",
+    "]]",
+    "tokenize",
+    "grommet",
+    "42",
+    "wibble",
+)
 
 
 class FaultInjector:

@@ -9,8 +9,9 @@ always gets the same reply; ``sample`` distinguishes the members of a group.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from hermes_console.sim.actions import Action, StepContext, result_text
 from hermes_console.sim.rng import unit
@@ -21,14 +22,22 @@ _DONE = "The task is complete."
 # hash the opening back in, so group members whose histories differ (fresh call
 # ids, timestamps in tool output) still take independent decisions.
 OPENERS: tuple[str, ...] = (
-    "Let me look at the workspace first.", "First, I'll check what is in the directory.",
-    "I'll start by inspecting the files.", "Let me see what I'm working with.",
-    "Before changing anything, I'll look around.", "Let me inspect the current state first.",
-    "I'll take a quick look at the files.", "Checking the workspace before I start.",
-    "Let me get my bearings.", "Starting with a look at the directory.",
-    "I'll look at the relevant files first.", "First things first: what's here?",
-    "Let me examine the workspace.", "I'll begin by listing and reading the inputs.",
-    "Let me check the inputs before acting.", "A quick survey of the files first.",
+    "Let me look at the workspace first.",
+    "First, I'll check what is in the directory.",
+    "I'll start by inspecting the files.",
+    "Let me see what I'm working with.",
+    "Before changing anything, I'll look around.",
+    "Let me inspect the current state first.",
+    "I'll take a quick look at the files.",
+    "Checking the workspace before I start.",
+    "Let me get my bearings.",
+    "Starting with a look at the directory.",
+    "I'll look at the relevant files first.",
+    "First things first: what's here?",
+    "Let me examine the workspace.",
+    "I'll begin by listing and reading the inputs.",
+    "Let me check the inputs before acting.",
+    "A quick survey of the files first.",
 )
 
 
@@ -67,8 +76,14 @@ class ScriptedPolicy:
         self.seed = seed
         self.solve_rate = solve_rate
 
-    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
-                sample: int = 0, offered: frozenset[str] | None = None) -> Action:
+    def respond(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        sample: int = 0,
+        offered: frozenset[str] | None = None,
+    ) -> Action:
         task_text, turn, results, episode = _read_conversation(messages)
         script = _script_for(task_text)
         if offered is None:

@@ -1,9 +1,9 @@
 """``SimServer``: the simulator on its own thread + event loop, or inside yours.
 
-    with SimServer(SimConfig(solve_rate=0.7)) as sim:      # thread mode
-        client = AsyncOpenAI(base_url=f"{sim.base_url}/v1", api_key="x")
+with SimServer(SimConfig(solve_rate=0.7)) as sim:      # thread mode
+    client = AsyncOpenAI(base_url=f"{sim.base_url}/v1", api_key="x")
 
-    sim = SimServer(); url = await sim.start_async(); ...; await sim.stop_async()  # in-loop mode
+sim = SimServer(); url = await sim.start_async(); ...; await sim.stop_async()  # in-loop mode
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ _SHUTDOWN_TIMEOUT_S = 3.0
 
 
 class SimServer:
-    def __init__(self, config: SimConfig | None = None, *, tokenizer: SimTokenizer | None = None,
-                 **overrides: Any) -> None:
+    def __init__(
+        self, config: SimConfig | None = None, *, tokenizer: SimTokenizer | None = None, **overrides: Any
+    ) -> None:
         base = config or SimConfig()
         self.config = base.model_copy(update=overrides) if overrides else base
         if overrides:
@@ -85,7 +86,7 @@ class SimServer:
         self.app.begin_stop()
         await runner.cleanup()
 
-    async def __aenter__(self) -> "SimServer":
+    async def __aenter__(self) -> SimServer:
         await self.start_async()
         return self
 
@@ -144,7 +145,7 @@ class SimServer:
             raise TimeoutError("simulator thread did not stop in time")
         self._thread = None
 
-    def __enter__(self) -> "SimServer":
+    def __enter__(self) -> SimServer:
         self.start()
         return self
 

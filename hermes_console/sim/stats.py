@@ -87,5 +87,10 @@ def _latency_summary(lat: list[float]) -> dict[str, float | int]:
     def pct(p: float) -> float:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))], 3)
 
-    return {"count": len(lat), "mean": round(sum(lat) / len(lat), 3), "p50": pct(0.5), "p95": pct(0.95),
-            "max": round(lat[-1], 3)}
+    return {
+        "count": len(lat),
+        "mean": round(sum(lat) / len(lat), 3),
+        "p50": pct(0.5),
+        "p95": pct(0.95),
+        "max": round(lat[-1], 3),
+    }

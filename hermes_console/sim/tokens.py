@@ -8,7 +8,7 @@ repeated texts (scripted replies, system prompts) are memoised.
 
 from __future__ import annotations
 
-from typing import Any, List, cast
+from typing import Any, cast
 
 from environments.tokenizer import load_tokenizer, local_tokenizer_path
 
@@ -45,12 +45,12 @@ class SimTokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no special tokens added). Do not mutate the result."""
         if len(text) > 4096:  # long tool outputs rarely repeat: don't let them fill the cache
-            return cast(List[int], self.fast.encode(text, add_special_tokens=False).ids)
+            return cast(list[int], self.fast.encode(text, add_special_tokens=False).ids)
         ids = self._ids.get(text)
         if ids is None:
             ids = self.fast.encode(text, add_special_tokens=False).ids
             self._ids.put(text, ids)
-        return cast(List[int], ids)
+        return cast(list[int], ids)
 
     def count(self, text: str) -> int:
         return len(self.encode(text)) if text else 0

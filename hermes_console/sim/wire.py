@@ -8,7 +8,7 @@ Unknown extra fields are accepted (clients send vendor extras such as
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,7 +30,7 @@ class ToolDef(_Loose):
 
 class ToolCallFunction(_Loose):
     name: str
-    arguments: Union[str, dict[str, Any]] = "{}"
+    arguments: str | dict[str, Any] = "{}"
 
 
 class ToolCallIn(_Loose):
@@ -41,7 +41,7 @@ class ToolCallIn(_Loose):
 
 class ChatMessage(_Loose):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Union[str, list[Any], None] = None
+    content: str | list[Any] | None = None
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
@@ -68,12 +68,12 @@ class _Sampling(_Loose):
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ToolDef] | None = None
-    tool_choice: Union[str, dict[str, Any], None] = None
+    tool_choice: str | dict[str, Any] | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
 
 
 class CompletionRequest(_Sampling):
-    prompt: Union[str, list[str], list[int], list[list[int]]]
+    prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for /v1/completions
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
@@ -86,7 +86,7 @@ class VLLMPrompt(_Loose):
 class VLLMGenerateRequest(_Loose):
     """What atroposlib's VLLMServer posts: ``{"prompt": {"prompt_token_ids": [...]}, "logprobs": 0, ...}``."""
 
-    prompt: Union[VLLMPrompt, str]
+    prompt: VLLMPrompt | str
     n: int = Field(1, ge=1, le=128)
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
@@ -110,8 +110,9 @@ class SGLangGenerateRequest(_Loose):
     return_text_in_logprobs: bool = False
 
 
-def error_body(message: str, param: str | None = None, code: str | None = None,
-               type_: str = "invalid_request_error") -> dict[str, Any]:
+def error_body(
+    message: str, param: str | None = None, code: str | None = None, type_: str = "invalid_request_error"
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 

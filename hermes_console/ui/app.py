@@ -9,11 +9,12 @@ import asyncio
 import math
 import sys
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional, Set, Union
+from typing import Any
 
-from textual.css.query import NoMatches
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
 from hermes_console.runtime.api import RuntimeAPI
@@ -24,13 +25,13 @@ from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
 from hermes_console.ui.format import duration, visible
+from hermes_console.ui.replay_controls import ReplayControls
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
-from hermes_console.ui.replay_controls import ReplayControls
 
-Clock = Union[float, Callable[[], float], None]
+Clock = float | Callable[[], float] | None
 PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
 
 
@@ -40,31 +41,36 @@ class ConsoleApp(ReplayControls, App[int]):
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {ConsoleCommands}
 
-    def __init__(self, runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None,
-                 start_runtime: bool = True) -> None:
+    def __init__(
+        self, runtime: RuntimeAPI, *, now: Clock = None, config: ConsoleConfig | None = None, start_runtime: bool = True
+    ) -> None:
         super().__init__()
         self.runtime = runtime
         self.config = config or ConsoleConfig()
         self.state = ConsoleState()
         self.stopping = False
-        self._stop_began: Optional[float] = None  # time.monotonic() when quit began
+        self._stop_began: float | None = None  # time.monotonic() when quit began
         self._clock = now
         self._start_runtime = start_runtime
         self._drain_failed = False
         self._render_key: tuple = ()
         self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
         drain_hz = max(self.config.drain_hz, self.config.tick_hz)
-        self.budget = UiBudget(self.config.ui_cpu_share, 1.0 / self.config.tick_hz, 1.0 / drain_hz,
-                               max_redraw_s=self.config.max_redraw_interval_s,
-                               max_drain_s=self.config.max_drain_interval_s)
+        self.budget = UiBudget(
+            self.config.ui_cpu_share,
+            1.0 / self.config.tick_hz,
+            1.0 / drain_hz,
+            max_redraw_s=self.config.max_redraw_interval_s,
+            max_drain_s=self.config.max_drain_interval_s,
+        )
         self._more_panels = False  # a throttled redraw left panels for the next tick
         self._flooding = False  # a drain step since the last redraw left a backlog
         self.lines_per_tick = self.config.max_stream_lines_per_tick  # new stream lines / tool rows this redraw
         self.switch_peak = 0  # largest in-flight count seen during the current phase switch
         # Evaluations that existed before the operator pressed `e`; a new one that
         # finishes afterwards opens the results screen.
-        self._evals_before: Optional[Set[str]] = None
-        self._eval_result: Optional[dict] = None
+        self._evals_before: set[str] | None = None
+        self._eval_result: dict | None = None
         self.frozen = False  # `z`: events keep being read, the screens keep what they show
 
     # ------------------------------------------------------------------ clock
@@ -116,8 +122,9 @@ class ConsoleApp(ReplayControls, App[int]):
         try:
             self.runtime.start()
         except Exception as exc:  # noqa: BLE001 - shown to the operator, the UI stays up
-            self.call_from_thread(self.notify, f"runtime failed to start: {exc}", severity="error",
-                                  title="runtime", timeout=30)
+            self.call_from_thread(
+                self.notify, f"runtime failed to start: {exc}", severity="error", title="runtime", timeout=30
+            )
 
     def tick(self) -> None:
         """Drain and redraw at the pace the UI's CPU budget allows (``UiBudget``): the
@@ -132,7 +139,7 @@ class ConsoleApp(ReplayControls, App[int]):
             budget.redrawn()
             self._redraw()
 
-    def panels_per_redraw(self) -> Optional[int]:
+    def panels_per_redraw(self) -> int | None:
         """How many changed panels one redraw may update (None: all): few while throttling."""
         return self.config.throttled_panels_per_redraw if self.budget.throttled else None
 
@@ -148,7 +155,7 @@ class ConsoleApp(ReplayControls, App[int]):
         """The status bar's note while the UI is throttling its redraws."""
         return self.budget.note()
 
-    def _drain_step(self) -> "tuple[int, bool]":
+    def _drain_step(self) -> tuple[int, bool]:
         """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
         whether the step was full (more is waiting)."""
         config = self.config
@@ -198,8 +205,9 @@ class ConsoleApp(ReplayControls, App[int]):
             return
         self._maybe_open_eval_results()
         # In a flood, draw few new lines per redraw; the stream summarizes the rest.
-        self.lines_per_tick = self.config.flood_lines_per_tick if self._flooding \
-            else self.config.max_stream_lines_per_tick
+        self.lines_per_tick = (
+            self.config.flood_lines_per_tick if self._flooding else self.config.max_stream_lines_per_tick
+        )
         self._flooding = False
         # Redraw only when the model changed or the displayed second moved on:
         # an idle console costs nothing per tick.
@@ -218,8 +226,9 @@ class ConsoleApp(ReplayControls, App[int]):
                 except NoMatches:
                     # A tick that lands while the app tears the screen down has
                     # nothing to draw; on a live screen a missing widget is a bug.
-                    tearing_down = any(getattr(node, flag, False) for node in (self, screen)
-                                       for flag in ("_closing", "_closed"))
+                    tearing_down = any(
+                        getattr(node, flag, False) for node in (self, screen) for flag in ("_closing", "_closed")
+                    )
                     if screen.is_attached and not tearing_down:
                         raise
 
@@ -242,31 +251,36 @@ class ConsoleApp(ReplayControls, App[int]):
     def send(
         self,
         label: str,
-        call: Callable[[], "Future[Any]"],
+        call: Callable[[], Future[Any]],
         *,
-        success: Union[str, Callable[[Any], str], None] = None,
-        on_result: Optional[Callable[[Any], None]] = None,
-        on_error: Optional[Callable[[BaseException], None]] = None,
+        success: str | Callable[[Any], str] | None = None,
+        on_result: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
         quiet_replay: bool = False,
     ) -> bool:
         """Send one command; its Future is awaited in a worker. Returns False if refused."""
         if not self.runtime.is_live:
             if not quiet_replay:
-                self.notify(f"{label}: controls are disabled while replaying a log.", severity="warning",
-                            title="replay")
+                self.notify(
+                    f"{label}: controls are disabled while replaying a log.", severity="warning", title="replay"
+                )
             return False
         try:
             future = call()
         except Exception as exc:  # noqa: BLE001 - a command that raises synchronously is still just a toast
             self._command_failed(label, exc, on_error)
             return False
-        self.run_worker(self._await(label, future, success, on_result, on_error), group="commands",
-                        exit_on_error=False)
+        self.run_worker(self._await(label, future, success, on_result, on_error), group="commands", exit_on_error=False)
         return True
 
-    async def _await(self, label: str, future: "Future[Any]", success: Union[str, Callable[[Any], str], None],
-                     on_result: Optional[Callable[[Any], None]],
-                     on_error: Optional[Callable[[BaseException], None]]) -> None:
+    async def _await(
+        self,
+        label: str,
+        future: Future[Any],
+        success: str | Callable[[Any], str] | None,
+        on_result: Callable[[Any], None] | None,
+        on_error: Callable[[BaseException], None] | None,
+    ) -> None:
         try:
             result = await asyncio.wrap_future(future)
         except BaseException as exc:  # includes CancelledError of the runtime's future
@@ -279,8 +293,7 @@ class ConsoleApp(ReplayControls, App[int]):
         if on_result is not None:
             on_result(result)
 
-    def _command_failed(self, label: str, exc: BaseException,
-                        on_error: Optional[Callable[[BaseException], None]]) -> None:
+    def _command_failed(self, label: str, exc: BaseException, on_error: Callable[[BaseException], None] | None) -> None:
         cause = visible(str(exc)) or type(exc).__name__
         self.notify(f"{label} failed: {cause}", severity="error", title=label, timeout=10)
         if on_error is not None:
@@ -304,14 +317,22 @@ class ConsoleApp(ReplayControls, App[int]):
             return
         n = self.state.accounting.in_flight
 
-        def answer(yes: Optional[bool]) -> None:
+        def answer(yes: bool | None) -> None:
             if yes:
-                self.send("cancel in-flight", self.runtime.cancel_in_flight,
-                          success=lambda count: f"cancelled {count} group(s)")
+                self.send(
+                    "cancel in-flight",
+                    self.runtime.cancel_in_flight,
+                    success=lambda count: f"cancelled {count} group(s)",
+                )
 
-        self.push_screen(ConfirmModal("Cancel in-flight groups?",
-                                      f"{n} group(s) in flight will be cancelled and their items counted as "
-                                      "cancelled. Intake continues.", "Cancel them"), answer)
+        self.push_screen(
+            ConfirmModal(
+                "Cancel in-flight groups?",
+                f"{n} group(s) in flight will be cancelled and their items counted as cancelled. Intake continues.",
+                "Cancel them",
+            ),
+            answer,
+        )
 
     def action_switch_phase(self) -> None:
         if not self._live_or_notice("switch phase"):
@@ -324,16 +345,20 @@ class ConsoleApp(ReplayControls, App[int]):
             return
         n = self.state.accounting.in_flight
 
-        def answer(yes: Optional[bool]) -> None:
+        def answer(yes: bool | None) -> None:
             if yes:
-                self.send("phase switch", lambda: self.runtime.switch_phase(target),
-                          success=f"now in Phase {target}")
+                self.send("phase switch", lambda: self.runtime.switch_phase(target), success=f"now in Phase {target}")
 
-        self.push_screen(ConfirmModal(
-            f"Switch Phase {current} → {target}?",
-            f"From: {PHASE_NAMES.get(current)}\nTo:   {PHASE_NAMES.get(target)}\n\n"
-            f"Intake pauses, the {n} in-flight group(s) drain, then the servers are rebuilt. "
-            "Progress shows in the status bar.", "Switch"), answer)
+        self.push_screen(
+            ConfirmModal(
+                f"Switch Phase {current} → {target}?",
+                f"From: {PHASE_NAMES.get(current)}\nTo:   {PHASE_NAMES.get(target)}\n\n"
+                f"Intake pauses, the {n} in-flight group(s) drain, then the servers are rebuilt. "
+                "Progress shows in the status bar.",
+                "Switch",
+            ),
+            answer,
+        )
 
     def action_evaluate(self) -> None:
         if self._evals_before is not None:
@@ -374,20 +399,34 @@ class ConsoleApp(ReplayControls, App[int]):
         sandbox = self.state.sandboxes.get(task_id)
         running = f"\nIt is running: {sandbox.running_command}" if sandbox and sandbox.running_command else ""
 
-        def answer(yes: Optional[bool]) -> None:
+        def answer(yes: bool | None) -> None:
             if yes:
-                self.send("kill sandbox", lambda: self.runtime.kill_sandbox(task_id),
-                          success=lambda ok: f"sandbox {task_id} killed" if ok else f"sandbox {task_id} was gone")
+                self.send(
+                    "kill sandbox",
+                    lambda: self.runtime.kill_sandbox(task_id),
+                    success=lambda ok: f"sandbox {task_id} killed" if ok else f"sandbox {task_id} was gone",
+                )
 
-        self.push_screen(ConfirmModal(f"Kill sandbox {task_id}?",
-                                      f"Its processes are killed and its workspace removed; the rollout's next "
-                                      f"command fails.{running}", "Kill"), answer)
+        self.push_screen(
+            ConfirmModal(
+                f"Kill sandbox {task_id}?",
+                f"Its processes are killed and its workspace removed; the rollout's next command fails.{running}",
+                "Kill",
+            ),
+            answer,
+        )
 
     def extend_sandbox(self, task_id: str) -> None:
         seconds = self.config.extend_minutes * 60.0
-        self.send("extend sandbox", lambda: self.runtime.extend_sandbox(task_id, seconds),
-                  success=lambda lifetime: f"sandbox {task_id}: lifetime now {duration(lifetime)}"
-                  if isinstance(lifetime, (int, float)) else f"sandbox {task_id} extended")
+        self.send(
+            "extend sandbox",
+            lambda: self.runtime.extend_sandbox(task_id, seconds),
+            success=lambda lifetime: (
+                f"sandbox {task_id}: lifetime now {duration(lifetime)}"
+                if isinstance(lifetime, (int, float))
+                else f"sandbox {task_id} extended"
+            ),
+        )
 
     def extend_command(self, task_id: str) -> None:
         """More time for the sandbox's running command (its timeout, not the idle lifetime)."""
@@ -396,9 +435,15 @@ class ConsoleApp(ReplayControls, App[int]):
         if extend is None:
             self.notify("extend command: this runtime cannot extend a running command", severity="warning")
             return
-        self.send("extend command", lambda: extend(task_id, seconds),
-                  success=lambda timeout: f"sandbox {task_id}: command timeout now {duration(timeout)}"
-                  if isinstance(timeout, (int, float)) else f"sandbox {task_id}: command extended")
+        self.send(
+            "extend command",
+            lambda: extend(task_id, seconds),
+            success=lambda timeout: (
+                f"sandbox {task_id}: command timeout now {duration(timeout)}"
+                if isinstance(timeout, (int, float))
+                else f"sandbox {task_id}: command extended"
+            ),
+        )
 
     def action_toggle_freeze(self) -> None:
         # A FROZEN badge in the status bar says it for as long as it lasts (not a toast that stays).
@@ -449,14 +494,20 @@ class ConsoleApp(ReplayControls, App[int]):
         live = sum(1 for r in self.state.rollouts.values() if r.status == "running")
         in_flight = self.state.accounting.in_flight
         if self.runtime.is_live and (live or in_flight) and self.state.status not in ("stopped", "finished"):
-            def answer(yes: Optional[bool]) -> None:
+
+            def answer(yes: bool | None) -> None:
                 if yes:
                     self.shutdown()
 
-            self.push_screen(ConfirmModal(
-                "Quit hermes-console?",
-                f"{in_flight} group(s) / {live} rollout(s) are live. The runtime gets "
-                f"{self.config.drain_deadline_s:.0f}s to drain, then stops.", "Quit"), answer)
+            self.push_screen(
+                ConfirmModal(
+                    "Quit hermes-console?",
+                    f"{in_flight} group(s) / {live} rollout(s) are live. The runtime gets "
+                    f"{self.config.drain_deadline_s:.0f}s to drain, then stops.",
+                    "Quit",
+                ),
+                answer,
+            )
         else:
             self.shutdown()
 
@@ -473,7 +524,7 @@ class ConsoleApp(ReplayControls, App[int]):
             return
         self.run_worker(self._wait_stopped(future), group="shutdown", exit_on_error=False)
 
-    async def _wait_stopped(self, future: "Future[Any]") -> None:
+    async def _wait_stopped(self, future: Future[Any]) -> None:
         # Wait for the whole stop (drain, cancel, sandbox cleanup), however long it takes:
         # the status bar counts down, and a second q leaves early. shield(): cancelling this
         # worker (app exit) must never cancel the runtime's stop future.
@@ -501,8 +552,13 @@ class ConsoleApp(ReplayControls, App[int]):
         return "cleaning up sandboxes and outputs · q: leave now (cleanup continues)"
 
 
-def run_console(runtime: RuntimeAPI, *, now: Clock = None, config: Optional[ConsoleConfig] = None,
-                drain_deadline_s: Optional[float] = None) -> int:
+def run_console(
+    runtime: RuntimeAPI,
+    *,
+    now: Clock = None,
+    config: ConsoleConfig | None = None,
+    drain_deadline_s: float | None = None,
+) -> int:
     """Run the console over ``runtime`` until the operator quits. Returns the exit code.
 
     ``config`` defaults to the keymap at ~/.config/hermes-console/keys.yaml (if any);

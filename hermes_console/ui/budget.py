@@ -16,19 +16,31 @@ Pure logic, no Textual: the clocks are injectable for tests.
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 Clock = Callable[[], float]
 
 
 class UiBudget:
-    def __init__(self, share: float, base_redraw_s: float, base_drain_s: float, *, max_redraw_s: float = 2.0,
-                 max_drain_s: float = 0.5, window_s: float = 1.0, patience: int = 2, busy_events_per_s: float = 100.0,
-                 cpu: Clock = time.thread_time,
-                 wall: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        share: float,
+        base_redraw_s: float,
+        base_drain_s: float,
+        *,
+        max_redraw_s: float = 2.0,
+        max_drain_s: float = 0.5,
+        window_s: float = 1.0,
+        patience: int = 2,
+        busy_events_per_s: float = 100.0,
+        cpu: Clock = time.thread_time,
+        wall: Clock = time.monotonic,
+    ) -> None:
         if share < 0 or base_redraw_s <= 0 or base_drain_s <= 0:
-            raise ValueError(f"UiBudget: share must be >= 0 and intervals > 0, got share={share}, "
-                             f"redraw={base_redraw_s}, drain={base_drain_s}")
+            raise ValueError(
+                f"UiBudget: share must be >= 0 and intervals > 0, got share={share}, "
+                f"redraw={base_redraw_s}, drain={base_drain_s}"
+            )
         self.share = share  # 0 disables the budget (always the base rates)
         self.base_redraw_s = base_redraw_s
         self.base_drain_s = base_drain_s
@@ -74,7 +86,7 @@ class UiBudget:
 
     # ------------------------------------------------------------------ control
 
-    def update(self) -> Optional[float]:
+    def update(self) -> float | None:
         """Close the window if it is over; returns the share used when it adjusted the rates."""
         now = self._wall()
         span = now - self._win_wall
@@ -107,5 +119,7 @@ class UiBudget:
         """What the status bar says while throttling (empty otherwise)."""
         if not self.throttled:
             return ""
-        return (f"UI throttled: redraw every {self.redraw_s:.1f}s "
-                f"(CPU {self.used_share:.0%} of a core, budget {self.share:.0%})")
+        return (
+            f"UI throttled: redraw every {self.redraw_s:.1f}s "
+            f"(CPU {self.used_share:.0%} of a core, budget {self.share:.0%})"
+        )

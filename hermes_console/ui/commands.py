@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
-from typing import Iterator, Tuple
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
@@ -12,7 +12,7 @@ from hermes_console.ui.bindings import CONTROLS, ControlSpec, scopes_of
 
 
 class ConsoleCommands(Provider):
-    def _available(self) -> Iterator[Tuple[str, ControlSpec, DOMNode]]:
+    def _available(self) -> Iterator[tuple[str, ControlSpec, DOMNode]]:
         screen = self.screen
         screen_scopes = scopes_of(screen)
         seen = set()
@@ -38,5 +38,9 @@ class ConsoleCommands(Provider):
         for title, spec, target in self._available():
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), partial(target.run_action, spec.action),
-                          help=f"binding id: {spec.id}")
+                yield Hit(
+                    score,
+                    matcher.highlight(title),
+                    partial(target.run_action, spec.action),
+                    help=f"binding id: {spec.id}",
+                )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import yaml
 
@@ -29,7 +28,7 @@ class KeymapError(ValueError):
 
 @dataclass
 class ConsoleConfig:
-    keymap: Dict[str, str] = field(default_factory=dict)
+    keymap: dict[str, str] = field(default_factory=dict)
     tick_hz: float = 4.0  # how often panels are redrawn (4 Hz: half the redraw CPU of 8 Hz, see BENCHMARKS P1)
     # Events are drained more often than panels are drawn, each step applying about
     # drain_budget_ms worth of events: short steps keep keys responsive, and
@@ -47,22 +46,22 @@ class ConsoleConfig:
     throttled_panels_per_redraw: int = 2  # while throttled, one tick draws at most this many panels
     extend_minutes: float = 5.0
     drain_deadline_s: float = 10.0
-    keys_file: Optional[Path] = None
+    keys_file: Path | None = None
 
 
 def _valid_key(key: str) -> bool:
     return bool(_KEY_NAME.match(key)) or (len(key) == 1 and key.isprintable() and not key.isspace())
 
 
-def parse_keymap(data: object, source: str = "keymap") -> Dict[str, str]:
+def parse_keymap(data: object, source: str = "keymap") -> dict[str, str]:
     """Validate a mapping of binding id → key string(s); raise KeymapError listing every problem."""
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise KeymapError(f"{source}: expected a mapping of binding id to key, got {type(data).__name__}")
     known = set(binding_ids())
-    problems: List[str] = []
-    keymap: Dict[str, str] = {}
+    problems: list[str] = []
+    keymap: dict[str, str] = {}
     for raw_id, raw_keys in data.items():
         binding_id = str(raw_id)
         if binding_id not in known:
@@ -84,7 +83,7 @@ def parse_keymap(data: object, source: str = "keymap") -> Dict[str, str]:
     return keymap
 
 
-def load_keymap(path: Path) -> Dict[str, str]:
+def load_keymap(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -96,7 +95,7 @@ def load_keymap(path: Path) -> Dict[str, str]:
     return parse_keymap(data, str(path))
 
 
-def load_console_config(keys_file: Optional[Path] = None) -> ConsoleConfig:
+def load_console_config(keys_file: Path | None = None) -> ConsoleConfig:
     """Read the keymap from ``keys_file`` (must exist) or the default location (optional)."""
     if keys_file is not None:
         path = Path(keys_file).expanduser()

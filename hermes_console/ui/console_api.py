@@ -4,8 +4,9 @@ Enforced by an import-linter contract."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Protocol
 
 from hermes_console.runtime.api import RuntimeAPI
 from hermes_console.runtime.state import ConsoleState
@@ -27,11 +28,11 @@ class ConsoleHost(Protocol):
     def send(
         self,
         label: str,
-        call: Callable[[], "Future[Any]"],
+        call: Callable[[], Future[Any]],
         *,
-        success: Union[str, Callable[[Any], str], None] = None,
-        on_result: Optional[Callable[[Any], None]] = None,
-        on_error: Optional[Callable[[BaseException], None]] = None,
+        success: str | Callable[[Any], str] | None = None,
+        on_result: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
         quiet_replay: bool = False,
     ) -> bool: ...
 

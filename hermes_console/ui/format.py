@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Optional
 
 from rich.text import Text
 
@@ -12,7 +11,7 @@ WARN_FRACTION = 0.75
 ERROR_FRACTION = 0.90
 
 
-def duration(seconds: Optional[float]) -> str:
+def duration(seconds: float | None) -> str:
     """Compact human duration: 850ms, 4.2s, 3m05s, 2h04m."""
     if seconds is None or math.isnan(seconds):
         return "–"
@@ -29,7 +28,7 @@ def duration(seconds: Optional[float]) -> str:
     return f"{h}h{m:02d}m"
 
 
-def age(seconds: Optional[float]) -> str:
+def age(seconds: float | None) -> str:
     """Like :func:`duration` but in whole seconds: ages tick once a second, not every frame."""
     if seconds is None or math.isnan(seconds):
         return "–"
@@ -88,7 +87,7 @@ def level_style(fraction: float) -> str:
     return ""
 
 
-def budget(elapsed: float, limit: Optional[float]) -> Text:
+def budget(elapsed: float, limit: float | None) -> Text:
     """``elapsed / limit`` coloured by how much of the limit is used."""
     if not limit:
         return Text(age(elapsed))

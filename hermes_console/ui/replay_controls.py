@@ -8,7 +8,7 @@ screen (its widgets remember what they drew).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, duration
@@ -26,6 +26,7 @@ class ReplayControls(_MixinBase):
     state: ConsoleState
 
     if TYPE_CHECKING:
+
         def _redraw(self, *, force: bool = False) -> None: ...  # ConsoleApp's
 
     def _replay_controls(self) -> bool:
@@ -35,15 +36,17 @@ class ReplayControls(_MixinBase):
         """The replay's position for the status bar (empty for a live run)."""
         if not self._replay_controls():
             return ""
-        pos: Dict[str, Any] = self.runtime.position()
+        pos: dict[str, Any] = self.runtime.position()
         first, last, ts = pos["first_ts"], pos["last_ts"], pos["ts"]
         span = (last - first) if first is not None and last is not None else 0.0
         done = ((ts - first) / span) if span > 0 and ts is not None else (1.0 if pos["pos"] else 0.0)
         speed = "all at once" if pos["speed"] is None else f"×{pos['speed']:g}"
         state = "PAUSED" if pos["paused"] else "playing"
         at = duration((ts - first) if ts is not None and first is not None else 0.0)
-        return (f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos['pos']}/{pos['total']}"
-                f"  {speed}  {state}   p pause · [ ] seek 10% · - + speed · read-only")
+        return (
+            f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos['pos']}/{pos['total']}"
+            f"  {speed}  {state}   p pause · [ ] seek 10% · - + speed · read-only"
+        )
 
     def _replay_speed(self, factor: float) -> None:
         if not self._replay_controls():

@@ -4,7 +4,7 @@ sooner is drawn by a timer, so the last one is never lost (even when no tick fol
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from textual.message_pump import MessagePump
 

@@ -8,13 +8,13 @@ import io
 import json
 import shutil
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any
 
 import pytest
 
 from hermes_console.runtime.config import RunSpec
-
 from tests.helpers.live import HostStarter, started_hosts
 from tests.runtime.runtime_helpers import Pump, wait_no_children
 
@@ -29,7 +29,11 @@ def test_envs_import_at_the_upstream_paths_with_upstream_defaults():
     assert (TerminalBench2EvalEnv.name, TBLiteEvalEnv.name) == ("terminal-bench-2", "tblite")
     tb2, lite = TerminalBench2EvalEnv.env_config_cls(), TBLiteEvalEnv.env_config_cls()
     assert (tb2.dataset_name, tb2.task_timeout, tb2.test_timeout, tb2.max_concurrent_tasks) == (
-        "NousResearch/terminal-bench-2", 1800, 180, 8)
+        "NousResearch/terminal-bench-2",
+        1800,
+        180,
+        8,
+    )
     assert (tb2.force_build, tb2.eval_concurrency, tb2.task_filter, tb2.skip_tasks) == (False, 0, None, None)
     assert (lite.dataset_name, lite.task_timeout) == ("NousResearch/openthoughts-tblite", 1200)
     config, _ = TerminalBench2EvalEnv.config_init()
@@ -65,25 +69,42 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     from environments.task_overrides import list_task_env_overrides
 
     results = tmp_path / "results.jsonl"
-    spec = RunSpec(env="environments.benchmarks.terminalbench_2", mode="evaluate", runs_dir=str(tmp_path), flags=[
-        "--openai.base_url", f"{sim.base_url}/v1", "--env.terminal_backend", "bwrap",
-        "--env.task_timeout", "20", "--env.results_path", str(results),
-    ])
+    spec = RunSpec(
+        env="environments.benchmarks.terminalbench_2",
+        mode="evaluate",
+        runs_dir=str(tmp_path),
+        flags=[
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.terminal_backend",
+            "bwrap",
+            "--env.task_timeout",
+            "20",
+            "--env.results_path",
+            str(results),
+        ],
+    )
     p = host_runs(spec)
     p.until(lambda s: s.status in ("finished", "failed", "stopped"), 120, "the evaluation to finish")
     assert p.state.status == "finished", f"{p.state.status}: {p.state.status_detail}"
 
     # streamed: one line per task, written as each finished (the timed-out task last)
-    rows: Dict[str, Dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for line in results.read_text().splitlines():
         row = json.loads(line)
         rows[row["task_name"]] = row
     assert len(results.read_text().splitlines()) == 4
     assert {k: v["reward"] for k, v in rows.items()} == {
-        "answer-42": 1.0, "shout": 1.0, "wrong-answer": 0.0, "slow-task": 0.0}
+        "answer-42": 1.0,
+        "shout": 1.0,
+        "wrong-answer": 0.0,
+        "slow-task": 0.0,
+    }
     assert rows["slow-task"]["timed_out"] and rows["slow-task"]["error"] == "timeout (20s)"
     assert list(rows)[-1] == "slow-task"  # first in the dataset, last to finish
-    assert all(not rows[k].get("timed_out") and rows[k]["turns_used"] > 0 for k in ("answer-42", "shout", "wrong-answer"))
+    assert all(
+        not rows[k].get("timed_out") and rows[k]["turns_used"] > 0 for k in ("answer-42", "shout", "wrong-answer")
+    )
 
     # the console saw each task as a rollout (eval progress, drill-down)
     finished = {e.rollout_id: e for e in p.of("rollout_finished")}
@@ -97,7 +118,10 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     [samples] = list(tmp_path.glob("*/evals/*/samples.jsonl"))  # evaluate_log's own copy
     assert len(samples.read_text().splitlines()) == 4
     assert (metrics["eval/pass_rate_basics"], metrics["eval/pass_rate_files"], metrics["eval/pass_rate_system"]) == (
-        1.0, 0.0, 0.0)
+        1.0,
+        0.0,
+        0.0,
+    )
 
     # nothing left behind: overrides, sandboxes, processes (the `sleep 45` included)
     assert list_task_env_overrides() == {}
@@ -142,8 +166,16 @@ def test_cancelling_an_evaluation_cleans_up_every_task(sim, tmp_path):
     results = tmp_path / "results.jsonl"
     config, _ = TerminalBench2EvalEnv.config_init()
     config = config.model_copy(update={"terminal_backend": "bwrap", "results_path": str(results)})
-    servers = [APIServerConfig(base_url=f"{sim.base_url}/v1", model_name="hermes-sim", api_key="x",
-                               server_type="openai", health_check=False, timeout=DEFAULT_TIMEOUT_S)]
+    servers = [
+        APIServerConfig(
+            base_url=f"{sim.base_url}/v1",
+            model_name="hermes-sim",
+            api_key="x",
+            server_type="openai",
+            health_check=False,
+            timeout=DEFAULT_TIMEOUT_S,
+        )
+    ]
     env = TerminalBench2EvalEnv(config, servers)
 
     def lines() -> int:

@@ -8,16 +8,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 import pytest
 
 from hermes_console.runtime.config import RunSpec
-
+from tests.compat.conftest import ENVS, SEED_ENV
 from tests.helpers.live import HostStarter, started_hosts
 from tests.runtime.runtime_helpers import Pump
-from tests.compat.conftest import ENVS, SEED_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -29,8 +29,12 @@ def live() -> Iterator[HostStarter[Pump]]:
 
 
 def _spec(env_file: str, tmp_path: Path, *flags: str) -> RunSpec:
-    return RunSpec(env=str(ENVS / env_file), mode="process", runs_dir=str(tmp_path),
-                   flags=["--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl"), *flags])
+    return RunSpec(
+        env=str(ENVS / env_file),
+        mode="process",
+        runs_dir=str(tmp_path),
+        flags=["--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl"), *flags],
+    )
 
 
 def _run_to_end(p: Pump) -> None:
@@ -38,20 +42,20 @@ def _run_to_end(p: Pump) -> None:
     assert p.state.status == "finished", f"{p.state.status}: {p.state.status_detail}"
 
 
-def _requests(sim) -> Dict[str, int]:
+def _requests(sim) -> dict[str, int]:
     return dict(sim.stats()["requests"])
 
 
-def _diff(after: Dict[str, int], before: Dict[str, int]) -> Dict[str, int]:
+def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) - before.get(k, 0)}
 
 
-def _groups(tmp_path: Path) -> List[Dict[str, Any]]:
+def _groups(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "run" / "groups.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _report(path: Path) -> List[Dict[str, Any]]:
+def _report(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -103,13 +107,35 @@ def test_upstream_env_through_atroposlib_cli(sim, tmp_path):
     out = tmp_path / "groups.jsonl"
     report = tmp_path / "report.jsonl"
     env = dict(os.environ)
-    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               WANDB_MODE="disabled", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-               COMPAT_BASE_URL=f"{sim.base_url}/v1", COMPAT_SERVER_TYPE="openai", COMPAT_REPORT=str(report))
+    env.update(
+        PYTHONPATH=str(REPO),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        COMPAT_BASE_URL=f"{sim.base_url}/v1",
+        COMPAT_SERVER_TYPE="openai",
+        COMPAT_REPORT=str(report),
+    )
     proc = subprocess.run(
-        [sys.executable, str(ENVS / "upstream_names_env.py"), "process", "--env.use_wandb", "false",
-         "--env.total_steps", "1", "--env.data_path_to_save_groups", str(out)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(ENVS / "upstream_names_env.py"),
+            "process",
+            "--env.use_wandb",
+            "false",
+            "--env.total_steps",
+            "1",
+            "--env.data_path_to_save_groups",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     groups = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]

@@ -9,7 +9,6 @@ import pytest
 from hermes_console.runtime.config import RunSpec, resolve
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.loader import load_env_class
-
 from tests.compat.conftest import SEED_ENV
 
 
@@ -20,8 +19,9 @@ def _resolve(tmp_path, server_type, phase=None, yaml_text=None, monkeypatch=None
     if yaml_text is not None:
         cfg = tmp_path / "cfg.yaml"
         cfg.write_text(textwrap.dedent(yaml_text))
-    spec = RunSpec(env=cls, mode="process", phase=phase, runs_dir=str(tmp_path / "runs"),
-                   config_path=str(cfg) if cfg else None)
+    spec = RunSpec(
+        env=cls, mode="process", phase=phase, runs_dir=str(tmp_path / "runs"), config_path=str(cfg) if cfg else None
+    )
     return resolve(spec, cls)
 
 
@@ -47,11 +47,16 @@ def test_an_explicit_phase_wins_and_its_servers_match_it(tmp_path, monkeypatch):
 
 def test_mixed_server_types_are_refused(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"server types are mixed \(\[0\] vllm, \[1\] openai\)"):
-        _resolve(tmp_path, "vllm", monkeypatch=monkeypatch, yaml_text="""
+        _resolve(
+            tmp_path,
+            "vllm",
+            monkeypatch=monkeypatch,
+            yaml_text="""
             openai:
               - {base_url: "http://127.0.0.1:9001/v1"}
               - {base_url: "http://127.0.0.1:9002/v1", server_type: openai}
-        """)
+        """,
+        )
 
 
 def test_slurm_is_refused_at_config_time_with_the_reason(tmp_path, monkeypatch):

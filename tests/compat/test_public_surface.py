@@ -87,8 +87,11 @@ def test_parse_returns_openai_tool_call_objects_that_are_also_dict_accessible():
     assert json.loads(call.function.arguments) == {"command": "ls"}
     # our own callers (and env code following the upstream skill's "tool calls are dicts") index them
     assert call["function"]["name"] == "terminal" and call.get("id") == call.id
-    assert call == {"id": call.id, "type": "function",
-                    "function": {"name": "terminal", "arguments": call.function.arguments}}
+    assert call == {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": "terminal", "arguments": call.function.arguments},
+    }
     # and it validates as the openai model the upstream type hints name
     ChatCompletionMessageToolCall.model_validate(call.model_dump())
 
@@ -104,8 +107,11 @@ def test_upstream_style_parser_with_only_parse_can_be_instantiated_and_registere
         def parse(self, text):
             if not text.startswith("CALL "):
                 return text, None
-            return None, [ChatCompletionMessageToolCall(
-                id="call_1", type="function", function={"name": text[5:].strip(), "arguments": "{}"})]
+            return None, [
+                ChatCompletionMessageToolCall(
+                    id="call_1", type="function", function={"name": text[5:].strip(), "arguments": "{}"}
+                )
+            ]
 
     try:
         parser = get_parser(name)

@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 def run_python(code: str, cwd: Path, extra_path: Path | None = None) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in ([extra_path] if extra_path else []) + [REPO])
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -130,8 +131,11 @@ def test_a_missing_name_on_a_served_module_says_what_it_provides(tmp_path):
 
 
 def test_task_overrides_registry_validates_its_input():
-    from environments.task_overrides import (clear_task_env_overrides, get_task_env_overrides,
-                                             register_task_env_overrides)
+    from environments.task_overrides import (
+        clear_task_env_overrides,
+        get_task_env_overrides,
+        register_task_env_overrides,
+    )
 
     with pytest.raises(ValueError, match="task_id must be a non-empty string"):
         register_task_env_overrides("", {"cwd": "/app"})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 
-def trained_runs(masks: List[int]) -> List[Tuple[int, int]]:
+def trained_runs(masks: list[int]) -> list[tuple[int, int]]:
     """[start, end) of each maximal run of trained (mask != -100) positions."""
-    runs: List[Tuple[int, int]] = []
+    runs: list[tuple[int, int]] = []
     start = None
     for i, mask in enumerate(list(masks) + [-100]):
         if mask != -100 and start is None:
@@ -18,8 +18,9 @@ def trained_runs(masks: List[int]) -> List[Tuple[int, int]]:
     return runs
 
 
-def assert_rollout_trains_only_assistant_text(tokenizer: Any, tokens: List[int], masks: List[int],
-                                              messages: List[Dict[str, Any]]) -> List[str]:
+def assert_rollout_trains_only_assistant_text(
+    tokenizer: Any, tokens: list[int], masks: list[int], messages: list[dict[str, Any]]
+) -> list[str]:
     """Every assistant turn has trained text, no tool/user/system text or role header is trained.
 
     Returns the decoded trained runs."""

@@ -87,8 +87,16 @@ def templated_tokenizer(path: str, kind: str) -> Any:
     if kind == "qwen":
         tok.chat_template = QWEN_TEMPLATE
     elif kind == "llama3":
-        tok.add_special_tokens({"additional_special_tokens": ["<|start_header_id|>", "<|end_header_id|>",
-                                                             "<|eot_id|>", "<|begin_of_text|>"]})
+        tok.add_special_tokens(
+            {
+                "additional_special_tokens": [
+                    "<|start_header_id|>",
+                    "<|end_header_id|>",
+                    "<|eot_id|>",
+                    "<|begin_of_text|>",
+                ]
+            }
+        )
         tok.bos_token = "<|begin_of_text|>"
         tok.eos_token = "<|eot_id|>"
         tok.chat_template = LLAMA3_TEMPLATE

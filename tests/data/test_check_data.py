@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_console.check_data import KINDS, main as check_data
+from hermes_console.check_data import KINDS
+from hermes_console.check_data import main as check_data
 from hermes_console.sim import SimConfig, SimServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,19 +32,47 @@ def sim_url():
 def process_run(sim_url: str, tmp: Path, *target: str, extra: tuple = ()) -> Path:
     """Groups written by atroposlib's own ``process`` command (Phase 1), as a user runs it."""
     out = tmp / "groups.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    proc = subprocess.run([sys.executable, *target, "process", "--env.use_wandb", "false", *extra,
-                           "--env.data_path_to_save_groups", str(out), "--openai.base_url", f"{sim_url}/v1"],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            *target,
+            "process",
+            "--env.use_wandb",
+            "false",
+            *extra,
+            "--env.data_path_to_save_groups",
+            str(out),
+            "--openai.base_url",
+            f"{sim_url}/v1",
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
 
 @pytest.fixture(scope="module")
 def phase1_file(sim_url, tmp_path_factory) -> Path:
-    return process_run(sim_url, tmp_path_factory.mktemp("p1"), "-m", "environments.terminal_tasks.env",
-                       extra=("--env.total_steps", "2", "--env.group_size", "2", "--openai.model_name", "hermes-sim"))
+    return process_run(
+        sim_url,
+        tmp_path_factory.mktemp("p1"),
+        "-m",
+        "environments.terminal_tasks.env",
+        extra=("--env.total_steps", "2", "--env.group_size", "2", "--openai.model_name", "hermes-sim"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +125,17 @@ def test_seed_only_env_is_clean_in_both_phases(sim_url, tokenizer_path, tmp_path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     config, _ = module.SeedTerminalEnv.config_init()
-    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="vllm",
-                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+    servers = [
+        APIServerConfig(
+            base_url=f"{sim_url}/v1",
+            model_name="hermes-sim",
+            api_key="x",
+            server_type="vllm",
+            tokenizer_name=tokenizer_path,
+            health_check=False,
+            timeout=30,
+        )
+    ]
 
     async def collect():
         env = module.SeedTerminalEnv(config, servers)
@@ -111,9 +149,14 @@ def test_seed_only_env_is_clean_in_both_phases(sim_url, tokenizer_path, tmp_path
 
 
 def test_cli_entry_point_and_missing_file(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hermes_console", "check-data", str(tmp_path / "nope.jsonl")],
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_console", "check-data", str(tmp_path / "nope.jsonl")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert proc.returncode == 2 and "nope.jsonl is not a file" in proc.stderr
 
 
@@ -151,7 +194,7 @@ def _corrupt(group: dict, kind: str) -> list:
     elif kind == "mask_spans":
         # train the tool output: a trainer would learn text the model never wrote
         tool_start = next(j for j in range(trained, len(m0)) if m0[j] == -100)
-        m0[tool_start: tool_start + 6] = t0[tool_start: tool_start + 6]
+        m0[tool_start : tool_start + 6] = t0[tool_start : tool_start + 6]
     return [json.dumps(g)]
 
 

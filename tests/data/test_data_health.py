@@ -12,8 +12,19 @@ from hermes_console.runtime.state import ConsoleState
 
 
 def finished(rid: str, **kw) -> ev.RolloutFinished:
-    base = dict(rollout_id=rid, group_id="g", reward=1.0, turns_used=3, finished_naturally=True, phase=2,
-                token_count=100, node_count=1, trainable_tokens=40, trainable_turns=3, assistant_turns=3)
+    base = dict(
+        rollout_id=rid,
+        group_id="g",
+        reward=1.0,
+        turns_used=3,
+        finished_naturally=True,
+        phase=2,
+        token_count=100,
+        node_count=1,
+        trainable_tokens=40,
+        trainable_turns=3,
+        assistant_turns=3,
+    )
     base.update(kw)
     return ev.RolloutFinished(**base)
 
@@ -36,11 +47,13 @@ def test_healthy_run_is_summed_and_shown():
 
 def test_unhealthy_run_says_why():
     state = ConsoleState()
-    state.apply_all([
-        finished("a"),
-        finished("b", node_count=3, drift_count=2, trainable_turns=1),  # the old Phase 2 behaviour
-        finished("c", phase=1, node_count=0, placeholder_tokens=True, trainable_turns=0),
-    ])
+    state.apply_all(
+        [
+            finished("a"),
+            finished("b", node_count=3, drift_count=2, trainable_turns=1),  # the old Phase 2 behaviour
+            finished("c", phase=1, node_count=0, placeholder_tokens=True, trainable_turns=0),
+        ]
+    )
     dh = state.data_health
     assert dh.multi_node == 1 and dh.drift == 2 and dh.placeholder == 1 and dh.missing_turns == 2
     assert not dh.healthy
@@ -52,8 +65,19 @@ def test_unhealthy_run_says_why():
 def test_old_event_logs_without_health_fields_stay_quiet():
     # Logs recorded before these fields existed replay with the defaults: no false alarm.
     state = ConsoleState()
-    state.apply(ev.event_from_dict({"kind": "rollout_finished", "rollout_id": "r", "group_id": "g", "reward": 0.5,
-                                    "turns_used": 2, "finished_naturally": True, "token_count": 900}))
+    state.apply(
+        ev.event_from_dict(
+            {
+                "kind": "rollout_finished",
+                "rollout_id": "r",
+                "group_id": "g",
+                "reward": 0.5,
+                "turns_used": 2,
+                "finished_naturally": True,
+                "token_count": 900,
+            }
+        )
+    )
     assert state.data_health.healthy and state.data_health.rollouts == 1
 
 
@@ -69,7 +93,7 @@ def test_status_bar_and_rollout_header_show_health():
     state.apply(finished("b", node_count=2, drift_count=1, trainable_turns=2))
     line = StatusBar._items_line(None, state)
     assert "DATA UNHEALTHY" in line.plain
-    assert any("red" in str(span.style) for span in line.spans if "UNHEALTHY" in line.plain[span.start:span.end])
+    assert any("red" in str(span.style) for span in line.spans if "UNHEALTHY" in line.plain[span.start : span.end])
     header = RolloutScreen._header(state.rollouts["b"], state, now=0.0).plain
     assert "trained 40/100 tokens, turns 2/3, drift 1" in header
 

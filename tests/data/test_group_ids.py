@@ -10,19 +10,20 @@ from pathlib import Path
 from atroposlib.api.server import ScoredData
 from rich.console import Console
 
+from environments import events
 from hermes_console.check_data import Checker
 from hermes_console.runtime.headless import EXIT_OK, run_headless
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.sinks import GroupWriter
-from environments import events
 from tests.helpers.live import fixed_latency_sim, running_sim
 from tests.runtime.runtime_helpers import make_spec
 
 
 def test_groups_jsonl_records_carry_group_and_item_ids(tmp_path: Path) -> None:
     for sim in running_sim(fixed_latency_sim(seed=7, latency_ms=5.0)):
-        host = RuntimeHost(make_spec(sim, tmp_path, "--env.total_steps", "2", "--env.group_size", "2"),
-                           exit_when_finished=True)
+        host = RuntimeHost(
+            make_spec(sim, tmp_path, "--env.total_steps", "2", "--env.group_size", "2"), exit_when_finished=True
+        )
         buf = io.StringIO()
         assert run_headless(host, console=Console(file=buf, width=200)) == EXIT_OK, buf.getvalue()
     lines = [ln for ln in (tmp_path / "run" / "groups.jsonl").read_text().splitlines() if ln.strip()]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from types import SimpleNamespace
 
+import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
 from environments import events
@@ -42,8 +41,9 @@ class OneAnswer:
 
 
 def make_env(tokenizer_name, **overrides):
-    cfg = HermesAgentEnvConfig(tokenizer_name=tokenizer_name, use_wandb=False, group_size=1, enabled_toolsets=[],
-                               **overrides)
+    cfg = HermesAgentEnvConfig(
+        tokenizer_name=tokenizer_name, use_wandb=False, group_size=1, enabled_toolsets=[], **overrides
+    )
     servers = [APIServerConfig(base_url="http://127.0.0.1:1/v1", api_key="x", model_name="m", health_check=False)]
     return AnswerEnv(cfg, servers)
 

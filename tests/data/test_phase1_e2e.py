@@ -26,8 +26,17 @@ async def test_phase1_group_matches_oracle_and_reports_health(sim_url, tokenizer
 
     config, _ = TerminalTasksEnv.config_init()
     config.group_size = 2
-    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="openai",
-                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+    servers = [
+        APIServerConfig(
+            base_url=f"{sim_url}/v1",
+            model_name="hermes-sim",
+            api_key="x",
+            server_type="openai",
+            tokenizer_name=tokenizer_path,
+            health_check=False,
+            timeout=30,
+        )
+    ]
     env = TerminalTasksEnv(config, servers)
     assert not env._use_managed_server()
     seen = []
@@ -43,7 +52,8 @@ async def test_phase1_group_matches_oracle_and_reports_health(sim_url, tokenizer
         oracle = tokenize_for_trainer(_WithTools(tokenizer, schemas), messages, train_on_all_assistant_turns=True)
         assert tokens == oracle["tokens"] and masks == oracle["masks"]
         assert tokenizer.decode(tokens, skip_special_tokens=False) == tokenizer.apply_chat_template(
-            messages, tools=schemas, tokenize=False)
+            messages, tools=schemas, tokenize=False
+        )
         assert_rollout_trains_only_assistant_text(tokenizer, tokens, masks, messages)
         assert all("<think>" not in (m.get("content") or "") for m in messages if m["role"] == "assistant")
     done = [e for e in seen if e.kind == "rollout_finished"]

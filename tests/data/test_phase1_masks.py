@@ -11,7 +11,7 @@ Llama-3-style templates built locally on it):
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -22,14 +22,24 @@ TEMPLATES = ["local", "qwen", "llama3"]
 END_OF_TURN = {"local": "<|im_end|>", "qwen": "<|im_end|>", "llama3": "<|eot_id|>"}
 HEADERS = {"local": "<|im_start|>", "qwen": "<|im_start|>", "llama3": "<|start_header_id|>"}
 
-TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run a shell command",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
-def _call(cid: str, command: str) -> Dict[str, Any]:
-    return {"id": cid, "type": "function",
-            "function": {"name": "terminal", "arguments": json.dumps({"command": command})}}
+def _call(cid: str, command: str) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": "terminal", "arguments": json.dumps({"command": command})},
+    }
 
 
 # The repro from issue 11.
@@ -43,8 +53,12 @@ REPRO = [
 LONGER = [
     {"role": "system", "content": "SYSTEM_TEXT_QQQ be brief"},
     {"role": "user", "content": "USER_TEXT_WWW fix the file"},
-    {"role": "assistant", "content": "Looking first.", "reasoning_content": "THINK_AAA plan it",
-     "tool_calls": [_call("c1", "cat a.txt"), _call("c2", "ls")]},
+    {
+        "role": "assistant",
+        "content": "Looking first.",
+        "reasoning_content": "THINK_AAA plan it",
+        "tool_calls": [_call("c1", "cat a.txt"), _call("c2", "ls")],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "TOOL_OUTPUT_XYZ one"},
     {"role": "tool", "tool_call_id": "c2", "content": "TOOL_OUTPUT_XYZ two"},
     {"role": "assistant", "content": "", "tool_calls": [_call("c3", "echo fixed > a.txt")]},
@@ -59,9 +73,9 @@ def kind_tok(request, tokenizer_path):
     return request.param, templated_tokenizer(tokenizer_path, request.param)
 
 
-def trained_runs(tokens: List[int], masks: List[int]) -> List[List[int]]:
+def trained_runs(tokens: list[int], masks: list[int]) -> list[list[int]]:
     """Maximal runs of consecutive trained positions (independent of the code under test)."""
-    runs: List[List[int]] = []
+    runs: list[list[int]] = []
     prev = False
     for tok, mask in zip(tokens, masks):
         if mask != -100:
@@ -144,8 +158,9 @@ def test_template_that_rewrites_history_is_counted_as_drift(tokenizer_path):
     from environments.atropos_compat import render_conversation
 
     tok = templated_tokenizer(tokenizer_path, "local")
-    tok.chat_template = tok.chat_template.replace("{% if message.get('reasoning_content') %}",
-                                                  "{% if message.get('reasoning_content') and loop.last %}")
+    tok.chat_template = tok.chat_template.replace(
+        "{% if message.get('reasoning_content') %}", "{% if message.get('reasoning_content') and loop.last %}"
+    )
     rendered = render_conversation(tok, LONGER, tools=TOOLS)
     assert rendered.drift == 1  # the first assistant turn (the one with reasoning, not last)
     runs = [tok.decode(r, skip_special_tokens=False) for r in trained_runs(rendered.tokens, rendered.masks)]

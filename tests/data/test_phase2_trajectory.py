@@ -29,8 +29,17 @@ def make_env(sim_url, tokenizer_path, group_size=2):
 
     config, _ = TerminalTasksEnv.config_init()
     config.group_size = group_size
-    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="vllm",
-                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+    servers = [
+        APIServerConfig(
+            base_url=f"{sim_url}/v1",
+            model_name="hermes-sim",
+            api_key="x",
+            server_type="vllm",
+            tokenizer_name=tokenizer_path,
+            health_check=False,
+            timeout=30,
+        )
+    ]
     return TerminalTasksEnv(config, servers)
 
 
@@ -170,4 +179,5 @@ async def test_phase2_one_node_for_every_tool_call_format(parser, tokenizer_path
     assert done.trainable_turns == done.assistant_turns == done.turns_used
     schemas = env._tools_for_toolsets(env.config.enabled_toolsets)[0]
     assert tokenizer.decode(group["tokens"][0], skip_special_tokens=False) == tokenizer.apply_chat_template(
-        messages, tools=schemas, tokenize=False)
+        messages, tools=schemas, tokenize=False
+    )

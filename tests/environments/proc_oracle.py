@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List
 
 
-def live_pids_with(fingerprint: str) -> List[int]:
+def live_pids_with(fingerprint: str) -> list[int]:
     """Non-zombie processes whose command line contains ``fingerprint``."""
     found = []
     for name in os.listdir("/proc"):
@@ -27,7 +26,7 @@ def live_pids_with(fingerprint: str) -> List[int]:
     return found
 
 
-def wait_until_gone(fingerprint: str, within: float = 30.0) -> List[int]:
+def wait_until_gone(fingerprint: str, within: float = 30.0) -> list[int]:
     """Poll until no process carries ``fingerprint`` (or ``within`` passes); the survivors.
     The bound is generous: on a loaded machine a killed process can take seconds to be reaped,
     and the poll returns as soon as the processes are gone."""

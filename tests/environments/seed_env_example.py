@@ -15,10 +15,12 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from environments import HermesAgentBaseEnv, HermesAgentEnvConfig
 
 TASKS = [
-    {"prompt": "Create a file named greeting.txt containing exactly: hello world", "path": "greeting.txt",
-     "expected": "hello world"},
-    {"prompt": "Create a file named result.txt containing only the number 42.", "path": "result.txt",
-     "expected": "42"},
+    {
+        "prompt": "Create a file named greeting.txt containing exactly: hello world",
+        "path": "greeting.txt",
+        "expected": "hello world",
+    },
+    {"prompt": "Create a file named result.txt containing only the number 42.", "path": "result.txt", "expected": "42"},
 ]
 
 

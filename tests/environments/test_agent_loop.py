@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -38,11 +38,11 @@ class MockToolCall:
 
 @dataclass
 class MockMessage:
-    content: Optional[str] = None
-    tool_calls: Optional[List[Any]] = None
-    reasoning_content: Optional[str] = None
-    reasoning: Optional[str] = None
-    reasoning_details: Optional[List[Any]] = None
+    content: str | None = None
+    tool_calls: list[Any] | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    reasoning_details: list[Any] | None = None
 
 
 @dataclass
@@ -52,10 +52,10 @@ class MockChoice:
 
 @dataclass
 class MockChatCompletion:
-    choices: List[MockChoice]
+    choices: list[MockChoice]
 
 
-def reply(content: Optional[str] = None, calls: Optional[List[Any]] = None, **kw: Any) -> MockChatCompletion:
+def reply(content: str | None = None, calls: list[Any] | None = None, **kw: Any) -> MockChatCompletion:
     return MockChatCompletion([MockChoice(MockMessage(content=content, tool_calls=calls, **kw))])
 
 
@@ -65,8 +65,8 @@ def call(name: str, args: Any, cid: str = "call_1") -> MockToolCall:
 
 @dataclass
 class MockServer:
-    responses: List[Any]
-    call_history: List[Dict[str, Any]] = field(default_factory=list)
+    responses: list[Any]
+    call_history: list[dict[str, Any]] = field(default_factory=list)
 
     async def chat_completion(self, **kwargs: Any) -> Any:
         self.call_history.append({k: (list(v) if k == "messages" else v) for k, v in kwargs.items()})
@@ -81,18 +81,22 @@ class FailingServer:
 
 
 TERMINAL = {"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}
-TOOLS = [TERMINAL, {"type": "function", "function": {"name": "todo", "parameters": {}}},
-         {"type": "function", "function": {"name": "memory", "parameters": {}}}]
+TOOLS = [
+    TERMINAL,
+    {"type": "function", "function": {"name": "todo", "parameters": {}}},
+    {"type": "function", "function": {"name": "memory", "parameters": {}}},
+]
 NAMES = {"terminal", "todo", "memory", "session_search"}
 
 
 @pytest.fixture
 def handler():
     """Patch the dispatcher; records (name, args, kwargs, thread ident)."""
-    calls: List[Any] = []
+    calls: list[Any] = []
 
-    def fake(name: str, args: Dict[str, Any], task_id: Optional[str] = None, user_task: Optional[str] = None,
-             **kw: Any) -> str:
+    def fake(
+        name: str, args: dict[str, Any], task_id: str | None = None, user_task: str | None = None, **kw: Any
+    ) -> str:
         calls.append((name, args, task_id, user_task, threading.get_ident()))
         return json.dumps({"output": f"ran {args.get('command')}", "exit_code": 0, "error": None})
 
@@ -101,7 +105,7 @@ def handler():
         yield patched
 
 
-def user(text: str = "do the thing") -> List[Dict[str, Any]]:
+def user(text: str = "do the thing") -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
 
@@ -111,7 +115,13 @@ def user(text: str = "do the thing") -> List[Dict[str, Any]]:
 def test_agent_result_defaults():
     r = AgentResult(messages=[])
     assert (r.managed_state, r.turns_used, r.finished_naturally, r.reasoning_per_turn, r.tool_errors, r.error) == (
-        None, 0, False, [], [], None)
+        None,
+        0,
+        False,
+        [],
+        [],
+        None,
+    )
     assert AgentResult(messages=[]).tool_errors is not r.tool_errors  # no shared mutable default
     e = ToolError(turn=1, tool_name="t", arguments="{}", error="x", tool_result="y")
     assert (e.turn, e.tool_name) == (1, "t")
@@ -217,12 +227,14 @@ async def test_managed_state():
 
 async def test_memory_unavailable_and_todo_in_loop(handler):
     todos = {"todos": [{"id": "1", "content": "write file", "status": "pending"}]}
-    server = MockServer([
-        reply(None, [call("memory", {"action": "add"}, "m1"), call("session_search", {"q": "x"}, "s1")]),
-        reply(None, [call("todo", todos, "t1")]),
-        reply(None, [call("todo", {}, "t2")]),
-        reply("done"),
-    ])
+    server = MockServer(
+        [
+            reply(None, [call("memory", {"action": "add"}, "m1"), call("session_search", {"q": "x"}, "s1")]),
+            reply(None, [call("todo", todos, "t1")]),
+            reply(None, [call("todo", {}, "t2")]),
+            reply("done"),
+        ]
+    )
     result = await HermesAgentLoop(server, TOOLS, NAMES).run(user())
     tool_msgs = [m for m in result.messages if m["role"] == "tool"]
     assert "not available" in json.loads(tool_msgs[0]["content"])["error"]
@@ -237,10 +249,12 @@ async def test_memory_unavailable_and_todo_in_loop(handler):
 
 
 async def test_reasoning_attached_per_turn(handler):
-    server = MockServer([
-        reply(None, [call("terminal", {"command": "ls"})], reasoning_content="think 1"),
-        reply("final", reasoning="think 2"),
-    ])
+    server = MockServer(
+        [
+            reply(None, [call("terminal", {"command": "ls"})], reasoning_content="think 1"),
+            reply("final", reasoning="think 2"),
+        ]
+    )
     result = await HermesAgentLoop(server, TOOLS, NAMES).run(user())
     assert result.messages[1]["reasoning_content"] == "think 1"
     assert result.messages[3]["reasoning_content"] == "think 2"
@@ -286,13 +300,15 @@ async def test_fallback_uses_configured_parser(handler):
 
 
 async def test_dispatch_exception_and_error_results():
-    results = iter([
-        RuntimeError("boom"),
-        json.dumps({"error": "bad", "exit_code": -1}),
-        json.dumps({"output": "partial", "exit_code": 124, "error": "Command timed out after 5 seconds"}),
-        json.dumps({"error": "File not found"}),
-        json.dumps({"output": "fine", "exit_code": 0, "error": None}),
-    ])
+    results = iter(
+        [
+            RuntimeError("boom"),
+            json.dumps({"error": "bad", "exit_code": -1}),
+            json.dumps({"output": "partial", "exit_code": 124, "error": "Command timed out after 5 seconds"}),
+            json.dumps({"error": "File not found"}),
+            json.dumps({"output": "fine", "exit_code": 0, "error": None}),
+        ]
+    )
 
     def fake(name, args, **kw):
         value = next(results)
@@ -328,8 +344,9 @@ async def test_large_results_persisted_and_read_file_pinned():
 
     budget = BudgetConfig(default_result_size=1000, turn_budget=100_000, preview_size=100)
     tools = [TERMINAL, {"type": "function", "function": {"name": "read_file", "parameters": {}}}]
-    server = MockServer([reply(None, [call("terminal", {"command": "big"}, "c1"), call("read_file", {"path": "f"}, "c2")]),
-                         reply("x")])
+    server = MockServer(
+        [reply(None, [call("terminal", {"command": "big"}, "c1"), call("read_file", {"path": "f"}, "c2")]), reply("x")]
+    )
     with mock.patch("environments.agent_loop.handle_function_call", side_effect=fake):
         loop = HermesAgentLoop(server, tools, {"terminal", "read_file"}, budget_config=budget)
         try:
@@ -355,8 +372,9 @@ async def test_turn_budget_never_persists_read_file_results():
 
     budget = BudgetConfig(default_result_size=1_000_000, turn_budget=5000, preview_size=100)
     tools = [TERMINAL, {"type": "function", "function": {"name": "read_file", "parameters": {}}}]
-    server = MockServer([reply(None, [call("read_file", {"path": "f"}, "c1"), call("terminal", {"command": "x"}, "c2")]),
-                         reply("x")])
+    server = MockServer(
+        [reply(None, [call("read_file", {"path": "f"}, "c1"), call("terminal", {"command": "x"}, "c2")]), reply("x")]
+    )
     with mock.patch("environments.agent_loop.handle_function_call", side_effect=fake):
         loop = HermesAgentLoop(server, tools, {"terminal", "read_file"}, budget_config=budget)
         try:
@@ -376,18 +394,28 @@ async def test_turn_budget_never_persists_read_file_results():
 
 async def test_events_emitted_and_secrets_redacted():
     secret = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
-    seen: List[events.Event] = []
+    seen: list[events.Event] = []
     events.add_observer(seen.append)
 
     def fake(name, args, **kw):
-        return json.dumps({"output": f"key is {secret}", "exit_code": 124, "error": "Command timed out after 1 seconds"})
+        return json.dumps(
+            {"output": f"key is {secret}", "exit_code": 124, "error": "Command timed out after 1 seconds"}
+        )
 
     bad_args = json.dumps({"command": f"export OPENAI_API_KEY={secret}"}) + "{"
-    server = MockServer([
-        reply(f"thinking about {secret}", [call("terminal", {"command": f"echo {secret}"}, "c1"),
-                                          call("terminal", bad_args, "c2"), call("nope", {}, "c3")]),
-        reply("done"),
-    ])
+    server = MockServer(
+        [
+            reply(
+                f"thinking about {secret}",
+                [
+                    call("terminal", {"command": f"echo {secret}"}, "c1"),
+                    call("terminal", bad_args, "c2"),
+                    call("nope", {}, "c3"),
+                ],
+            ),
+            reply("done"),
+        ]
+    )
     try:
         with mock.patch("environments.agent_loop.handle_function_call", side_effect=fake):
             result = await HermesAgentLoop(server, TOOLS, NAMES, task_id="rid").run(user())
@@ -408,7 +436,7 @@ async def test_events_emitted_and_secrets_redacted():
 
 
 async def test_phase2_think_block_shown_as_reasoning_but_kept_in_messages():
-    seen: List[events.Event] = []
+    seen: list[events.Event] = []
     events.add_observer(seen.append)
     server = MockServer([reply("<think>plan it</think>\nThe answer is 4.")])
     try:

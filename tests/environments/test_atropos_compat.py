@@ -39,23 +39,31 @@ def test_empty_api_key_becomes_placeholder():
 
 
 def test_default_timeout_shortened_user_timeout_kept():
-    fixed = compat.fix_server_configs([APIServerConfig(base_url="http://h/v1", api_key="k"),
-                                       APIServerConfig(base_url="http://h/v1", api_key="k", timeout=77)])
+    fixed = compat.fix_server_configs(
+        [
+            APIServerConfig(base_url="http://h/v1", api_key="k"),
+            APIServerConfig(base_url="http://h/v1", api_key="k", timeout=77),
+        ]
+    )
     assert [c.timeout for c in fixed] == [compat.DEFAULT_TIMEOUT_S, 77]
 
 
 def test_vllm_config_gets_local_tokenizer(tokenizer_path):
-    fixed = compat.fix_server_configs([APIServerConfig(base_url="http://h/v1", server_type="vllm", model_name="hub/x")],
-                                      tokenizer_name=tokenizer_path)
+    fixed = compat.fix_server_configs(
+        [APIServerConfig(base_url="http://h/v1", server_type="vllm", model_name="hub/x")], tokenizer_name=tokenizer_path
+    )
     assert fixed[0].tokenizer_name == tokenizer_path
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("http://x", "expected a list"),
-    ([], "at least one"),
-    ([APIServerConfig(base_url="")], "base_url is empty"),
-    ([42], r"server_configs\[0\] is a int"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("http://x", "expected a list"),
+        ([], "at least one"),
+        ([APIServerConfig(base_url="")], "base_url is empty"),
+        ([42], r"server_configs\[0\] is a int"),
+    ],
+)
 def test_bad_server_configs_have_clear_errors(bad, message):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,7 +75,11 @@ def test_default_server_configs(tokenizer_path):
     cfgs = compat.default_server_configs("http://127.0.0.1:9/v1", "sim", "vllm", tokenizer_path)
     (cfg,) = cfgs
     assert (cfg.base_url, cfg.model_name, cfg.server_type, cfg.tokenizer_name) == (
-        "http://127.0.0.1:9/v1", "sim", "vllm", tokenizer_path)
+        "http://127.0.0.1:9/v1",
+        "sim",
+        "vllm",
+        tokenizer_path,
+    )
     assert cfg.health_check is False and cfg.api_key == "x" and cfg.timeout == 30
     assert compat.default_server_configs()[0].tokenizer_name == tokenizer_path
     with pytest.raises(ValueError, match="server_type"):
@@ -141,8 +153,11 @@ def test_sensible_max_token_len():
 
 
 def test_tokenize_conversation_masks_prompt(tokenizer):
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": "hello there"}]
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello there"},
+    ]
     tokens, masks = compat.tokenize_conversation(tokenizer, messages)
     assert isinstance(tokens, list) and all(isinstance(t, int) for t in tokens)
     assert len(tokens) == len(masks)

@@ -9,7 +9,7 @@ import os
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -20,7 +20,6 @@ import environments.hermes_base_env as hbe
 from environments import events
 from environments.agent_loop import AgentResult, ToolError
 from environments.hermes_base_env import HermesAgentBaseEnv, HermesAgentEnvConfig
-
 from tests.environments.test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
 
 # ---------------------------------------------------------------- fakes
@@ -49,7 +48,7 @@ class FakeManager:
 
 
 class FakeCtx:
-    instances: List["FakeCtx"] = []
+    instances: list[FakeCtx] = []
 
     def __init__(self, task_id):
         self.task_id = task_id
@@ -67,7 +66,7 @@ class DemoEnv(HermesAgentBaseEnv):
         super().__init__(*a, **kw)
         self.reward = reward
         self.reward_calls = 0
-        self.seen_tools: List[Any] = []
+        self.seen_tools: list[Any] = []
 
     async def setup(self):
         pass
@@ -121,19 +120,36 @@ def fake_tools():
 
 def test_config_defaults(tokenizer_path):
     cfg = HermesAgentEnvConfig()
-    expected = dict(enabled_toolsets=None, disabled_toolsets=None, distribution=None, max_agent_turns=30,
-                    system_prompt=None, agent_temperature=1.0, terminal_backend="local", terminal_timeout=120,
-                    terminal_lifetime=3600, dataset_name=None, dataset_split="train", prompt_field="prompt",
-                    tool_pool_size=128, tool_call_parser="hermes", default_result_size_chars=100_000,
-                    turn_budget_chars=200_000, preview_size_chars=1_500, tool_result_overrides=None, extra_body=None)
+    expected = dict(
+        enabled_toolsets=None,
+        disabled_toolsets=None,
+        distribution=None,
+        max_agent_turns=30,
+        system_prompt=None,
+        agent_temperature=1.0,
+        terminal_backend="local",
+        terminal_timeout=120,
+        terminal_lifetime=3600,
+        dataset_name=None,
+        dataset_split="train",
+        prompt_field="prompt",
+        tool_pool_size=128,
+        tool_call_parser="hermes",
+        default_result_size_chars=100_000,
+        turn_budget_chars=200_000,
+        preview_size_chars=1_500,
+        tool_result_overrides=None,
+        extra_body=None,
+    )
     assert {k: getattr(cfg, k) for k in expected} == expected
     assert cfg.tokenizer_name == tokenizer_path  # local, never a Hub name
     assert cfg.group_size == 4 and cfg.ensure_scores_are_not_same is True
 
 
 def test_build_budget_config():
-    cfg = HermesAgentEnvConfig(default_result_size_chars=10, turn_budget_chars=20, preview_size_chars=5,
-                               tool_result_overrides={"terminal": 7})
+    cfg = HermesAgentEnvConfig(
+        default_result_size_chars=10, turn_budget_chars=20, preview_size_chars=5, tool_result_overrides={"terminal": 7}
+    )
     b = cfg.build_budget_config()
     assert (b.default_result_size, b.turn_budget, b.preview_size, b.tool_overrides) == (10, 20, 5, {"terminal": 7})
 
@@ -149,12 +165,22 @@ def test_init_side_effects(tokenizer_path, monkeypatch):
     configured = {}
     monkeypatch.setattr("environments.sandboxes.configure", lambda **kw: configured.update(kw))
     with mock.patch.object(hbe, "resize_tool_pool") as resize:
-        cfg = HermesAgentEnvConfig(tokenizer_name=tokenizer_path, terminal_backend="local", terminal_timeout=11,
-                                   terminal_lifetime=22, tool_pool_size=5, tool_call_parser="mistral", use_wandb=False)
+        cfg = HermesAgentEnvConfig(
+            tokenizer_name=tokenizer_path,
+            terminal_backend="local",
+            terminal_timeout=11,
+            terminal_lifetime=22,
+            tool_pool_size=5,
+            tool_call_parser="mistral",
+            use_wandb=False,
+        )
         with pytest.warns(UserWarning, match="should be a list"):
             env = DemoEnv(cfg, servers()[0])  # a single config: fixed into a list
     assert (os.environ["TERMINAL_ENV"], os.environ["TERMINAL_TIMEOUT"], os.environ["TERMINAL_LIFETIME_SECONDS"]) == (
-        "local", "11", "22")
+        "local",
+        "11",
+        "22",
+    )
     assert configured == {"backend": "local", "timeout": 11, "lifetime": 22}
     resize.assert_called_once_with(5)
     assert env.server.tool_parser == "mistral"
@@ -218,8 +244,9 @@ async def test_reward_exception_scores_zero_and_cleans_up(tokenizer_path):
 
 async def test_success_cleanup_once_messages_tokens_and_distinct_task_ids(tokenizer_path, tokenizer, fake_tools):
     script = iter([reply(None, [call("terminal", {"command": "ls"})]), reply("all done")])
-    env = make_env(tokenizer_path, reward=0.75, manager=FakeManager(lambda m: next(script, reply("x"))),
-                   system_prompt="be brief")
+    env = make_env(
+        tokenizer_path, reward=0.75, manager=FakeManager(lambda m: next(script, reply("x"))), system_prompt="be brief"
+    )
     scored, _ = await env.collect_trajectory({"prompt": "p"})
     assert scored["scores"] == 0.75
     assert [m["role"] for m in scored["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
@@ -255,8 +282,11 @@ async def test_loop_exception_becomes_zero_scored_item(tokenizer_path):
 
 async def test_tool_errors_buffered_truncated(tokenizer_path):
     env = make_env(tokenizer_path, manager=FakeManager(lambda m: reply("x")))
-    result = AgentResult(messages=[{"role": "user", "content": "u"}, {"role": "assistant", "content": "x"}],
-                         turns_used=1, tool_errors=[ToolError(1, "terminal", "a" * 400, "e" * 900, "r" * 900)])
+    result = AgentResult(
+        messages=[{"role": "user", "content": "u"}, {"role": "assistant", "content": "x"}],
+        turns_used=1,
+        tool_errors=[ToolError(1, "terminal", "a" * 400, "e" * 900, "r" * 900)],
+    )
     with mock.patch.object(env, "_run_agent", return_value=(result, 1)):
         await env.collect_trajectory({"prompt": "p"})
     (entry,) = env._tool_error_buffer
@@ -290,7 +320,7 @@ async def test_cancellation_still_cleans_up(tokenizer_path):
 async def test_concurrent_groups_see_their_own_tools(tokenizer_path):
     env = make_env(tokenizer_path, group_size=3)
     sets = iter([["terminal"], ["file"]])
-    seen: Dict[str, List[set]] = {}
+    seen: dict[str, list[set]] = {}
 
     def per_group():
         chosen = next(sets)
@@ -301,10 +331,13 @@ async def test_concurrent_groups_see_their_own_tools(tokenizer_path):
         seen.setdefault(messages[0]["content"], []).append(tools[1])
         return AgentResult(messages=messages + [{"role": "assistant", "content": "x"}], turns_used=1), 1
 
-    with mock.patch.object(env, "_resolve_group_toolsets", side_effect=per_group), \
-            mock.patch.object(env, "_run_agent", side_effect=fake_run):
-        (g1, _), (g2, _) = await asyncio.gather(env.collect_trajectories({"prompt": "A"}),
-                                                env.collect_trajectories({"prompt": "B"}))
+    with (
+        mock.patch.object(env, "_resolve_group_toolsets", side_effect=per_group),
+        mock.patch.object(env, "_run_agent", side_effect=fake_run),
+    ):
+        (g1, _), (g2, _) = await asyncio.gather(
+            env.collect_trajectories({"prompt": "A"}), env.collect_trajectories({"prompt": "B"})
+        )
     assert seen["A"] == [{"terminal"}] * 3
     assert seen["B"] == [{"read_file", "write_file", "patch", "search_files"}] * 3
     assert len(g1["tokens"]) == len(g2["tokens"]) == 3
@@ -346,10 +379,10 @@ async def test_phase2_falls_back_on_not_implemented(tokenizer_path):
 
 @dataclass
 class Node:
-    tokens: List[int]
-    masked_tokens: List[int]
-    logprobs: List[float]
-    metadata: Optional[Dict[str, Any]] = None
+    tokens: list[int]
+    masked_tokens: list[int]
+    logprobs: list[float]
+    metadata: dict[str, Any] | None = None
 
 
 async def test_phase2_uses_last_node_and_forwards_logprobs(tokenizer_path):
@@ -370,14 +403,20 @@ async def test_phase2_uses_last_node_and_forwards_logprobs(tokenizer_path):
 
 
 def test_format_trajectory_for_display():
-    text = HermesAgentBaseEnv._format_trajectory_for_display([
-        {"role": "system", "content": "S"},
-        {"role": "user", "content": "U"},
-        {"role": "assistant", "content": "", "reasoning_content": "r" * 400,
-         "tool_calls": [{"id": "1", "function": {"name": "terminal", "arguments": "a" * 300}}]},
-        {"role": "tool", "tool_call_id": "1", "content": "t" * 600},
-        {"role": "assistant", "content": "final"},
-    ])
+    text = HermesAgentBaseEnv._format_trajectory_for_display(
+        [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "U"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "r" * 400,
+                "tool_calls": [{"id": "1", "function": {"name": "terminal", "arguments": "a" * 300}}],
+            },
+            {"role": "tool", "tool_call_id": "1", "content": "t" * 600},
+            {"role": "assistant", "content": "final"},
+        ]
+    )
     assert "[SYSTEM]\nS" in text and "[USER]\nU" in text
     assert "[ASSISTANT thinking]\n" + "r" * 300 + "\n" in text and "r" * 301 not in text
     assert "[TOOL CALL] terminal(" + "a" * 200 + ")" in text
@@ -387,8 +426,7 @@ def test_format_trajectory_for_display():
 
 async def test_add_rollouts_for_wandb(tokenizer_path):
     env = make_env(tokenizer_path, num_rollouts_per_group_for_logging=-1, num_rollouts_to_keep=2)
-    group = {"tokens": [[1], [2]], "scores": [1.0, 0.0],
-             "messages": [[{"role": "user", "content": "hi"}], None]}
+    group = {"tokens": [[1], [2]], "scores": [1.0, 0.0], "messages": [[{"role": "user", "content": "hi"}], None]}
     for _ in range(3):
         await env.add_rollouts_for_wandb(group)
     assert len(env.rollouts_for_wandb) == 2 and len(env.rollouts_for_wandb[0]) == 2
@@ -401,7 +439,7 @@ async def test_add_rollouts_for_wandb(tokenizer_path):
 
 async def test_wandb_log_tool_errors(tokenizer_path):
     env = make_env(tokenizer_path)
-    metrics: Dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
     await env.wandb_log(metrics)
     assert metrics["train/tool_errors_count"] == 0
     env._tool_error_buffer = [{"turn": 2, "tool": "terminal", "args": "x" * 100, "error": "boom", "result": ""}]
@@ -442,7 +480,7 @@ async def test_tokenisation_never_stalls_the_event_loop(tokenizer_path):
     tokenizer copy: other rollouts' coroutines keep running meanwhile."""
     env = make_env(tokenizer_path)
     real = env._tokens_for
-    seen: Dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     def slow_tokens_for(result, messages, tools, tokenizer=None):
         seen["thread"] = threading.current_thread().name

@@ -30,8 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_apt_mirror_is_the_one_apt_uses(tmp_path: Path) -> None:
     deb822 = tmp_path / "debian.sources"
-    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
-                      "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n")
+    deb822.write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
+    )
     assert images.apt_mirror([deb822]) == "http://mirror.example/debian"
     one_line = tmp_path / "sources.list"
     one_line.write_text("# comment\ndeb [arch=amd64 signed-by=/k.gpg] https://m.example/debian/ bookworm main\n")
@@ -84,8 +86,14 @@ def test_run_without_an_engine_passes_the_reason_on(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(docker_engine, "start_dockerd", refuse)
     out = tmp_path / "env.txt"
-    code = docker_engine.run([sys.executable, "-c", f"import os; open({str(out)!r}, 'w').write("
-                              "os.environ.get('HERMES_DOCKER_UNAVAILABLE', '-'))"], state=tmp_path / "state")
+    code = docker_engine.run(
+        [
+            sys.executable,
+            "-c",
+            f"import os; open({str(out)!r}, 'w').write(os.environ.get('HERMES_DOCKER_UNAVAILABLE', '-'))",
+        ],
+        state=tmp_path / "state",
+    )
     assert code == 0
     assert out.read_text() == "no Docker engine answered and docker.io cannot be installed (not root)"
 
@@ -116,15 +124,36 @@ def test_two_sessions_share_one_dockerd_and_the_last_stops_it(tmp_path: Path) ->
         pytest.skip("a system Docker engine answers on the default socket; the private one is not started")
     state = tmp_path / "state"
     gate = tmp_path / "go"
-    child = ("import os, sys, time\n"
-             "host = os.environ.get('DOCKER_HOST', '-')\n"
-             "open(sys.argv[1], 'w').write(host)\n"
-             f"end = time.time() + 90\n"
-             f"while not os.path.exists({str(gate)!r}) and time.time() < end: time.sleep(0.1)\n")
-    procs = [subprocess.Popen([sys.executable, "-m", "hermes_console.docker_engine", "--state", str(state), "run",
-                               "--", sys.executable, "-c", child, str(tmp_path / f"host{i}")],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(2)]
+    child = (
+        "import os, sys, time\n"
+        "host = os.environ.get('DOCKER_HOST', '-')\n"
+        "open(sys.argv[1], 'w').write(host)\n"
+        f"end = time.time() + 90\n"
+        f"while not os.path.exists({str(gate)!r}) and time.time() < end: time.sleep(0.1)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hermes_console.docker_engine",
+                "--state",
+                str(state),
+                "run",
+                "--",
+                sys.executable,
+                "-c",
+                child,
+                str(tmp_path / f"host{i}"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     try:
         end = time.monotonic() + 100
         while time.monotonic() < end and not all((tmp_path / f"host{i}").exists() for i in range(2)):
@@ -154,16 +183,24 @@ def test_a_session_leaves_only_the_images_it_means_to_keep(tmp_path: Path) -> No
     (tmp_path / "f").write_text("x")
     subprocess.run(["tar", "-C", str(tmp_path), "-cf", str(tar), "f"], check=True, timeout=30)
     state = tmp_path / "state"
-    make = " && ".join([
-        f"docker import --change 'LABEL hermes-console.keep=1' {tar} kept:1 >/dev/null",
-        f"docker import {tar} scratch:1 >/dev/null",
-        "docker create --name left-behind --network none scratch:1 /f >/dev/null",
-    ])
+    make = " && ".join(
+        [
+            f"docker import --change 'LABEL hermes-console.keep=1' {tar} kept:1 >/dev/null",
+            f"docker import {tar} scratch:1 >/dev/null",
+            "docker create --name left-behind --network none scratch:1 /f >/dev/null",
+        ]
+    )
     look = "docker images --format '{{.Repository}}:{{.Tag}}'; docker ps -a --format 'ctr {{.Names}}'"
 
     def session(cmd: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "hermes_console.docker_engine", "--state", str(state), "run",
-                               "--", "sh", "-c", cmd], cwd=REPO, env=env, capture_output=True, text=True, timeout=150)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hermes_console.docker_engine", "--state", str(state), "run", "--", "sh", "-c", cmd],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 
@@ -195,12 +232,29 @@ def test_images_cli_build_list_rm(tmp_path: Path) -> None:
     over), and back to a rootfs dir. (A task image from a rootfs *directory*, run as a per-task
     image: tests/compat/test_benchmarks_docker.py.)"""
     tar = tmp_path / "rootfs.tar"
-    subprocess.run(["tar", "-C", str(base_rootfs()), "-cf", str(tar), "./usr/bin/bash", "./usr/lib", "./usr/lib64",
-                    "./bin", "./lib", "./lib64"], check=True, timeout=120, capture_output=True)
+    subprocess.run(
+        [
+            "tar",
+            "-C",
+            str(base_rootfs()),
+            "-cf",
+            str(tar),
+            "./usr/bin/bash",
+            "./usr/lib",
+            "./usr/lib64",
+            "./bin",
+            "./lib",
+            "./lib64",
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
     tag = f"hermes-test-tar:{uuid.uuid4().hex[:8]}"
     cli = [sys.executable, "-m", "hermes_console.cli", "images"]
-    built = subprocess.run(cli + ["build", "task", "--from", str(tar), "--tag", tag], capture_output=True, text=True,
-                           timeout=120, cwd=REPO)
+    built = subprocess.run(
+        cli + ["build", "task", "--from", str(tar), "--tag", tag], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert built.returncode == 0 and built.stdout.strip() == tag, built.stderr
     labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", tag).stdout
     assert '"hermes-console.image":"task"' in labels and '"hermes-console.keep":"1"' in labels
@@ -214,8 +268,13 @@ def test_images_cli_build_list_rm(tmp_path: Path) -> None:
     assert hashlib.sha256((back / "usr" / "bin" / "bash").read_bytes()).hexdigest() == digest
     assert subprocess.run(cli + ["rm", tag], timeout=60, cwd=REPO).returncode == 0
     assert not images.image_exists(tag)
-    bad = subprocess.run(cli + ["build", "task", "--from", str(tmp_path / "nothing")], capture_output=True,
-                         text=True, timeout=60, cwd=REPO)
+    bad = subprocess.run(
+        cli + ["build", "task", "--from", str(tmp_path / "nothing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert bad.returncode == 1 and "expected a rootfs directory or a tarball" in bad.stderr
 
 

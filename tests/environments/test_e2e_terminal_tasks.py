@@ -31,8 +31,15 @@ def sim_url():
 
 def run_cli(args, cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               WANDB_MODE="disabled", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update(
+        PYTHONPATH=str(REPO),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -42,9 +49,26 @@ def read_groups(path: Path):
 
 def test_phase1_process_cli(sim_url, tmp_path):
     out = tmp_path / "g.jsonl"
-    proc = run_cli(["-m", "environments.terminal_tasks.env", "process", "--env.total_steps", "2",
-                    "--env.group_size", "2", "--env.use_wandb", "false", "--env.data_path_to_save_groups", str(out),
-                    "--openai.base_url", f"{sim_url}/v1", "--openai.model_name", "hermes-sim"], tmp_path)
+    proc = run_cli(
+        [
+            "-m",
+            "environments.terminal_tasks.env",
+            "process",
+            "--env.total_steps",
+            "2",
+            "--env.group_size",
+            "2",
+            "--env.use_wandb",
+            "false",
+            "--env.data_path_to_save_groups",
+            str(out),
+            "--openai.base_url",
+            f"{sim_url}/v1",
+            "--openai.model_name",
+            "hermes-sim",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     groups = read_groups(out)
     assert len(groups) == 2 and out.with_suffix(".html").exists()
@@ -59,8 +83,19 @@ def test_phase1_process_cli(sim_url, tmp_path):
 
 def test_seed_env_runs_unchanged_in_process_mode(sim_url, tmp_path):
     out = tmp_path / "seed.jsonl"
-    proc = run_cli([str(REPO / "tests/environments/seed_env_example.py"), "process", "--env.use_wandb", "false",
-                    "--env.data_path_to_save_groups", str(out), "--openai.base_url", f"{sim_url}/v1"], tmp_path)
+    proc = run_cli(
+        [
+            str(REPO / "tests/environments/seed_env_example.py"),
+            "process",
+            "--env.use_wandb",
+            "false",
+            "--env.data_path_to_save_groups",
+            str(out),
+            "--openai.base_url",
+            f"{sim_url}/v1",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     groups = read_groups(out)
     assert len(groups) == 2 and all(len(g["scores"]) == 2 for g in groups)
@@ -69,8 +104,20 @@ def test_seed_env_runs_unchanged_in_process_mode(sim_url, tmp_path):
 
 def test_evaluate_cli_writes_metrics_and_samples(sim_url, tmp_path):
     eval_dir = tmp_path / "eval"
-    proc = run_cli(["-m", "environments.terminal_tasks.env", "evaluate", "--env.use_wandb", "false",
-                    "--env.data_dir_to_save_evals", str(eval_dir), "--openai.base_url", f"{sim_url}/v1"], tmp_path)
+    proc = run_cli(
+        [
+            "-m",
+            "environments.terminal_tasks.env",
+            "evaluate",
+            "--env.use_wandb",
+            "false",
+            "--env.data_dir_to_save_evals",
+            str(eval_dir),
+            "--openai.base_url",
+            f"{sim_url}/v1",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((eval_dir / "metrics.json").read_text())["results"]["all"]
     samples = read_groups(eval_dir / "samples.jsonl")
@@ -89,16 +136,26 @@ async def test_phase2_managed_server_tokens_line_up(sim_url, tokenizer_path, tok
 
     config, _ = TerminalTasksEnv.config_init()
     config.group_size = 2
-    servers = [APIServerConfig(base_url=f"{sim_url}/v1", model_name="hermes-sim", api_key="x", server_type="vllm",
-                               tokenizer_name=tokenizer_path, health_check=False, timeout=30)]
+    servers = [
+        APIServerConfig(
+            base_url=f"{sim_url}/v1",
+            model_name="hermes-sim",
+            api_key="x",
+            server_type="vllm",
+            tokenizer_name=tokenizer_path,
+            health_check=False,
+            timeout=30,
+        )
+    ]
     env = TerminalTasksEnv(config, servers)
     assert env._use_managed_server()
     await env.setup()
     item = await env.get_next_item()
     group, _ = await env.collect_trajectories(item)
     schemas = env._tools_for_toolsets(config.enabled_toolsets)[0]
-    for tokens, masks, logprobs, messages in zip(group["tokens"], group["masks"], group["inference_logprobs"],
-                                                  group["messages"]):
+    for tokens, masks, logprobs, messages in zip(
+        group["tokens"], group["masks"], group["inference_logprobs"], group["messages"]
+    ):
         assert len(tokens) == len(masks) == len(logprobs) > 0
         trained = [i for i, m in enumerate(masks) if m != -100]
         assert trained and all(masks[i] == tokens[i] for i in trained)
@@ -113,6 +170,9 @@ async def test_phase2_managed_server_tokens_line_up(sim_url, tokenizer_path, tok
         # <tool_call> text in the raw completions became executed tool calls; an assistant message whose
         # sampled text the template cannot re-render from tool_calls keeps that text and parsed_tool_calls
         assert "<tool_call>" in text and any(m["role"] == "tool" for m in messages)
-        assert all(m.get("tool_calls") or m.get("parsed_tool_calls")
-                   for m in messages if m["role"] == "assistant" and "<tool_call>" in (m.get("content") or ""))
+        assert all(
+            m.get("tool_calls") or m.get("parsed_tool_calls")
+            for m in messages
+            if m["role"] == "assistant" and "<tool_call>" in (m.get("content") or "")
+        )
     assert group["scores"] == [1.0, 1.0]

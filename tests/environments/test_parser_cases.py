@@ -8,8 +8,9 @@ The texts are written out in each family's own syntax (not produced by
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,9 @@ def mistral_cases() -> dict[str, Case]:
         "surrounding": Case(f"Before. [TOOL_CALLS]get_weather{W_JSON} After.", [W], "Before."),
         "malformed": Case(f"[TOOL_CALLS][{w_obj}, {hermes_obj('get_time', BAD_JSON)}]", [W], errors=["invalid JSON"]),
         "only_malformed": Case("[TOOL_CALLS]get_time{oops}", None, errors=["invalid JSON arguments for 'get_time'"]),
-        "truncated": Case(f'[TOOL_CALLS]get_weather{W_JSON}[TOOL_CALLS]get_time{{"tz": "U', [W], errors=["invalid JSON"]),
+        "truncated": Case(
+            f'[TOOL_CALLS]get_weather{W_JSON}[TOOL_CALLS]get_time{{"tz": "U', [W], errors=["invalid JSON"]
+        ),
         "missing_name": Case(f'[TOOL_CALLS][{{"arguments": {W_JSON}}}, {t_obj}]', [T], errors=["no 'name'"]),
         "pre_v11_object": Case(f"[TOOL_CALLS] {w_obj}", [W]),
         "pre_v11_nested": Case(
@@ -90,10 +93,14 @@ def llama_cases() -> dict[str, Case]:
         "surrounding": Case(f"Let me call {w} now.", [W], "Let me call"),
         "malformed": Case(f"<|python_tag|>{w}; {obj('get_time', BAD_JSON)}", [W], errors=["invalid JSON"]),
         "only_malformed": Case('<|python_tag|>{"name": get_time}', None, errors=["invalid JSON"]),
-        "truncated": Case(f'<|python_tag|>{w}; {{"name": "get_time", "parameters": {{"tz": "U', [W], errors=["invalid JSON"]),
+        "truncated": Case(
+            f'<|python_tag|>{w}; {{"name": "get_time", "parameters": {{"tz": "U', [W], errors=["invalid JSON"]
+        ),
         "missing_name": Case(f'<|python_tag|>{{"parameters": {W_JSON}}}; {t}', [T], errors=["no 'name'"]),
         "nameless_call_is_not_content": Case(f'Ok. {{"parameters": {W_JSON}}} {t}', [T], "Ok.", errors=["no 'name'"]),
-        "json_without_call_keys_is_prose": Case(f'Config is {{"name": "x"}} then {w}', [W], "Config is {\"name\": \"x\"} then"),
+        "json_without_call_keys_is_prose": Case(
+            f'Config is {{"name": "x"}} then {w}', [W], 'Config is {"name": "x"} then'
+        ),
     }
 
 
@@ -148,7 +155,9 @@ def kimi_cases() -> dict[str, Case]:
         "single": Case(f"Checking.{K_SB}{w}{K_SE}", [W], "Checking."),
         "multiple": Case(f"<|tool_call_section_begin|>{w}{t}<|tool_call_section_end|>", [W, T]),
         "surrounding": Case(f"Before. {K_SB}{w}{K_SE} After.", [W], "Before."),
-        "malformed": Case(f"{K_SB}{w}{kimi_call('functions.get_time:1', BAD_JSON)}{K_SE}", [W], errors=["invalid JSON"]),
+        "malformed": Case(
+            f"{K_SB}{w}{kimi_call('functions.get_time:1', BAD_JSON)}{K_SE}", [W], errors=["invalid JSON"]
+        ),
         "only_malformed": Case(f"{K_SB}{K_CB}functions.get_time:0{K_CE}{K_SE}", None, errors=["argument_begin"]),
         "truncated": Case(f"{K_SB}{w}{kimi_call('functions.get_time:1', T_JSON, closed=False)}", [W, T]),
         "missing_name": Case(f"{K_SB}{kimi_call('functions.:0', W_JSON)}{t}{K_SE}", [T], errors=["no function name"]),
@@ -187,7 +196,9 @@ def qwen3_coder_cases() -> dict[str, Case]:
         "only_malformed": Case("<tool_call><function=get time", None, errors=["no function name"]),
         "truncated": Case(f"{w}\n<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC", [W, T]),
         "missing_name": Case(call("", [("city", "Paris")]) + t, [T], errors=["no function name"]),
-        "without_wrapper": Case("Doing it: <function=get_weather><parameter=city>Paris</parameter></function>", [W], "Doing it:"),
+        "without_wrapper": Case(
+            "Doing it: <function=get_weather><parameter=city>Paris</parameter></function>", [W], "Doing it:"
+        ),
     }
 
 
@@ -207,7 +218,11 @@ CASES: dict[str, dict[str, Case]] = {
     "qwen3_coder": qwen3_coder_cases(),
 }
 
-PARAMS = [pytest.param(parser, kind, case, id=f"{parser}-{kind}") for parser, cases in CASES.items() for kind, case in cases.items()]
+PARAMS = [
+    pytest.param(parser, kind, case, id=f"{parser}-{kind}")
+    for parser, cases in CASES.items()
+    for kind, case in cases.items()
+]
 REQUIRED_KINDS = {"single", "multiple", "surrounding", "malformed", "only_malformed", "truncated", "missing_name"}
 
 
@@ -277,14 +292,35 @@ def test_kimi_ids_are_the_raw_function_ids_and_stay_unique() -> None:
     assert calls is not None and [c["id"] for c in calls] == ["functions.a:0", "functions.a:0_1"]
 
 
-@pytest.mark.parametrize(("raw_id", "name"), [("functions.get_weather:0", "get_weather"), ("ns.sub.tool:12", "tool"), ("plain_name:3", "plain_name")])
+@pytest.mark.parametrize(
+    ("raw_id", "name"),
+    [("functions.get_weather:0", "get_weather"), ("ns.sub.tool:12", "tool"), ("plain_name:3", "plain_name")],
+)
 def test_kimi_name_is_taken_after_the_last_dot(raw_id: str, name: str) -> None:
     _, calls = get_parser("kimi_k2").parse(f"{K_SB}{kimi_call(raw_id, '{}')}{K_SE}")
     assert calls is not None and calls[0]["function"]["name"] == name and calls[0]["id"] == raw_id
 
 
-TYPED_RAW = [("n", "42"), ("f", "1.5"), ("b", "true"), ("nul", "null"), ("lst", "[1, 2]"), ("obj", '{"k": "v"}'), ("py", "{'k': None}"), ("s", "hello world")]
-TYPED = {"n": 42, "f": 1.5, "b": True, "nul": None, "lst": [1, 2], "obj": {"k": "v"}, "py": {"k": None}, "s": "hello world"}
+TYPED_RAW = [
+    ("n", "42"),
+    ("f", "1.5"),
+    ("b", "true"),
+    ("nul", "null"),
+    ("lst", "[1, 2]"),
+    ("obj", '{"k": "v"}'),
+    ("py", "{'k': None}"),
+    ("s", "hello world"),
+]
+TYPED = {
+    "n": 42,
+    "f": 1.5,
+    "b": True,
+    "nul": None,
+    "lst": [1, 2],
+    "obj": {"k": "v"},
+    "py": {"k": None},
+    "s": "hello world",
+}
 
 
 @pytest.mark.parametrize("parser_name", ["glm45", "glm47"])

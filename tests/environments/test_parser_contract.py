@@ -19,7 +19,7 @@ ROUND_TRIP_CALLS: list[dict[str, Any]] = [
         "name": "write_file",
         "arguments": {
             "path": "notes/résumé.md",
-            "content": "Grüße, 世界 🚀\nline two\t\"quoted\" and \\ backslash",
+            "content": 'Grüße, 世界 🚀\nline two\t"quoted" and \\ backslash',
             "options": {"mode": "w", "tags": ["a", {"deep": [1, 2.5, None, True]}], "empty": {}},
             "count": 3,
             "ratio": 0.25,
@@ -77,7 +77,7 @@ def test_calls_have_the_openai_shape_and_unique_ids(name: str) -> None:
     "text",
     [
         "Just a plain answer.",
-        "Some JSON in prose: {\"a\": 1} and a brace }",
+        'Some JSON in prose: {"a": 1} and a brace }',
         "<think>only thinking</think>The answer is 4.",
         "Multi\nline\n\ttext with unicode ✓",
     ],
@@ -138,7 +138,10 @@ def test_internal_exception_returns_text_and_none(monkeypatch: pytest.MonkeyPatc
     ("calls", "message"),
     [
         ([{"arguments": {}}], r"calls\[0\]\['name'\] must be a non-empty string"),
-        ([{"name": "ok", "arguments": {}}, {"name": "x", "arguments": [1]}], r"calls\[1\]\['arguments'\]: arguments must be a JSON object, got list"),
+        (
+            [{"name": "ok", "arguments": {}}, {"name": "x", "arguments": [1]}],
+            r"calls\[1\]\['arguments'\]: arguments must be a JSON object, got list",
+        ),
         (["terminal"], r"calls\[0\] must be a mapping"),
     ],
 )
@@ -155,9 +158,20 @@ def test_format_with_no_calls_is_just_the_content(name: str) -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("42", 42), ("-1.5", -1.5), ("true", True), ("null", None), ("None", None), ("True", True),
-        ('{"a": [1, 2]}', {"a": [1, 2]}), ("{'a': (1, 2)}", {"a": (1, 2)}), ("hello world", "hello world"),
-        ('"quoted"', "quoted"), ("{1, 2}", "{1, 2}"), ("1+2j", "1+2j"), ("", ""), ("  ", "  "),
+        ("42", 42),
+        ("-1.5", -1.5),
+        ("true", True),
+        ("null", None),
+        ("None", None),
+        ("True", True),
+        ('{"a": [1, 2]}', {"a": [1, 2]}),
+        ("{'a': (1, 2)}", {"a": (1, 2)}),
+        ("hello world", "hello world"),
+        ('"quoted"', "quoted"),
+        ("{1, 2}", "{1, 2}"),
+        ("1+2j", "1+2j"),
+        ("", ""),
+        ("  ", "  "),
     ],
 )
 def test_typed_value_tries_json_then_literal_then_string(raw: str, expected: Any) -> None:

@@ -16,8 +16,19 @@ from environments.tool_call_parsers.hermes import HermesToolCallParser
 from environments.tool_call_parsers.llama import LlamaToolCallParser
 
 EXPECTED = {
-    "hermes", "qwen", "longcat", "mistral", "llama3_json", "llama4_json", "deepseek_v3",
-    "deepseek_v3_1", "deepseek_v31", "kimi_k2", "glm45", "glm47", "qwen3_coder",
+    "hermes",
+    "qwen",
+    "longcat",
+    "mistral",
+    "llama3_json",
+    "llama4_json",
+    "deepseek_v3",
+    "deepseek_v3_1",
+    "deepseek_v31",
+    "kimi_k2",
+    "glm45",
+    "glm47",
+    "qwen3_coder",
 }
 
 

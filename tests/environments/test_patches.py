@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any, Dict
+from typing import Any
 
 import openai.resources.chat.completions.completions as chat_module
 from openai import NOT_GIVEN
@@ -15,23 +15,45 @@ from environments import patches
 PARAMS = completion_create_params.CompletionCreateParamsNonStreaming
 
 
-def _body() -> Dict[str, Any]:
+def _body() -> dict[str, Any]:
     return {
-        "model": "m", "n": 1, "temperature": 1.0, "max_tokens": 64, "stop": NOT_GIVEN, "seed": NOT_GIVEN,
+        "model": "m",
+        "n": 1,
+        "temperature": 1.0,
+        "max_tokens": 64,
+        "stop": NOT_GIVEN,
+        "seed": NOT_GIVEN,
         "messages": [
             {"role": "system", "content": "sys"},
             {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "a", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
+                ],
+            },
             {"role": "tool", "tool_call_id": "a", "content": '{"output": "x", "exit_code": 0}'},
         ],
-        "tools": [{"type": "function", "function": {"name": "terminal", "description": "d", "parameters": {
-            "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "terminal",
+                    "description": "d",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"command": {"type": "string"}},
+                        "required": ["command"],
+                    },
+                },
+            }
+        ],
         "extra": {"nested": [1, 2.5, True, None]},
     }
 
 
-async def _both(body: Dict[str, Any]) -> tuple[Any, Any]:
+async def _both(body: dict[str, Any]) -> tuple[Any, Any]:
     was = patches.lean_chat_transform_enabled()
     patches.disable_lean_chat_transform()
     try:

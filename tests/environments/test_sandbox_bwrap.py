@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -144,7 +144,9 @@ def test_system_binds_follow_host_layout() -> None:
     assert binds[:3] == ["--ro-bind", "/usr", "/usr"]
     if os.path.islink("/bin"):
         # a read-only mount, not a symlink on the writable root (the model could replace a symlink)
-        assert ["--ro-bind", os.path.realpath("/bin"), "/bin"] == binds[binds.index("/bin") - 2 : binds.index("/bin") + 1]
+        assert ["--ro-bind", os.path.realpath("/bin"), "/bin"] == binds[
+            binds.index("/bin") - 2 : binds.index("/bin") + 1
+        ]
     if os.path.exists("/etc/shadow"):
         assert "/etc/shadow" in binds
 

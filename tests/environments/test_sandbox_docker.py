@@ -10,8 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -31,7 +31,6 @@ from tests.docker_support import needs_engine, sandbox_image
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 
 pytestmark = pytest.mark.timeout(120)  # a hang detector: the tests' own waits (up to 30 s) fail first
-
 
 
 # --------------------------------------------------------------------------- pure argv
@@ -76,19 +75,44 @@ def test_run_argv_hardening_and_mounts() -> None:
 
 def test_run_argv_network_opt_in() -> None:
     argv = build_run_argv(
-        docker="d", name="n", image="i", task_id="t", host_workspace="w", host_state="s",
-        network=True, cpu=1, memory_mb=1, pids_limit=1, env={},
+        docker="d",
+        name="n",
+        image="i",
+        task_id="t",
+        host_workspace="w",
+        host_state="s",
+        network=True,
+        cpu=1,
+        memory_mb=1,
+        pids_limit=1,
+        env={},
     )
     assert "--network" not in argv
 
 
 def test_exec_and_kill_argv() -> None:
     assert build_exec_argv(docker="docker", container="c1", script="echo hi") == [
-        "docker", "exec", "-i", "-e", "HERMES_OUTPUT_SYNC=1", "c1", "setsid", "-w", "bash", "-c", "echo hi", "bash",
+        "docker",
+        "exec",
+        "-i",
+        "-e",
+        "HERMES_OUTPUT_SYNC=1",
+        "c1",
+        "setsid",
+        "-w",
+        "bash",
+        "-c",
+        "echo hi",
+        "bash",
     ]
     # bash's builtin kill: the image needs no procps
     assert build_kill_argv(docker="docker", container="c1", pgid=42, sig="KILL") == [
-        "docker", "exec", "c1", "bash", "-c", "kill -KILL -- -42",
+        "docker",
+        "exec",
+        "c1",
+        "bash",
+        "-c",
+        "kill -KILL -- -42",
     ]
 
 

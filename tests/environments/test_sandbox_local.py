@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -155,7 +155,9 @@ def test_background_grandchild_holding_pipe_does_not_hang(box: LocalSandbox) -> 
 
 
 def test_cleanup_kills_fork_burst_and_removes_dirs(box: LocalSandbox) -> None:
-    result = box.execute(f"for i in $(seq 200); do sleep 316.{U}5 & done; echo spawned", 60)  # 200 forks: slow under load
+    result = box.execute(
+        f"for i in $(seq 200); do sleep 316.{U}5 & done; echo spawned", 60
+    )  # 200 forks: slow under load
     assert result.output == "spawned\n"
     deadline = time.monotonic() + 30  # the shell returns before every child has exec'd sleep
     while len(live_pids_with(f"sleep 316.{U}5")) < 200 and time.monotonic() < deadline:
@@ -175,7 +177,9 @@ def test_cleanup_while_command_runs_returns_130(box: LocalSandbox) -> None:
     import threading
 
     results: list = []
-    t = threading.Thread(target=lambda: results.append(box.execute(f"sleep 317.{U}5", 90)))  # ended by cleanup, not by this
+    t = threading.Thread(
+        target=lambda: results.append(box.execute(f"sleep 317.{U}5", 90))
+    )  # ended by cleanup, not by this
     t.start()
     deadline = time.monotonic() + 30
     while not live_pids_with(f"sleep 317.{U}5") and time.monotonic() < deadline:
@@ -231,7 +235,15 @@ def test_child_env_scrubs_secrets_keeps_basics() -> None:
     )
     assert env["PATH"] == "/usr/bin" and env["LANG"] == "C.UTF-8"
     assert env["HOME"] == "/ws"
-    for gone in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MY_SECRET_TOKEN", "AWS_REGION", "HF_HOME", "WANDB_API_KEY", "GITHUB_TOKEN"):
+    for gone in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "MY_SECRET_TOKEN",
+        "AWS_REGION",
+        "HF_HOME",
+        "WANDB_API_KEY",
+        "GITHUB_TOKEN",
+    ):
         assert gone not in env
 
 

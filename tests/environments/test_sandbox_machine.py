@@ -10,8 +10,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List
 
 import pytest
 
@@ -22,8 +22,8 @@ from environments.sandboxes.settings import SandboxSettings
 from environments.task_overrides import clear_task_env_overrides, register_task_env_overrides
 from environments.tool_context import ToolContext
 from environments.tools.terminal import terminal_tool
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
 from tests.docker_support import sandbox_image
+from tests.environments.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"
 pytestmark = pytest.mark.timeout(60)
@@ -50,7 +50,7 @@ def box(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sb.BashSessi
     sandbox.cleanup()
 
 
-def _marked(sandbox_id: str) -> List[int]:
+def _marked(sandbox_id: str) -> list[int]:
     """Live processes whose environment carries this sandbox's marker (read from /proc)."""
     needle = f"HERMES_SANDBOX_ID={sandbox_id}".encode()
     found = []
@@ -90,7 +90,7 @@ def test_state_persists_across_commands(box: sb.BashSessionSandbox) -> None:
     )
     assert r.exit_code == 0, r.output
     out = box.execute(
-        f'cat ../{scratch}/f 2>/dev/null || cat {scratch}/f; cat /tmp/hermes-{U}-{box.sandbox_id}; '
+        f"cat ../{scratch}/f 2>/dev/null || cat {scratch}/f; cat /tmp/hermes-{U}-{box.sandbox_id}; "
         'echo "$MACHINE_VAR $SHELL_ONLY"; pwd',
         10,
     )
@@ -105,11 +105,11 @@ def test_background_server_answers_on_loopback(box: sb.BashSessionSandbox) -> No
     started = box.execute(f"python3 -m http.server {port} --bind 127.0.0.1 >srv.log 2>&1 &", 10)
     assert started.exit_code == 0 and started.duration_s < 10
     probe = (
-        "python3 -c \"import time,urllib.request\n"
+        'python3 -c "import time,urllib.request\n'
         "for _ in range(300):\n"
         "    try:\n"
         f"        print(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=2).status); break\n"
-        "    except OSError: time.sleep(0.1)\""
+        '    except OSError: time.sleep(0.1)"'
     )
     assert box.execute(probe, 45).output.strip() == "200"
     assert any("http.server" in p.command for p in box.process_tree())
@@ -161,7 +161,7 @@ def test_timeout_of_a_loop_in_the_shell_itself_recovers(box: sb.BashSessionSandb
 
 
 def test_shell_death_is_recovered_and_reported(box: sb.BashSessionSandbox) -> None:
-    seen: List[tuple] = []
+    seen: list[tuple] = []
     box.on_restart = lambda what, why: seen.append((what, why))
     box.execute(f"mkdir -p d; cd d; sleep 303.{U}1 >/dev/null 2>&1 &", 10)
     first = box.shell_state()["shell_pid"]
@@ -177,7 +177,9 @@ def test_shell_death_is_recovered_and_reported(box: sb.BashSessionSandbox) -> No
 
 
 def test_cleanup_under_load_leaves_no_process_no_dir(box: sb.BashSessionSandbox) -> None:
-    box.execute(f"for i in 1 2 3 4 5; do sleep 304.{U}$i >/dev/null 2>&1 & done; setsid sleep 304.{U}9 >/dev/null 2>&1 &", 10)
+    box.execute(
+        f"for i in 1 2 3 4 5; do sleep 304.{U}$i >/dev/null 2>&1 & done; setsid sleep 304.{U}9 >/dev/null 2>&1 &", 10
+    )
     assert _wait(lambda: len(live_pids_with(f"sleep 304.{U}")) == 6)
     groups = box._cgroup.paths() if box._cgroup is not None else []
     assert _marked(box.sandbox_id)  # the oracle sees the machine
@@ -307,8 +309,11 @@ def test_rootfs_override_is_the_read_only_lower_layer(tmp_path: Path) -> None:
     register_task_env_overrides(f"img-{U}", {"rootfs": str(rootfs), "cwd": "/app"})
     try:
         box = sb.get_sandbox(f"img-{U}")
-        out = box.execute("cat from-image.txt; { echo x > from-image.txt; } 2>/dev/null || echo read-only; "
-                          "mkdir -p /elsewhere && echo w > /elsewhere/f && cat /elsewhere/f", 10)
+        out = box.execute(
+            "cat from-image.txt; { echo x > from-image.txt; } 2>/dev/null || echo read-only; "
+            "mkdir -p /elsewhere && echo w > /elsewhere/f && cat /elsewhere/f",
+            10,
+        )
         assert out.output == "image file\nread-only\nw\n"
         assert (rootfs / "app" / "from-image.txt").read_text() == "image file\n"
     finally:
@@ -349,7 +354,7 @@ def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registr
     from environments import events
     from hermes_console.runtime import sandbox_ops
 
-    got: List[events.Event] = []
+    got: list[events.Event] = []
     events.add_observer(got.append)
     task = f"view-{U}"
     register_task_env_overrides(task, {"cwd": "/srv/task"})
@@ -390,8 +395,11 @@ def test_bwrap_machine_has_no_capabilities_to_remount_the_system(tmp_path: Path)
         assert tried.output == "refused\n/bin/bash\n"
         # nor can it leave its cgroup (cleanup relies on that: it kills the cgroup, no /proc sweep):
         # no cgroupfs inside, and mounting one is refused
-        leave = box.execute("cat /proc/mounts | grep -c cgroup; mkdir -p /mnt/cg; "
-                            "mount -t cgroup -o pids none /mnt/cg 2>/dev/null && echo MOUNTED", 10)
+        leave = box.execute(
+            "cat /proc/mounts | grep -c cgroup; mkdir -p /mnt/cg; "
+            "mount -t cgroup -o pids none /mnt/cg 2>/dev/null && echo MOUNTED",
+            10,
+        )
         assert leave.output == "0\n", leave.output
         if box._cgroup is not None and box._cgroup.has_pids:  # oracle: the host's view of the group
             assert box._cgroup_inescapable() and box._agent.shell_pid in box._cgroup.pids()
@@ -459,7 +467,7 @@ def test_live_output_of_the_running_command_grows_and_is_bounded(box: sb.BashSes
     from environments.sandboxes.base import LIVE_TAIL_LIMIT
 
     assert box.live_output() is None
-    result: List[sb.ExecResult] = []
+    result: list[sb.ExecResult] = []
     runner = threading.Thread(target=lambda: result.append(box.execute(SLOW, 60)))
     runner.start()
     try:
@@ -517,7 +525,9 @@ def test_output_cannot_forge_the_trailer_and_no_child_holds_the_status_pipe(box:
     ch = box._agent
     status_pipe = f"pipe:[{os.fstat(ch.sfd).st_ino}]"
     fake = f"T {ch.nonce[:8]}00 999 0 /etc"
-    r = box.execute(f"printf '{fake}\\n'; printf '{fake}\\n' >&2; printf '\\nF{ch.nonce[:4]} 9 4 0 0\\nexit'; exit 5", 10)
+    r = box.execute(
+        f"printf '{fake}\\n'; printf '{fake}\\n' >&2; printf '\\nF{ch.nonce[:4]} 9 4 0 0\\nexit'; exit 5", 10
+    )
     assert r.exit_code == 5 and r.output.count(fake) == 2
     assert box.execute("exec 7>/dev/null 1>/dev/null 2>&1; echo hidden", 10).output == ""
     assert box.execute("echo visible; pwd", 10).output == f"visible\n{box.cwd()}\n"

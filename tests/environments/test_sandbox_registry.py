@@ -6,8 +6,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List
 
 import pytest
 
@@ -34,8 +34,8 @@ def isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 @pytest.fixture
-def recorded() -> Iterator[List[events.Event]]:
-    got: List[events.Event] = []
+def recorded() -> Iterator[list[events.Event]]:
+    got: list[events.Event] = []
     events.add_observer(got.append)
     yield got
     events.remove_observer(got.append)
@@ -53,7 +53,7 @@ def test_same_task_id_same_sandbox_different_ids_different_workspaces() -> None:
 
 
 def test_sixteen_threads_racing_create_exactly_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    created: List[str] = []
+    created: list[str] = []
     real = registry.create_sandbox
 
     def slow_create(key, settings):
@@ -63,7 +63,7 @@ def test_sixteen_threads_racing_create_exactly_one(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(registry, "create_sandbox", slow_create)
     barrier = threading.Barrier(16)
-    got: List[object] = []
+    got: list[object] = []
 
     def worker() -> None:
         barrier.wait()
@@ -126,15 +126,16 @@ def test_cleanup_all_environments_returns_count() -> None:
     assert sb.cleanup_all_environments() == 0
 
 
-def test_reaper_reaps_idle_and_spares_running(recorded: List[events.Event]) -> None:
+def test_reaper_reaps_idle_and_spares_running(recorded: list[events.Event]) -> None:
     sb.configure(lifetime=0.4)
     idle = sb.get_sandbox("idle")
     busy = sb.get_sandbox("busy")
     idle_ws = idle.host_workspace
-    result: List[object] = []
+    result: list[object] = []
     # The busy command runs until the test says so, however long the reaper takes.
-    t = threading.Thread(target=lambda: result.append(
-        busy.execute("while [ ! -f go ]; do sleep 0.05; done; echo survived", 60)))
+    t = threading.Thread(
+        target=lambda: result.append(busy.execute("while [ ! -f go ]; do sleep 0.05; done; echo survived", 60))
+    )
     t.start()
     assert wait_for(lambda: getattr(sb.get_sandbox_info("busy"), "state", None) == "running")
     assert wait_for(lambda: sb.get_sandbox_info("idle") is None)
@@ -160,7 +161,7 @@ def test_activity_is_stamped_at_command_start_and_end() -> None:
     assert info.last_activity >= before + 1.5
 
 
-def test_extend_lifetime_keeps_it_alive(recorded: List[events.Event]) -> None:
+def test_extend_lifetime_keeps_it_alive(recorded: list[events.Event]) -> None:
     # 2 s (was 0.3 s): on a loaded box the reaper could take "extended" before it was extended
     sb.configure(lifetime=2.0)
     sb.get_sandbox("short")
@@ -206,16 +207,17 @@ def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> 
     assert entered.wait(30)
     try:
         # The cleanup stays held until after this check: the other key cannot be waiting for it.
-        assert finishes(lambda: (sb.get_sandbox("other").execute("true", 30), sb.list_sandboxes())), \
+        assert finishes(lambda: (sb.get_sandbox("other").execute("true", 30), sb.list_sandboxes())), (
             "another key waited for a cleanup running under the lock"
+        )
     finally:
         release.set()
         t.join(30)
 
 
-def test_kill_sandbox_stops_running_command(recorded: List[events.Event]) -> None:
+def test_kill_sandbox_stops_running_command(recorded: list[events.Event]) -> None:
     box = sb.get_sandbox("victim")
-    result: List[object] = []
+    result: list[object] = []
     t = threading.Thread(target=lambda: result.append(box.execute("sleep 30", 20)))
     t.start()
     assert wait_for(lambda: sb.get_sandbox_info("victim").state == "running")
@@ -261,7 +263,7 @@ def test_recent_commands_bounded_and_redacted() -> None:
     assert recent[-1].exit_code == 0 and recent[-1].duration_s >= 0
 
 
-def test_events_emitted_and_redacted(recorded: List[events.Event]) -> None:
+def test_events_emitted_and_redacted(recorded: list[events.Event]) -> None:
     box = sb.get_sandbox("ev")
     box.execute("echo OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz123456", 5)
     box.execute("sleep 2", 0.2)
@@ -296,7 +298,7 @@ def test_list_sandboxes_snapshot() -> None:
 
 
 def test_close_listener_called() -> None:
-    seen: List[tuple] = []
+    seen: list[tuple] = []
 
     def listener(task: str, reason: str) -> None:
         seen.append((task, reason))
@@ -310,7 +312,7 @@ def test_close_listener_called() -> None:
     assert seen == [("listen", "cleanup")]
 
 
-def test_shutdown_stops_thread_and_cleans(recorded: List[events.Event]) -> None:
+def test_shutdown_stops_thread_and_cleans(recorded: list[events.Event]) -> None:
     box = sb.get_sandbox("sd")
     assert registry.reaper_thread() is not None and registry.reaper_thread().is_alive()
     assert sb.shutdown() == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 
@@ -19,7 +19,7 @@ class BashCtx:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def terminal(self, command: str, timeout: int = 180) -> Dict[str, Any]:
+    def terminal(self, command: str, timeout: int = 180) -> dict[str, Any]:
         p = subprocess.run(["bash", "-c", command], cwd=self.root, capture_output=True, text=True, timeout=timeout)
         return {"output": p.stdout + p.stderr, "exit_code": p.returncode, "error": None}
 
@@ -30,8 +30,13 @@ def write(tmp_path: Path, lines) -> Path:
     return path
 
 
-GOOD = {"task_id": "t1", "split": "train", "prompt": "p", "setup": [], "check": {"type": "command_exit_zero",
-                                                                                  "command": "true"}}
+GOOD = {
+    "task_id": "t1",
+    "split": "train",
+    "prompt": "p",
+    "setup": [],
+    "check": {"type": "command_exit_zero", "command": "true"},
+}
 
 
 def test_bundled_tasks_load_and_split():
@@ -41,15 +46,18 @@ def test_bundled_tasks_load_and_split():
     assert all(t.solution for t in train + evals)  # the simulator's hints
 
 
-@pytest.mark.parametrize("lines, message", [
-    ([GOOD, "{not json"], r"tasks.jsonl:2: not valid JSON"),
-    ([GOOD, {k: v for k, v in GOOD.items() if k != "prompt"}], r"tasks.jsonl:2: missing field 'prompt'"),
-    ([{**GOOD, "split": "dev"}], r"tasks.jsonl:1: field 'split'"),
-    ([{**GOOD, "check": {"type": "file_equals", "expected": "x"}}], r"tasks.jsonl:1: .*check.path"),
-    ([{**GOOD, "check": {"type": "magic"}}], r"tasks.jsonl:1: field 'check.type'"),
-    ([GOOD, GOOD], r"tasks.jsonl:2: duplicate task_id 't1'"),
-    (["[1, 2]"], r"tasks.jsonl:1: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([GOOD, "{not json"], r"tasks.jsonl:2: not valid JSON"),
+        ([GOOD, {k: v for k, v in GOOD.items() if k != "prompt"}], r"tasks.jsonl:2: missing field 'prompt'"),
+        ([{**GOOD, "split": "dev"}], r"tasks.jsonl:1: field 'split'"),
+        ([{**GOOD, "check": {"type": "file_equals", "expected": "x"}}], r"tasks.jsonl:1: .*check.path"),
+        ([{**GOOD, "check": {"type": "magic"}}], r"tasks.jsonl:1: field 'check.type'"),
+        ([GOOD, GOOD], r"tasks.jsonl:2: duplicate task_id 't1'"),
+        (["[1, 2]"], r"tasks.jsonl:1: expected a JSON object"),
+    ],
+)
 def test_bad_task_files_name_file_line_and_field(tmp_path, lines, message):
     with pytest.raises(ValueError, match=message):
         load_tasks(write(tmp_path, lines))
@@ -62,19 +70,22 @@ def test_missing_file_and_empty_split(tmp_path):
         load_tasks(write(tmp_path, [GOOD]), split="eval")
 
 
-@pytest.mark.parametrize("check, content, expected", [
-    (TaskCheck(type="file_equals", path="f.txt", expected="42"), "42\n", 1.0),
-    (TaskCheck(type="file_equals", path="f.txt", expected="42"), "the answer is 42", 0.5),
-    (TaskCheck(type="file_equals", path="f.txt", expected="42"), "41", 0.0),
-    (TaskCheck(type="file_equals", path="f.txt", expected="42"), None, 0.0),
-    (TaskCheck(type="file_contains", path="f.txt", expected="HELLO"), "say HELLO", 1.0),
-    (TaskCheck(type="file_contains", path="f.txt", expected="HELLO"), "say hello", 0.5),
-    (TaskCheck(type="command_exit_zero", command="test -f f.txt"), "x", 1.0),
-    (TaskCheck(type="command_exit_zero", command="test -f f.txt"), None, 0.0),
-    (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "ok", 1.0),
-    (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "ok!?", 0.5),
-    (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "no", 0.0),
-])
+@pytest.mark.parametrize(
+    "check, content, expected",
+    [
+        (TaskCheck(type="file_equals", path="f.txt", expected="42"), "42\n", 1.0),
+        (TaskCheck(type="file_equals", path="f.txt", expected="42"), "the answer is 42", 0.5),
+        (TaskCheck(type="file_equals", path="f.txt", expected="42"), "41", 0.0),
+        (TaskCheck(type="file_equals", path="f.txt", expected="42"), None, 0.0),
+        (TaskCheck(type="file_contains", path="f.txt", expected="HELLO"), "say HELLO", 1.0),
+        (TaskCheck(type="file_contains", path="f.txt", expected="HELLO"), "say hello", 0.5),
+        (TaskCheck(type="command_exit_zero", command="test -f f.txt"), "x", 1.0),
+        (TaskCheck(type="command_exit_zero", command="test -f f.txt"), None, 0.0),
+        (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "ok", 1.0),
+        (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "ok!?", 0.5),
+        (TaskCheck(type="command_output_equals", command="cat f.txt", expected="ok"), "no", 0.0),
+    ],
+)
 async def test_reward_levels(tmp_path, check, content, expected):
     if content is not None:
         (tmp_path / "f.txt").write_text(content)
@@ -110,7 +121,11 @@ def test_config_init(env):
     assert (config.max_agent_turns, config.group_size, config.max_token_length, config.total_steps) == (8, 4, 4096, 20)
     assert config.use_wandb is False and config.ensure_scores_are_not_same is False
     assert (server.base_url, server.model_name, server.api_key, server.server_type) == (
-        "http://127.0.0.1:9001/v1", "hermes-sim", "x", "openai")
+        "http://127.0.0.1:9001/v1",
+        "hermes-sim",
+        "x",
+        "openai",
+    )
     assert server.health_check is False and server.timeout == 30
 
 

@@ -64,13 +64,20 @@ def test_call_tool_returns_the_raw_string(ctx):
 
 
 def test_offline_tools_return_error_dicts(ctx):
-    for out in (ctx.web_search("x"), ctx.web_extract(["http://x"]), ctx.browser_navigate("http://x"), ctx.browser_snapshot()):
+    for out in (
+        ctx.web_search("x"),
+        ctx.web_extract(["http://x"]),
+        ctx.browser_navigate("http://x"),
+        ctx.browser_snapshot(),
+    ):
         assert "not available offline" in out["error"]
 
 
 def test_rollout_state_is_visible_to_the_reward(ctx):
     handle_function_call("write_file", {"path": "greeting.txt", "content": "hello\n"}, task_id=ctx.task_id)
-    handle_function_call("terminal", {"command": "cd /tmp 2>/dev/null; cd ~ && mkdir -p w && cd w"}, task_id=ctx.task_id)
+    handle_function_call(
+        "terminal", {"command": "cd /tmp 2>/dev/null; cd ~ && mkdir -p w && cd w"}, task_id=ctx.task_id
+    )
     assert ctx.terminal("cat ../greeting.txt")["output"] == "hello\n"  # same session: cwd carried over
     assert ctx.read_file("~/greeting.txt")["content"] == "1|hello"
 
@@ -119,7 +126,10 @@ def test_transfer_errors(ctx, tmp_path):
     missing = ctx.download_file("nope.bin", str(tmp_path / "a"))
     assert missing == {"success": False, "error": "Remote file not found: nope.bin"}
     ctx.terminal(": > empty.txt")
-    assert ctx.download_file("empty.txt", str(tmp_path / "b")) == {"success": False, "error": "Remote file is empty: empty.txt"}
+    assert ctx.download_file("empty.txt", str(tmp_path / "b")) == {
+        "success": False,
+        "error": "Remote file is empty: empty.txt",
+    }
     assert ctx.upload_dir(str(tmp_path / "nodir"), "d")[0]["exit_code"] == -1
     assert ctx.download_dir("nodir", str(tmp_path / "c"))[0]["success"] is False
 

@@ -165,7 +165,9 @@ def test_patch_not_found_and_missing_file(task):
 
 @pytest.fixture
 def tree(task):
-    call(task, "write_file", path="src/app.py", content="import os\ndef main():\n    print('hello')\n    print('bye')\n")
+    call(
+        task, "write_file", path="src/app.py", content="import os\ndef main():\n    print('hello')\n    print('bye')\n"
+    )
     call(task, "write_file", path="src/util.py", content="def helper():\n    return 'hello'\n")
     call(task, "write_file", path="README.md", content="# hello world\n")
     (host_dir(task) / "bin.dat").write_bytes(b"hello\x00\x01")
@@ -199,7 +201,9 @@ def test_search_target_files_globs_names(tree):
 def test_search_errors(tree):
     assert "not a valid regular expression" in call(tree, "search_files", pattern="(unclosed")["error"]
     assert "does not exist" in call(tree, "search_files", pattern="x", path="nowhere")["error"]
-    assert "'target' must be one of 'content', 'files'" in call(tree, "search_files", pattern="x", target="dirs")["error"]
+    assert (
+        "'target' must be one of 'content', 'files'" in call(tree, "search_files", pattern="x", target="dirs")["error"]
+    )
 
 
 def test_dedup_state_is_forgotten_when_the_sandbox_closes(task):

@@ -174,7 +174,8 @@ def test_redaction_stays_fast_and_correct_on_long_unbroken_output():
 
 
 def test_background_is_refused_where_it_cannot_survive(task, monkeypatch):
-    from environments.tools import sandbox_access, terminal as term
+    from environments.tools import sandbox_access
+    from environments.tools import terminal as term
 
     real = sandbox_access.get_sandbox
 
@@ -192,7 +193,11 @@ def test_background_is_refused_where_it_cannot_survive(task, monkeypatch):
 
 @pytest.mark.parametrize(
     "command",
-    ["sleep 100 >/dev/null 2>&1 &", "nohup python3 -m http.server 8000 > srv.log 2>&1 &", "setsid sleep 100 &>/dev/null &"],
+    [
+        "sleep 100 >/dev/null 2>&1 &",
+        "nohup python3 -m http.server 8000 > srv.log 2>&1 &",
+        "setsid sleep 100 &>/dev/null &",
+    ],
 )
 def test_background_job_with_redirected_output_is_allowed(task, command):
     out = run(task, command, timeout=20)

@@ -29,7 +29,9 @@ def test_todo_read_replace_merge_and_summary():
         "summary": {"total": 0, "pending": 0, "in_progress": 0, "completed": 0, "cancelled": 0},
     }
     todo_tool([{"id": "1", "content": "plan"}, {"id": "2", "content": "build", "status": "in_progress"}], store=store)
-    out = json.loads(todo_tool([{"id": "1", "status": "completed"}, {"id": "3", "content": "ship"}], merge=True, store=store))
+    out = json.loads(
+        todo_tool([{"id": "1", "status": "completed"}, {"id": "3", "content": "ship"}], merge=True, store=store)
+    )
     assert out["todos"] == [
         {"id": "1", "content": "plan", "status": "completed"},
         {"id": "2", "content": "build", "status": "in_progress"},
@@ -43,7 +45,10 @@ def test_todo_read_replace_merge_and_summary():
 @pytest.mark.parametrize(
     ("todos", "fragment"),
     [
-        ([{"id": "1", "content": "x", "status": "done"}], "todos[0].status must be one of pending, in_progress, completed, cancelled; got 'done'"),
+        (
+            [{"id": "1", "content": "x", "status": "done"}],
+            "todos[0].status must be one of pending, in_progress, completed, cancelled; got 'done'",
+        ),
         ([{"content": "x"}], "todos[0].id is required"),
         ([{"id": "1"}], "todos[0].content is required"),
         ([{"id": "1", "content": "a"}, {"id": "1", "content": "b"}], "appears more than once"),
@@ -93,7 +98,9 @@ def test_oversized_result_is_persisted_into_the_sandbox(task):
 
 
 def test_threshold_argument_and_overrides(task):
-    assert maybe_persist_tool_result("x" * 50, "terminal", "c", task, DEFAULT_BUDGET, threshold=10).startswith("<persisted-output")
+    assert maybe_persist_tool_result("x" * 50, "terminal", "c", task, DEFAULT_BUDGET, threshold=10).startswith(
+        "<persisted-output"
+    )
     config = BudgetConfig(tool_overrides={"terminal": 5})
     assert resolve_threshold("terminal", config) == 5
     assert resolve_threshold("patch", config) == 100_000

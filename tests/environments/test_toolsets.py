@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from environments import toolsets as ts
 from environments import toolset_distributions as td
+from environments import toolsets as ts
 from environments.tools import registry
 
 

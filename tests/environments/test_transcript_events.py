@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from unittest import mock
 
-from environments import agent_loop, events
-
 from test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
 from test_base_env import FakeManager, fake_ctx, make_env  # noqa: F401 - fake_ctx is an autouse fixture
+
+from environments import agent_loop, events
 
 BIG = "x" * 3000 + "END"
 
@@ -25,8 +25,12 @@ async def test_rollout_events_carry_prompts_full_results_and_reward_details(toke
         return 0.75
 
     script = iter([reply(None, [call("terminal", {"command": "cat big"})]), reply("done")])
-    env = make_env(tokenizer_path, reward=reward, manager=FakeManager(lambda m: next(script, reply("x"))),
-                   system_prompt="You are terse.")
+    env = make_env(
+        tokenizer_path,
+        reward=reward,
+        manager=FakeManager(lambda m: next(script, reply("x"))),
+        system_prompt="You are terse.",
+    )
     seen = []
     events.add_observer(seen.append)
     try:

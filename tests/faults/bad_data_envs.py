@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict
+from typing import Any
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
@@ -18,7 +18,7 @@ class NonFiniteRewardEnv(TerminalTasksEnv):
 
     name = "fault-non-finite-reward"
 
-    async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
+    async def compute_reward(self, item: dict[str, Any], result: Any, ctx: Any) -> float:
         bad = BAD_REWARDS.get(item.get("task_id", ""))
         if bad is not None:
             return bad

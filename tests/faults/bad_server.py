@@ -10,7 +10,6 @@ import asyncio
 import json
 import socket
 import threading
-from typing import Optional
 
 from aiohttp import web
 
@@ -18,9 +17,14 @@ HUGE_BYTES = 5 * 1024 * 1024
 
 
 def _completion(content: str) -> dict:
-    return {"id": "bad-1", "object": "chat.completion", "created": 0, "model": "hermes-sim",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    return {
+        "id": "bad-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "hermes-sim",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 class BadServer:
@@ -33,8 +37,8 @@ class BadServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self._runner: Optional[web.AppRunner] = None
-        self._stopping: Optional[asyncio.Event] = None
+        self._runner: web.AppRunner | None = None
+        self._stopping: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="hermes-sim-bad-server", daemon=True)
         self._ready = threading.Event()
 
@@ -59,12 +63,15 @@ class BadServer:
         await request.read()
         self.requests += 1
         if self.mode == "garbage":
-            return web.Response(status=200, text="<html>upstream gateway says hello</html>", content_type="application/json")
+            return web.Response(
+                status=200, text="<html>upstream gateway says hello</html>", content_type="application/json"
+            )
         if self.mode == "nochoices":
             return web.json_response({"id": "x", "object": "chat.completion", "model": "hermes-sim"})
         if self.mode == "huge":
-            return web.Response(status=200, body=json.dumps(_completion("x" * HUGE_BYTES)).encode(),
-                                content_type="application/json")
+            return web.Response(
+                status=200, body=json.dumps(_completion("x" * HUGE_BYTES)).encode(), content_type="application/json"
+            )
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         assert self._stopping is not None
@@ -75,11 +82,11 @@ class BadServer:
                 break
             try:
                 await asyncio.wait_for(self._stopping.wait(), self.drip_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return resp
 
-    def start(self) -> "BadServer":
+    def start(self) -> BadServer:
         self._thread.start()
         assert self._ready.wait(30), "bad server did not start"
         return self

@@ -15,28 +15,35 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = {"item_completed", "item_dropped", "item_failed", "item_cancelled"}
 WAIT_S = 60.0
 
 
-def cli_env() -> Dict[str, str]:
+def cli_env() -> dict[str, str]:
     """The test's environment minus pytest's own variables (the child is not a test)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
 def run_cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hermes_console", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO), env=cli_env())
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_console", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(REPO),
+        env=cli_env(),
+    )
 
 
 @dataclass
 class CliRun:
-    proc: "subprocess.Popen[bytes]"
+    proc: subprocess.Popen[bytes]
     out_path: Path
     groups: Path
     record: Path
@@ -61,7 +68,9 @@ class CliRun:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"the CLI did not exit within {timeout}s of the stop; output:\n{self.output()[-3000:]}") from None
+            raise AssertionError(
+                f"the CLI did not exit within {timeout}s of the stop; output:\n{self.output()[-3000:]}"
+            ) from None
 
     def until(self, pred: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
         end = time.monotonic() + timeout
@@ -84,20 +93,39 @@ def start_run(tmp_path: Path, sim_url: str, *flags: str, record_name: str = "eve
     record = tmp_path / record_name
     out = tmp_path / "cli-output.txt"
     args = [
-        "run", "environments.terminal_tasks", "--headless", "--runs-dir", str(tmp_path),
-        "--record", str(record),
-        "--openai.base_url", f"{sim_url}/v1", "--openai.timeout", "20",
-        "--env.data_path_to_save_groups", str(groups),
-        "--env.total_steps", "1000", "--env.group_size", "2", "--env.max_agent_turns", "4",
+        "run",
+        "environments.terminal_tasks",
+        "--headless",
+        "--runs-dir",
+        str(tmp_path),
+        "--record",
+        str(record),
+        "--openai.base_url",
+        f"{sim_url}/v1",
+        "--openai.timeout",
+        "20",
+        "--env.data_path_to_save_groups",
+        str(groups),
+        "--env.total_steps",
+        "1000",
+        "--env.group_size",
+        "2",
+        "--env.max_agent_turns",
+        "4",
         *flags,
     ]
     with open(out, "wb") as fp:
-        proc = subprocess.Popen([sys.executable, "-m", "hermes_console", *args], stdout=fp, stderr=subprocess.STDOUT,
-                                cwd=str(REPO), env=cli_env())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hermes_console", *args],
+            stdout=fp,
+            stderr=subprocess.STDOUT,
+            cwd=str(REPO),
+            env=cli_env(),
+        )
     return CliRun(proc, out, groups, record)
 
 
-def whole_lines(path: Path) -> List[str]:
+def whole_lines(path: Path) -> list[str]:
     """Lines of a jsonl, all of which must be whole JSON (a torn line fails here)."""
     if not path.exists():
         return []
@@ -111,7 +139,7 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"non-JSON constant {name} in the file")
 
 
-def read_record(path: Path) -> List[Dict[str, Any]]:
+def read_record(path: Path) -> list[dict[str, Any]]:
     """Every event of a gzip event log; the file must be a complete gzip stream."""
     with gzip.open(path, "rt", encoding="utf-8") as fp:
         text = fp.read()  # raises EOFError on a truncated (unclosed) gzip
@@ -120,20 +148,20 @@ def read_record(path: Path) -> List[Dict[str, Any]]:
 
 @dataclass
 class Outcome:
-    received: List[str]
-    by_kind: Dict[str, List[str]]
-    events: List[Dict[str, Any]]
+    received: list[str]
+    by_kind: dict[str, list[str]]
+    events: list[dict[str, Any]]
 
     def count(self, kind: str) -> int:
         return len(self.by_kind.get(kind, []))
 
 
-def assert_every_item_accounted(events: List[Dict[str, Any]]) -> Outcome:
+def assert_every_item_accounted(events: list[dict[str, Any]]) -> Outcome:
     """Each item received has exactly one terminal event; no terminal event without an item."""
     received = [e["group_id"] for e in events if e["kind"] == "item_received"]
     assert len(received) == len(set(received)), "an item was received twice"
-    outcomes: Dict[str, List[str]] = {}
-    by_kind: Dict[str, List[str]] = {}
+    outcomes: dict[str, list[str]] = {}
+    by_kind: dict[str, list[str]] = {}
     for e in events:
         if e["kind"] in TERMINAL:
             outcomes.setdefault(e["group_id"], []).append(e["kind"])
@@ -147,7 +175,7 @@ def assert_every_item_accounted(events: List[Dict[str, Any]]) -> Outcome:
     return Outcome(received, by_kind, events)
 
 
-def completed_after_stop(events: List[Dict[str, Any]]) -> int:
+def completed_after_stop(events: list[dict[str, Any]]) -> int:
     """Groups completed after the runtime began stopping (i.e. during the drain)."""
     seen_stop = False
     n = 0
@@ -159,7 +187,7 @@ def completed_after_stop(events: List[Dict[str, Any]]) -> int:
     return n
 
 
-def final_status(events: List[Dict[str, Any]]) -> Optional[str]:
+def final_status(events: list[dict[str, Any]]) -> str | None:
     statuses = [e["status"] for e in events if e["kind"] == "runtime_status"]
     return statuses[-1] if statuses else None
 

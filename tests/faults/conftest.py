@@ -3,12 +3,11 @@ started and always stopped, and process-global sandbox settings put back."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from hermes_console.sim.server import SimServer
-
 from tests.faults.faults_helpers import FaultRun, restore_env, snapshot_env
 from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
 

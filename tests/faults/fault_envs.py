@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any
 
 from environments.terminal_tasks.env import TerminalTasksEnv
 
@@ -20,7 +20,7 @@ class RewardRaisesEnv(TerminalTasksEnv):
         super().__init__(*a, **kw)
         self.reward_calls = 0
 
-    async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
+    async def compute_reward(self, item: dict[str, Any], result: Any, ctx: Any) -> float:
         self.reward_calls += 1
         if self.reward_calls % 2 == 1:
             raise KeyError("verifier lost its expected_output")
@@ -34,14 +34,14 @@ class BlockingRewardEnv(TerminalTasksEnv):
     block_s = 2.0
     # held(): the first reward blocks until the test releases it (instead of block_s), so a
     # test can check what keeps working *while* the loop is blocked, with no clock involved.
-    entered: Optional[threading.Event] = None
-    release: Optional[threading.Event] = None
+    entered: threading.Event | None = None
+    release: threading.Event | None = None
 
     @classmethod
-    def held(cls) -> "type[BlockingRewardEnv]":
+    def held(cls) -> type[BlockingRewardEnv]:
         return type("HeldRewardEnv", (cls,), {"entered": threading.Event(), "release": threading.Event()})
 
-    async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: Any) -> float:
+    async def compute_reward(self, item: dict[str, Any], result: Any, ctx: Any) -> float:
         if self.release is not None and self.entered is not None:
             self.entered.set()
             self.release.wait(60)  # deliberately blocking the loop: this is the fault
@@ -67,7 +67,7 @@ class NextItemRaisesEnv(TerminalTasksEnv):
         super().__init__(*a, **kw)
         self.calls = 0
 
-    async def get_next_item(self) -> Dict[str, Any]:
+    async def get_next_item(self) -> dict[str, Any]:
         self.calls += 1
         if self.calls > self.good_items:
             raise OSError(5, "Input/output error reading shard 7 of the dataset")

@@ -11,51 +11,76 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any
 
 from hermes_console.runtime.config import RunSpec
 from hermes_console.sim.server import SimServer
-
 from tests.runtime.runtime_helpers import Pump, child_pids, identity, our_threads, wait_no_children
 
 MARKER = b"HERMES_SANDBOX_ID="
 
 
-def write_tasks(path: Path, prompts: Sequence[str], eval_prompts: Sequence[str] = (),
-                setups: Optional[Sequence[Sequence[str]]] = None) -> str:
+def write_tasks(
+    path: Path, prompts: Sequence[str], eval_prompts: Sequence[str] = (), setups: Sequence[Sequence[str]] | None = None
+) -> str:
     """A terminal_tasks JSONL (``--env.dataset_name``): one trivial-check task per prompt.
     Prompts like ``Run this command: CMD`` make the simulator run CMD on turn 1."""
     rows = []
     for split, items in (("train", prompts), ("eval", eval_prompts)):
         for i, prompt in enumerate(items):
             setup = list(setups[i]) if setups and split == "train" else []
-            rows.append({"task_id": f"{split}-{i}", "split": split, "prompt": prompt, "setup": setup,
-                         "check": {"type": "command_exit_zero", "command": "true"}})
+            rows.append(
+                {
+                    "task_id": f"{split}-{i}",
+                    "split": split,
+                    "prompt": prompt,
+                    "setup": setup,
+                    "check": {"type": "command_exit_zero", "command": "true"},
+                }
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
 
 
-def fault_spec(sim: SimServer, tmp_path: Path, *flags: str, total_steps: int = 4, group_size: int = 2,
-               max_turns: int = 4, timeout_s: int = 5, tasks: Optional[str] = None, **kw: Any) -> RunSpec:
+def fault_spec(
+    sim: SimServer,
+    tmp_path: Path,
+    *flags: str,
+    total_steps: int = 4,
+    group_size: int = 2,
+    max_turns: int = 4,
+    timeout_s: int = 5,
+    tasks: str | None = None,
+    **kw: Any,
+) -> RunSpec:
     """Small and quick: few groups, few turns, a short request timeout."""
     base = [
-        "--openai.base_url", f"{sim.base_url}/v1",
-        "--openai.timeout", str(timeout_s),
-        "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl"),
-        "--env.total_steps", str(total_steps),
-        "--env.group_size", str(group_size),
-        "--env.max_agent_turns", str(max_turns),
+        "--openai.base_url",
+        f"{sim.base_url}/v1",
+        "--openai.timeout",
+        str(timeout_s),
+        "--env.data_path_to_save_groups",
+        str(tmp_path / "run" / "groups.jsonl"),
+        "--env.total_steps",
+        str(total_steps),
+        "--env.group_size",
+        str(group_size),
+        "--env.max_agent_turns",
+        str(max_turns),
     ]
     if tasks:
         base += ["--env.dataset_name", tasks]
     kw.setdefault("heartbeat_s", 0.1)
     kw.setdefault("stats_interval_s", 0.25)
-    return RunSpec(env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path), **kw)
+    return RunSpec(
+        env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path), **kw
+    )
 
 
-def marked_processes(task_ids: Optional[Iterable[str]] = None) -> List[int]:
+def marked_processes(task_ids: Iterable[str] | None = None) -> list[int]:
     """Live (non-zombie) processes carrying the sandbox marker, any backend; only those of
     ``task_ids``' sandboxes when given (other test sessions may share this machine)."""
     from environments.sandboxes import procfs
@@ -76,7 +101,7 @@ def marked_processes(task_ids: Optional[Iterable[str]] = None) -> List[int]:
     return sorted(found)
 
 
-def live_sandboxes() -> List[str]:
+def live_sandboxes() -> list[str]:
     from environments import sandboxes
 
     return [s.task_id for s in sandboxes.list_sandboxes() if s.state != "closed"]
@@ -90,7 +115,7 @@ class FaultRun(Pump):
         self.threads_before = set(our_threads())
 
     # ---- the console keeps running -----------------------------------------------
-    def assert_alive(self) -> Dict[str, Any]:
+    def assert_alive(self) -> dict[str, Any]:
         """The runtime thread is up and answers a command."""
         assert self.host._thread is not None and self.host._thread.is_alive(), "runtime thread died"
         assert not self.host.done.done(), f"runtime ended: {self.state.status} {self.state.status_detail}"
@@ -105,11 +130,14 @@ class FaultRun(Pump):
         # drained what the driver emitted: a live run may take an item between drain and check.
         drv = self.host.driver
         if drv is not None:
-            self.until(lambda s: (drv.received, drv.completed) == (s.accounting.received, s.accounting.completed),
-                       60, "the console's counters to catch up with the driver's")
+            self.until(
+                lambda s: (drv.received, drv.completed) == (s.accounting.received, s.accounting.completed),
+                60,
+                "the console's counters to catch up with the driver's",
+            )
             assert identity(self.state, self.events) is None, identity(self.state, self.events)
 
-    def completed_ids(self) -> List[str]:
+    def completed_ids(self) -> list[str]:
         return [e.group_id for e in self.of("item_completed")]
 
     def assert_jsonl_complete(self) -> None:
@@ -128,10 +156,10 @@ class FaultRun(Pump):
             missing = [g for g in completed if writer.count_for(g) == 0]
             assert not missing, f"completed groups not in the jsonl: {missing}"
 
-    def sandbox_ids(self) -> List[str]:
+    def sandbox_ids(self) -> list[str]:
         return [e.task_id for e in self.of("sandbox_created")]
 
-    def own_processes(self) -> List[int]:
+    def own_processes(self) -> list[int]:
         """Live processes of the sandboxes this run created."""
         self.pump()
         return marked_processes(self.sandbox_ids())
@@ -161,13 +189,16 @@ class FaultRun(Pump):
 
     # ---- small conveniences -----------------------------------------------------------
     def until_done_items(self, n: int, timeout: float = 60.0) -> None:
-        self.until(lambda s: s.accounting.completed + s.accounting.dropped_total + s.accounting.failed >= n,
-                   timeout, f"{n} items finished")
+        self.until(
+            lambda s: s.accounting.completed + s.accounting.dropped_total + s.accounting.failed >= n,
+            timeout,
+            f"{n} items finished",
+        )
 
-    def stream_texts(self, kind: Optional[str] = None) -> List[str]:
+    def stream_texts(self, kind: str | None = None) -> list[str]:
         return [e.text for e in self.state.stream if kind is None or e.kind == kind]
 
-    def tool_rows(self, **match: Any) -> List[Any]:
+    def tool_rows(self, **match: Any) -> list[Any]:
         return [r for r in self.state.tool_rows if all(getattr(r, k) == v for k, v in match.items())]
 
 
@@ -176,11 +207,11 @@ def env_restore_keys() -> Iterable[str]:
     return ("TERMINAL_ENV", "TERMINAL_TIMEOUT", "TERMINAL_LIFETIME_SECONDS")
 
 
-def snapshot_env() -> Dict[str, Optional[str]]:
+def snapshot_env() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in env_restore_keys()}
 
 
-def restore_env(saved: Dict[str, Optional[str]]) -> None:
+def restore_env(saved: dict[str, str | None]) -> None:
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)

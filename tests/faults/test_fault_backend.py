@@ -21,12 +21,38 @@ def test_unusable_sandbox_root_stops_intake_fatally_and_keeps_nothing(sim, tmp_p
     env["TERMINAL_SANDBOX_ROOT"] = "/proc/sys/hermes-no-such-dir"  # /proc/sys refuses new entries, even to root
     env["TERMINAL_ENV"] = "local"
     proc = subprocess.run(
-        [sys.executable, "-m", "hermes_console", "run", "environments.terminal_tasks", "--headless",
-         "--runs-dir", str(tmp_path), "--record", str(record),
-         "--openai.base_url", f"{sim.base_url}/v1", "--openai.timeout", "10",
-         "--env.data_path_to_save_groups", str(groups),
-         "--env.total_steps", "40", "--env.group_size", "2", "--env.max_agent_turns", "3", "--max-in-flight", "4"],
-        capture_output=True, text=True, timeout=150, cwd=str(REPO), env=env)
+        [
+            sys.executable,
+            "-m",
+            "hermes_console",
+            "run",
+            "environments.terminal_tasks",
+            "--headless",
+            "--runs-dir",
+            str(tmp_path),
+            "--record",
+            str(record),
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--openai.timeout",
+            "10",
+            "--env.data_path_to_save_groups",
+            str(groups),
+            "--env.total_steps",
+            "40",
+            "--env.group_size",
+            "2",
+            "--env.max_agent_turns",
+            "3",
+            "--max-in-flight",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=str(REPO),
+        env=env,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     assert "rollouts all failed" in out and "intake stopped" in out, out[-3000:]

@@ -66,8 +66,9 @@ def test_over_long_groups_are_dropped_not_kept(sim, tmp_path, run, monkeypatch):
 def test_serve_mode_never_sends_groups_over_the_trainers_max_token_len(sim, tmp_path, run):
     with TrainerAPI() as api:
         register_trainer(api.url, max_token_len=64, batch_size=8, steps=4)
-        r = run(fault_spec(sim, tmp_path, "--env.rollout_server_url", api.url, total_steps=4, mode="serve",
-                           max_in_flight=2))
+        r = run(
+            fault_spec(sim, tmp_path, "--env.rollout_server_url", api.url, total_steps=4, mode="serve", max_in_flight=2)
+        )
         r.until(lambda s: s.accounting.dropped.get("too_long", 0) >= 2, 60, "2 over-long groups dropped")
         # atroposlib's run-api holds what it was sent: nothing.
         assert queued_groups(api.url) == 0

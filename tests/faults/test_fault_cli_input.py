@@ -10,16 +10,23 @@ from tests.faults.cli_stop_helpers import run_cli
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.parametrize("args, flag, value", [
-    (["--max-in-flight", "0"], "--max-in-flight", "0"),
-    (["--max-in-flight", "many"], "--max-in-flight", "many"),
-    (["--env.group_size", "-1"], "--env.group_size", "-1"),
-    (["--env.total_steps=0"], "--env.total_steps", "0"),
-    (["--openai.base_url", "not-a-url"], "--openai.base_url", "not-a-url"),
-    (["--openai.timeout", "0"], "--openai.timeout", "0"),
-    (["--record", "/proc/sys/hermes-no-such-dir/events.jsonl"], "--record", "/proc/sys/hermes-no-such-dir/events.jsonl"),
-    (["--drain-deadline", "-1"], "--drain-deadline", "-1"),
-])
+@pytest.mark.parametrize(
+    "args, flag, value",
+    [
+        (["--max-in-flight", "0"], "--max-in-flight", "0"),
+        (["--max-in-flight", "many"], "--max-in-flight", "many"),
+        (["--env.group_size", "-1"], "--env.group_size", "-1"),
+        (["--env.total_steps=0"], "--env.total_steps", "0"),
+        (["--openai.base_url", "not-a-url"], "--openai.base_url", "not-a-url"),
+        (["--openai.timeout", "0"], "--openai.timeout", "0"),
+        (
+            ["--record", "/proc/sys/hermes-no-such-dir/events.jsonl"],
+            "--record",
+            "/proc/sys/hermes-no-such-dir/events.jsonl",
+        ),
+        (["--drain-deadline", "-1"], "--drain-deadline", "-1"),
+    ],
+)
 def test_bad_run_flag_is_one_clear_line_and_exit_2(tmp_path, args, flag, value):
     proc = run_cli("run", "environments.terminal_tasks", "--headless", "--runs-dir", str(tmp_path), *args, timeout=60)
     err = proc.stderr.strip()
@@ -42,8 +49,17 @@ def test_bad_replay_flag(tmp_path, args, flag):
 def test_bad_value_in_a_config_file_names_the_field(tmp_path):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("env:\n  group_size: -1\n")
-    proc = run_cli("run", "environments.terminal_tasks", "--headless", "--runs-dir", str(tmp_path),
-                   "--config", str(cfg), "--no-server-check", timeout=90)
+    proc = run_cli(
+        "run",
+        "environments.terminal_tasks",
+        "--headless",
+        "--runs-dir",
+        str(tmp_path),
+        "--config",
+        str(cfg),
+        "--no-server-check",
+        timeout=90,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "env.group_size = -1: expected a whole number >= 1" in out

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from faults_helpers import fault_spec, write_tasks
-from tests.runtime.runtime_helpers import our_threads
+
 from tests.docker_support import EngineProxy, docker, engine_socket, managed_containers, needs_engine, sandbox_image
+from tests.runtime.runtime_helpers import our_threads
 
 pytestmark = [needs_engine, pytest.mark.timeout(180)]
 
@@ -29,8 +29,18 @@ def test_engine_restart_mid_run_is_a_clear_error_and_items_are_accounted(sim, tm
     monkeypatch.setenv("DOCKER_HOST", proxy.host)
     monkeypatch.setenv("TERMINAL_DOCKER_IMAGE", image)
     tasks = write_tasks(tmp_path / "tasks.jsonl", ["Run this command: sleep 4; echo finished"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "docker", "--env.terminal_timeout", "30",
-                      total_steps=6, max_turns=3, timeout_s=20, tasks=tasks)
+    spec = fault_spec(
+        sim,
+        tmp_path,
+        "--env.terminal_backend",
+        "docker",
+        "--env.terminal_timeout",
+        "30",
+        total_steps=6,
+        max_turns=3,
+        timeout_s=20,
+        tasks=tasks,
+    )
     r = run(spec)
     try:
         # commands in flight in at least two containers: then the engine goes away
@@ -46,8 +56,12 @@ def test_engine_restart_mid_run_is_a_clear_error_and_items_are_accounted(sim, tm
         r.assert_alive()
         r.assert_accounted()
         errors = [row.error or "" for row in r.state.tool_rows if row.error]
-        clear = [e for e in errors if "docker backend:" in e and (
-            "not running any more" in e or "stopped answering" in e or "no Docker engine answered" in e)]
+        clear = [
+            e
+            for e in errors
+            if "docker backend:" in e
+            and ("not running any more" in e or "stopped answering" in e or "no Docker engine answered" in e)
+        ]
         assert clear, errors[:10]
         assert not any("did not start within" in e for e in errors), errors[:10]  # the cause, not a symptom
         # items whose rollout met the outage are dropped with that cause, not kept as reward-0 data
@@ -79,11 +93,15 @@ def test_operator_kill_and_timeout_mid_command_on_docker(sim, tmp_path, run, mon
     monkeypatch.setenv("TERMINAL_DOCKER_IMAGE", sandbox_image())
     cmd = "trap '' TERM; sleep 60; echo survived"
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
-    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "docker", "--env.terminal_timeout", "4",
-                      total_steps=1, tasks=tasks)
+    spec = fault_spec(
+        sim, tmp_path, "--env.terminal_backend", "docker", "--env.terminal_timeout", "4", total_steps=1, tasks=tasks
+    )
     r = run(spec)
-    r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
-            60, "both rollouts running the TERM-proof command")
+    r.until(
+        lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
+        60,
+        "both rollouts running the TERM-proof command",
+    )
     victim = next(b.task_id for b in r.state.sandboxes.values() if b.running_command and "trap" in b.running_command)
     assert r.host.kill_sandbox(victim).result(timeout=30) is True
     r.until(lambda s: s.sandboxes.get(victim) is None or s.sandboxes[victim].state == "closed", 30, "victim closed")
@@ -92,8 +110,13 @@ def test_operator_kill_and_timeout_mid_command_on_docker(sim, tmp_path, run, mon
     assert any(e.task_id == victim and e.reason == "killed" for e in r.of("sandbox_closed"))
     timeouts = r.tool_rows(error_kind="timeout")
     assert timeouts and all(x.exit_code == 124 and x.duration_s < 30 for x in timeouts)
-    outputs = [json.loads(m["content"]).get("output", "") for line in Path(r.state.run.jsonl_path).read_text().splitlines()
-               for conv in json.loads(line).get("messages") or [] for m in conv if m.get("role") == "tool"]
+    outputs = [
+        json.loads(m["content"]).get("output", "")
+        for line in Path(r.state.run.jsonl_path).read_text().splitlines()
+        for conv in json.loads(line).get("messages") or []
+        for m in conv
+        if m.get("role") == "tool"
+    ]
     assert outputs and not any("survived" in o for o in outputs)  # what the command printed, not its text
     assert r.state.accounting.completed == 1
     r.stop_clean()

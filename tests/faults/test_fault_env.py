@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -42,7 +42,7 @@ def test_compute_reward_raises_scores_zero_and_shows_the_cause(sim, tmp_path, ru
 def test_blocking_reward_shows_as_loop_lag_and_never_stalls_the_observer(sim, tmp_path, run):
     env = BlockingRewardEnv.held()
     r = run(fault_spec(sim, tmp_path, total_steps=2, group_size=1, env=env))
-    ticks: List[float] = []
+    ticks: list[float] = []
     stop = threading.Event()
 
     def ui_thread() -> None:
@@ -98,9 +98,17 @@ def _cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
 
 
 def test_setup_raises_headless_cli_exits_non_zero(sim, tmp_path):
-    proc = _cli("run", f"{REPO}/tests/faults/fault_envs.py:SetupRaisesEnv", "--headless",
-                "--openai.base_url", f"{sim.base_url}/v1", "--runs-dir", str(tmp_path),
-                "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl"))
+    proc = _cli(
+        "run",
+        f"{REPO}/tests/faults/fault_envs.py:SetupRaisesEnv",
+        "--headless",
+        "--openai.base_url",
+        f"{sim.base_url}/v1",
+        "--runs-dir",
+        str(tmp_path),
+        "--env.data_path_to_save_groups",
+        str(tmp_path / "g.jsonl"),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "setup() raised RuntimeError: could not open the task database" in out
@@ -163,8 +171,11 @@ class _DiskFull:
 
 def test_disk_full_keeps_what_was_written_and_reports_it(sim, tmp_path, run):
     r = run(fault_spec(sim, tmp_path, total_steps=8, max_in_flight=2))
-    r.until(lambda s: s.status in ("running",) and r.host.driver is not None and r.host.driver.writer is not None,
-            30, "running")
+    r.until(
+        lambda s: s.status in ("running",) and r.host.driver is not None and r.host.driver.writer is not None,
+        30,
+        "running",
+    )
     writer = r.host.driver.writer
     with writer._lock:
         writer._fp = _DiskFull(writer._fp, room=2)

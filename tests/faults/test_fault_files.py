@@ -10,17 +10,17 @@ import io
 import json
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pytest
 
-from tests.faults.cli_stop_helpers import run_cli, whole_lines
-from tests.faults.bad_data_envs import NonFiniteRewardEnv
-from tests.faults.faults_helpers import fault_spec, write_tasks
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.recorder import Recorder
 from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.sinks import DroppedWriter, GroupWriter
+from tests.faults.bad_data_envs import NonFiniteRewardEnv
+from tests.faults.cli_stop_helpers import run_cli, whole_lines
+from tests.faults.faults_helpers import fault_spec, write_tasks
 from tests.helpers.waits import finishes
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,10 +43,16 @@ def test_a_second_run_appending_to_a_torn_dropped_file_keeps_every_record_whole(
     lines = whole_lines(run_dir / "dropped.jsonl")  # the new records did not land on the torn line
     assert lines[0] == earlier
     assert [json.loads(ln)["reason"] for ln in lines[1:]] == ["non_finite_score", "non_finite_score"], (
-        r.state.accounting, [(e.kind, getattr(e, "reason", getattr(e, "error", ""))) for e in r.events
-                             if e.kind in ("item_dropped", "item_failed", "item_completed")])
-    assert any(log.level == "WARNING" and "torn" in log.message and "dropped.jsonl" in log.message
-               for log in r.state.logs), [log.message for log in r.state.logs][-5:]
+        r.state.accounting,
+        [
+            (e.kind, getattr(e, "reason", getattr(e, "error", "")))
+            for e in r.events
+            if e.kind in ("item_dropped", "item_failed", "item_completed")
+        ],
+    )
+    assert any(
+        log.level == "WARNING" and "torn" in log.message and "dropped.jsonl" in log.message for log in r.state.logs
+    ), [log.message for log in r.state.logs][-5:]
     r.stop_clean()
 
 
@@ -95,9 +101,10 @@ def _event(i: int) -> Any:
 
 
 def test_recorder_disk_full_is_reported_at_once_and_close_does_not_hang(tmp_path):
-    errors: List[str] = []
-    rec = Recorder(str(tmp_path / "e.jsonl"), flush_s=0.01, on_error=errors.append,
-                   opener=lambda path, mode: FullDisk(2_000))
+    errors: list[str] = []
+    rec = Recorder(
+        str(tmp_path / "e.jsonl"), flush_s=0.01, on_error=errors.append, opener=lambda path, mode: FullDisk(2_000)
+    )
     for i in range(200):
         rec.tap(_event(i))
     end = time.monotonic() + 30
@@ -114,8 +121,11 @@ def test_recorder_disk_full_is_reported_at_once_and_close_does_not_hang(tmp_path
 def test_record_on_a_full_disk_shows_an_error_while_the_run_goes_on(sim, tmp_path, run, monkeypatch):
     monkeypatch.setattr("hermes_console.runtime.recorder.open_log", lambda path, mode: FullDisk(4_000))
     r = run(fault_spec(sim, tmp_path, total_steps=3, record_path=str(tmp_path / "events.jsonl")))
-    r.until(lambda s: any(log.logger == "recorder" and log.level == "ERROR" for log in s.logs), 30,
-            "the recorder's error shown")
+    r.until(
+        lambda s: any(log.logger == "recorder" and log.level == "ERROR" for log in s.logs),
+        30,
+        "the recorder's error shown",
+    )
     [msg] = [log.message for log in r.state.logs if log.logger == "recorder"]
     assert "No space left on device" in msg and "events.jsonl" in msg
     r.until_done_items(3, 60)  # the run itself is unaffected
@@ -126,7 +136,7 @@ def test_record_on_a_full_disk_shows_an_error_while_the_run_goes_on(sim, tmp_pat
 # --------------------------------------------------------------------------- truncated event logs
 
 
-def _recorded(path: Path, n: int) -> List[Any]:
+def _recorded(path: Path, n: int) -> list[Any]:
     src = [_event(i) for i in range(n)]
     rec = Recorder(str(path), flush_s=0.01)
     for e in src:
@@ -167,12 +177,14 @@ def test_replay_reads_a_plain_log_with_a_torn_last_line(tmp_path):
 def test_eval_files_are_strict_json_even_with_nan_metrics(tmp_path):
     from hermes_console.runtime.driver import Driver
 
-    samples = Driver._write_eval_files(tmp_path, {"eval/pass_rate": float("nan"), "eval/n": 3},
-                                       [{"score": float("inf"), "task": "t"}])
+    samples = Driver._write_eval_files(
+        tmp_path, {"eval/pass_rate": float("nan"), "eval/n": 3}, [{"score": float("inf"), "task": "t"}]
+    )
     metrics = json.loads((tmp_path / "metrics.json").read_text(), parse_constant=_refuse)
     assert metrics["results"]["all"] == {"eval/pass_rate": "NaN", "eval/n": 3}
     assert [json.loads(ln, parse_constant=_refuse) for ln in Path(samples).read_text().splitlines()] == [
-        {"score": "Infinity", "task": "t"}]
+        {"score": "Infinity", "task": "t"}
+    ]
 
 
 def _refuse(name: str) -> None:
@@ -186,12 +198,14 @@ def test_recorder_on_a_real_full_tmpfs(tmp_path):
 
     mount = tmp_path / "small"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         why = "needs root" if os.geteuid() != 0 else "root, but mounting is not allowed here (no CAP_SYS_ADMIN)"
         pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip() or made.returncode}): {why}")
     try:
-        errors: List[str] = []
+        errors: list[str] = []
         rec = Recorder(str(mount / "events.jsonl.gz"), flush_s=0.01, on_error=errors.append)
         for i in range(2_000):  # incompressible text: the 64 KiB fill up fast
             rec.tap(rev.ItemReceived(group_id=f"g{i}", item_summary=os.urandom(200).hex()))

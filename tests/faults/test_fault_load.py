@@ -9,7 +9,6 @@ import pytest
 
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
-
 from tests.faults.faults_helpers import fault_spec, live_sandboxes, write_tasks
 
 pytestmark = pytest.mark.timeout(150)
@@ -22,11 +21,26 @@ def test_quit_with_256_rollouts_live_drains_then_cancels_everything(tmp_path, ru
     sim.start()
     try:
         tasks = write_tasks(tmp_path / "tasks.jsonl", ["Run this command: sleep 30"])
-        spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "60", "--env.tool_pool_size", "256",
-                          total_steps=1000, group_size=8, max_turns=3, timeout_s=20, tasks=tasks, max_in_flight=32)
+        spec = fault_spec(
+            sim,
+            tmp_path,
+            "--env.terminal_timeout",
+            "60",
+            "--env.tool_pool_size",
+            "256",
+            total_steps=1000,
+            group_size=8,
+            max_turns=3,
+            timeout_s=20,
+            tasks=tasks,
+            max_in_flight=32,
+        )
         r = run(spec)
-        r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.state == "running") >= 256, 90,
-                "256 rollouts live, each running a command in its own sandbox")
+        r.until(
+            lambda s: sum(1 for b in s.sandboxes.values() if b.state == "running") >= 256,
+            90,
+            "256 rollouts live, each running a command in its own sandbox",
+        )
         assert r.state.accounting.in_flight == 32
         assert len([x for x in r.state.rollouts.values() if x.status == "running"]) == 256
         assert len(r.own_processes()) >= 256

@@ -6,17 +6,17 @@ total per-request timeout; an oversized reply is refused by the size cap."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
 import openai
 import pytest
 
+from hermes_console.runtime.servers import ServerCounters, _wrap_transport
 from tests.faults.bad_server import BadServer
 from tests.faults.cli_stop_helpers import whole_lines
 from tests.faults.faults_helpers import fault_spec
-from hermes_console.runtime.servers import ServerCounters, _wrap_transport
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,8 +30,7 @@ def bad(request: pytest.FixtureRequest) -> Iterator[BadServer]:
         server.stop()
 
 
-@pytest.mark.parametrize("bad, cause", [("garbage", "body is not JSON"), ("nochoices", "no choices")],
-                         indirect=["bad"])
+@pytest.mark.parametrize("bad, cause", [("garbage", "body is not JSON"), ("nochoices", "no choices")], indirect=["bad"])
 def test_malformed_200_replies_are_counted_with_the_cause_and_never_kept(bad, cause, tmp_path, run):
     r = run(fault_spec(bad, tmp_path, total_steps=1, group_size=1, max_turns=2))
     r.until_done_items(1, 60)
@@ -43,8 +42,11 @@ def test_malformed_200_replies_are_counted_with_the_cause_and_never_kept(bad, ca
     errors = [e.error for e in r.of("rollout_finished")]
     assert errors and all("malformed reply" in e and "RetryError[" not in e for e in errors), errors
     # Counted per server, with the cause.
-    r.until(lambda s: s.servers and s.servers[0]["errors"] >= 1 and s.servers[0]["transport_errors"] >= 1, 15,
-            "server errors counted")
+    r.until(
+        lambda s: s.servers and s.servers[0]["errors"] >= 1 and s.servers[0]["transport_errors"] >= 1,
+        15,
+        "server errors counted",
+    )
     row = r.state.servers[0]
     assert cause in row["last_error"] and cause in row["last_transport_error"], row
     assert bad.requests >= 1

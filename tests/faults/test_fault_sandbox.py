@@ -69,8 +69,11 @@ def test_process_ignoring_sigterm_is_killed_by_timeout_and_by_operator(sim, tmp_
     # one started it after the first one's 4 s timeout had already fired
     spec = fault_spec(sim, tmp_path, "--env.terminal_timeout", "10", total_steps=1, tasks=tasks)
     r = run(spec)
-    r.until(lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
-            60, "both rollouts running the TERM-proof command")
+    r.until(
+        lambda s: sum(1 for b in s.sandboxes.values() if b.running_command and "trap" in b.running_command) >= 2,
+        60,
+        "both rollouts running the TERM-proof command",
+    )
     victim = next(b.task_id for b in r.state.sandboxes.values() if b.running_command and "trap" in b.running_command)
     # Operator kill: the command ignores SIGTERM, the kill still lands (SIGKILL after the grace).
     assert r.host.kill_sandbox(victim).result(timeout=15) is True
@@ -95,7 +98,9 @@ def test_output_flood_is_bounded_everywhere(sim, tmp_path, run):
     r = run(fault_spec(sim, tmp_path, "--env.terminal_timeout", "60", total_steps=1, group_size=1, tasks=tasks))
     r.until_done_items(1, 90)
     r.assert_alive()
-    flood = [x for x in r.state.tool_rows if x.tool_name == "terminal" and x.exit_code == 0 and "0123456789" in x.result_head]
+    flood = [
+        x for x in r.state.tool_rows if x.tool_name == "terminal" and x.exit_code == 0 and "0123456789" in x.result_head
+    ]
     assert flood, [(x.tool_name, x.exit_code, x.result_head[:60]) for x in r.state.tool_rows]
     assert all(len(x.result_head) <= 200 for x in r.state.tool_rows)  # the UI rows stay small
     # 60 kB of output to the model can make the group longer than max_token_len: then it is in
@@ -120,8 +125,17 @@ def test_bounded_fork_bomb_in_bwrap_is_contained_and_reaped(sim, tmp_path, run):
     tasks = write_tasks(tmp_path / "tasks.jsonl", [f"Run this command: {cmd}"])
     # the command can never end by itself (`wait` on 60 s sleeps): 10 s leaves a loaded machine
     # time to start all 150 (3 s did not), and the timeout still fires every time
-    spec = fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", "--env.terminal_timeout", "10",
-                      total_steps=1, group_size=1, tasks=tasks)
+    spec = fault_spec(
+        sim,
+        tmp_path,
+        "--env.terminal_backend",
+        "bwrap",
+        "--env.terminal_timeout",
+        "10",
+        total_steps=1,
+        group_size=1,
+        tasks=tasks,
+    )
     r = run(spec)
     peak = 0
     end = time.monotonic() + 120
@@ -131,8 +145,10 @@ def test_bounded_fork_bomb_in_bwrap_is_contained_and_reaped(sim, tmp_path, run):
         time.sleep(0.1)
     r.until_done_items(1, 120)
     assert r.state.run.terminal_backend == "bwrap"
-    assert peak >= 100, (f"the bomb never ran (peak {peak} sandbox processes)",
-                         [(x.tool_name, x.exit_code, x.error, x.result_head) for x in r.state.tool_rows])
+    assert peak >= 100, (
+        f"the bomb never ran (peak {peak} sandbox processes)",
+        [(x.tool_name, x.exit_code, x.error, x.result_head) for x in r.state.tool_rows],
+    )
     timeouts = r.tool_rows(error_kind="timeout")
     assert len(timeouts) == 1 and timeouts[0].exit_code == 124
     end = time.monotonic() + 30

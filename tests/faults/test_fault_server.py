@@ -14,7 +14,6 @@ import pytest
 
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
-
 from tests.faults.faults_helpers import fault_spec
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,8 +47,9 @@ def test_http_500_at_30_percent_is_counted_and_survived(sim, tmp_path, run):
 
 def test_hang_past_the_timeout_fails_the_item_then_recovers(sim, tmp_path, run):
     sim.set_faults(hang=1.0)
-    spec = fault_spec(sim, tmp_path, "--env.worker_timeout", "3", total_steps=4, group_size=1, timeout_s=1,
-                      max_in_flight=2)
+    spec = fault_spec(
+        sim, tmp_path, "--env.worker_timeout", "3", total_steps=4, group_size=1, timeout_s=1, max_in_flight=2
+    )
     r = run(spec)
     r.until(lambda s: s.accounting.failed >= 2, 40, "two items failed by the hang")
     sim.set_faults(hang=0.0)

@@ -8,11 +8,13 @@ the lines of groups.jsonl, and the rule that every item received has exactly one
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from hermes_console.sim.config import LatencyConfig, SimConfig
+from hermes_console.sim.server import SimServer
 from tests.faults.cli_stop_helpers import (
     SIGNALS,
     CliRun,
@@ -24,8 +26,6 @@ from tests.faults.cli_stop_helpers import (
     start_run,
     whole_lines,
 )
-from hermes_console.sim.config import LatencyConfig, SimConfig
-from hermes_console.sim.server import SimServer
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -141,8 +141,19 @@ def test_serve_mode_stop_sends_every_group_that_finishes_during_the_drain(slow_s
 
     with TrainerAPI() as api:
         register_trainer(api.url, batch_size=64, steps=100)
-        r = run(fault_spec(slow_sim, tmp_path, "--env.rollout_server_url", api.url, total_steps=100, group_size=2,
-                           mode="serve", max_in_flight=3, timeout_s=20))
+        r = run(
+            fault_spec(
+                slow_sim,
+                tmp_path,
+                "--env.rollout_server_url",
+                api.url,
+                total_steps=100,
+                group_size=2,
+                mode="serve",
+                max_in_flight=3,
+                timeout_s=20,
+            )
+        )
         r.until(lambda s: s.accounting.completed >= 1 and s.accounting.in_flight >= 2, 60, "groups in flight")
         r.stop(30.0)
         r.assert_accounted()

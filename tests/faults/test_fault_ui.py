@@ -4,7 +4,8 @@ panel an operator looks at, and stays responsive while the env loop is blocked."
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -13,7 +14,6 @@ from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
-
 from tests.faults.fault_envs import BlockingRewardEnv, RewardRaisesEnv
 from tests.faults.faults_helpers import fault_spec
 
@@ -38,7 +38,9 @@ def _panel_text(app: ConsoleApp, selector: str) -> str:
 
 
 async def _console(host: RuntimeHost, body: Callable[[Pilot, ConsoleApp], Any]) -> None:
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=1.0, ui_cpu_share=0.0))  # screen follows state at once
+    app = ConsoleApp(
+        host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=1.0, ui_cpu_share=0.0)
+    )  # screen follows state at once
     try:
         async with app.run_test(size=(200, 60)) as pilot:
             await body(pilot, app)
@@ -52,8 +54,11 @@ async def test_reward_error_and_server_errors_are_on_screen_with_their_cause(sim
     host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=2, env=RewardRaisesEnv), exit_when_finished=False)
 
     async def body(pilot: Pilot, app: ConsoleApp) -> None:
-        await _wait(pilot, lambda s: s.accounting.completed >= 2 and s.errors_by_kind.get("server_http_error", 0) > 0,
-                    "2 groups and counted 500s")
+        await _wait(
+            pilot,
+            lambda s: s.accounting.completed >= 2 and s.errors_by_kind.get("server_http_error", 0) > 0,
+            "2 groups and counted 500s",
+        )
         await pilot.pause(0.3)
         turns = _panel_text(app, "#turns")
         assert "compute_reward raised: KeyError" in turns, turns[-1500:]
@@ -67,7 +72,7 @@ async def test_reward_error_and_server_errors_are_on_screen_with_their_cause(sim
 async def test_console_keeps_ticking_while_the_env_loop_is_blocked(sim, tmp_path):
     env = BlockingRewardEnv.held()
     host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=2, group_size=1, env=env), exit_when_finished=False)
-    drains: List[int] = []  # the app's drain calls (one per UI tick)
+    drains: list[int] = []  # the app's drain calls (one per UI tick)
     real_drain = host.drain
 
     def counted_drain(*args: Any, **kwargs: Any) -> Any:

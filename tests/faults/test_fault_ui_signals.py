@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.faults_helpers import fault_spec
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
+from tests.faults.faults_helpers import fault_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "q"])
 async def test_stop_signal_in_the_console_drains_and_exits(sim, tmp_path, name):
     host = RuntimeHost(fault_spec(sim, tmp_path, total_steps=1000, max_in_flight=2), exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=20.0, ui_cpu_share=0.0))  # screen follows state at once
+    app = ConsoleApp(
+        host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=20.0, ui_cpu_share=0.0)
+    )  # screen follows state at once
     try:
         async with app.run_test(size=(160, 50)) as pilot:
             end = time.monotonic() + 60

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List
 
 REPO = Path(__file__).resolve().parents[2]
-CLI: List[str] = [sys.executable, "-m", "hermes_console"]
+CLI: list[str] = [sys.executable, "-m", "hermes_console"]

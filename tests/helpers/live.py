@@ -4,7 +4,8 @@ pump class; the start/stop discipline is written once, here."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Iterator, List, Optional, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.host import RuntimeHost
@@ -35,9 +36,9 @@ class HostStarter(Generic[PumpT]):
     def __init__(self, pump: Callable[[RuntimeHost], PumpT], exit_when_finished: bool) -> None:
         self._pump = pump
         self._exit_when_finished = exit_when_finished
-        self.hosts: List[RuntimeHost] = []
+        self.hosts: list[RuntimeHost] = []
 
-    def __call__(self, spec: RunSpec, exit_when_finished: Optional[bool] = None) -> PumpT:
+    def __call__(self, spec: RunSpec, exit_when_finished: bool | None = None) -> PumpT:
         exit_flag = self._exit_when_finished if exit_when_finished is None else exit_when_finished
         host = RuntimeHost(spec, exit_when_finished=exit_flag)
         self.hosts.append(host)
@@ -51,7 +52,9 @@ class HostStarter(Generic[PumpT]):
             host.join(10)
 
 
-def started_hosts(pump: Callable[[RuntimeHost], PumpT], exit_when_finished: bool = False) -> Iterator[HostStarter[PumpT]]:
+def started_hosts(
+    pump: Callable[[RuntimeHost], PumpT], exit_when_finished: bool = False
+) -> Iterator[HostStarter[PumpT]]:
     """Body of a host fixture: ``yield from started_hosts(Pump)``; every host is stopped at the end."""
     starter = HostStarter(pump, exit_when_finished)
     try:

@@ -25,7 +25,7 @@ class TrainerAPI:
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, name="test-trainer-api")
 
-    def __enter__(self) -> "TrainerAPI":
+    def __enter__(self) -> TrainerAPI:
         self.thread.start()
         end = time.monotonic() + 30
         while not self.server.started and time.monotonic() < end:
@@ -48,8 +48,16 @@ class TrainerAPI:
 async def _register(url: str, max_token_len: int, batch_size: int, steps: int) -> None:
     async with aiohttp.ClientSession() as session:
         await (await session.get(f"{url}/reset_data")).read()
-        reg = {"wandb_group": "g", "wandb_project": "p", "batch_size": batch_size, "max_token_len": max_token_len,
-               "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": steps}
+        reg = {
+            "wandb_group": "g",
+            "wandb_project": "p",
+            "batch_size": batch_size,
+            "max_token_len": max_token_len,
+            "checkpoint_dir": "",
+            "save_checkpoint_interval": -1,
+            "starting_step": 0,
+            "num_steps": steps,
+        }
         await (await session.post(f"{url}/register", json=reg)).read()
         await (await session.get(f"{url}/batch")).read()  # a trainer has started: envs may register
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
 class ShellOnly:
     """A real sandbox that pretends to have no host view (like docker): file tools must
     go through the shell."""
 
-    host_workspace: Optional[Path] = None
+    host_workspace: Path | None = None
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.task_id, self.backend, self.workspace = inner.task_id, "docker", inner.workspace
 
-    def execute(self, command: str, timeout: float, *, stdin_data: Optional[str] = None) -> Any:
+    def execute(self, command: str, timeout: float, *, stdin_data: str | None = None) -> Any:
         return self._inner.execute(command, timeout, stdin_data=stdin_data)
 
     def cwd(self) -> str:

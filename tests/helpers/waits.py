@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 CEILING_S = 20.0  # what normally takes milliseconds gets this long on a loaded machine
 

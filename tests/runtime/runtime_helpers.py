@@ -6,7 +6,8 @@ import os
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from environments.events import Event
 from hermes_console.runtime.config import RunSpec
@@ -24,7 +25,7 @@ class Pump:
     def __init__(self, host: Any) -> None:
         self.host = host
         self.state = ConsoleState()
-        self.events: List[Event] = []
+        self.events: list[Event] = []
 
     def pump(self) -> None:
         batch = self.host.drain()
@@ -43,7 +44,9 @@ class Pump:
                     return
                 raise AssertionError(f"runtime ended ({self.state.status}: {self.state.status_detail}) before: {what}")
             time.sleep(0.02)
-        raise AssertionError(f"timed out after {timeout}s waiting for: {what}; status={self.state.status} acc={self.state.accounting}")
+        raise AssertionError(
+            f"timed out after {timeout}s waiting for: {what}; status={self.state.status} acc={self.state.accounting}"
+        )
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -56,26 +59,31 @@ class Pump:
         assert self.host.join(10)
         self.pump()
 
-    def of(self, kind: str) -> List[Event]:
+    def of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
 
 
 def make_spec(sim: SimServer, tmp_path: Any, *flags: str, **kw: Any) -> RunSpec:
     base = [
-        "--openai.base_url", f"{sim.base_url}/v1",
-        "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl"),
+        "--openai.base_url",
+        f"{sim.base_url}/v1",
+        "--env.data_path_to_save_groups",
+        str(tmp_path / "run" / "groups.jsonl"),
     ]
-    return RunSpec(env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path), **kw)
+    return RunSpec(
+        env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path), **kw
+    )
 
 
-def our_threads() -> List[str]:
+def our_threads() -> list[str]:
     return sorted(
-        t.name for t in threading.enumerate()
+        t.name
+        for t in threading.enumerate()
         if t is not threading.main_thread() and not t.name.startswith(FOREIGN_THREAD_PREFIXES)
     )
 
 
-def child_pids() -> List[int]:
+def child_pids() -> list[int]:
     """Live children of this process, from /proc (no psutil)."""
     me = os.getpid()
     out = []
@@ -93,7 +101,7 @@ def child_pids() -> List[int]:
     return out
 
 
-def wait_no_children(timeout: float = 5.0) -> List[int]:
+def wait_no_children(timeout: float = 5.0) -> list[int]:
     end = time.monotonic() + timeout
     pids = child_pids()
     while pids and time.monotonic() < end:
@@ -103,19 +111,23 @@ def wait_no_children(timeout: float = 5.0) -> List[int]:
 
 
 # The events that end an item, and the Accounting field each one counts in.
-ITEM_END_KINDS = {"item_completed": "completed", "item_dropped": "dropped", "item_failed": "failed",
-                  "item_cancelled": "cancelled"}
+ITEM_END_KINDS = {
+    "item_completed": "completed",
+    "item_dropped": "dropped",
+    "item_failed": "failed",
+    "item_cancelled": "cancelled",
+}
 
 
-def identity(state: ConsoleState, events: Sequence[Event]) -> Optional[str]:
+def identity(state: ConsoleState, events: Sequence[Event]) -> str | None:
     """Check the console's accounting against a count made here, item by item, from the
     event stream: each item_received starts an item, its first end event ends it. The
     items started and not ended are the in-flight ones; the console's ``in_flight`` (the
     remainder of its counters) must equal that number, and every counter must match.
     None when all agree, else what differs."""
-    started: Set[str] = set()
-    ended: Dict[str, str] = {}  # group_id -> the Accounting field of its first end event
-    problems: List[str] = []
+    started: set[str] = set()
+    ended: dict[str, str] = {}  # group_id -> the Accounting field of its first end event
+    problems: list[str] = []
     for e in events:
         if e.kind == "item_received":
             if e.group_id in started:
@@ -128,10 +140,14 @@ def identity(state: ConsoleState, events: Sequence[Event]) -> Optional[str]:
     a = state.accounting
     counted = Counter(field for gid, field in ended.items() if gid in started)
     in_flight = len(started - ended.keys())
-    for name, mine, theirs in (("received", len(started), a.received), ("in_flight", in_flight, a.in_flight),
-                               ("completed", counted["completed"], a.completed),
-                               ("dropped", counted["dropped"], a.dropped_total),
-                               ("failed", counted["failed"], a.failed), ("cancelled", counted["cancelled"], a.cancelled)):
+    for name, mine, theirs in (
+        ("received", len(started), a.received),
+        ("in_flight", in_flight, a.in_flight),
+        ("completed", counted["completed"], a.completed),
+        ("dropped", counted["dropped"], a.dropped_total),
+        ("failed", counted["failed"], a.failed),
+        ("cancelled", counted["cancelled"], a.cancelled),
+    ):
         if mine != theirs:
             problems.append(f"{name}: {mine} counted from the events, {theirs} in the console")
     return "; ".join(problems) + f" ({a})" if problems else None

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List
+from typing import Any
 
 import pytest
 
@@ -34,31 +35,48 @@ async def _send(*args: Any) -> None:
 
 
 # (what the bridge does, the attributes it must set with their values, how atroposlib reads them)
-WRITES: Dict[str, Any] = {
-    "install_jsonl_writer": (lambda e: bridge.install_jsonl_writer(e, "W"), {"jsonl_writer": "W"},
-                             [r"self\.jsonl_writer\.write"]),
-    "install_server_manager": (lambda e: bridge.install_server_manager(e, "S"), {"server": "S"},
-                               [r"self\.server\."]),
-    "set_max_token_len": (lambda e: bridge.set_max_token_len(e, 77), {"max_token_len": 77},
-                          [r"self\.max_token_len"]),
-    "enter_process_mode": (lambda e: bridge.enter_process_mode(e, 5, 4),
-                           {"process_mode": True, "n_groups_to_process": 5, "group_size_to_process": 4},
-                           [r"env\.process_mode = True", r"self\.n_groups_to_process", r"self\.group_size_to_process"]),
-    "route_sends": (lambda e: bridge.route_sends(e, _send), {"_send_scored_data_to_api": _send},
-                    [r"self\._send_scored_data_to_api\("]),
+WRITES: dict[str, Any] = {
+    "install_jsonl_writer": (
+        lambda e: bridge.install_jsonl_writer(e, "W"),
+        {"jsonl_writer": "W"},
+        [r"self\.jsonl_writer\.write"],
+    ),
+    "install_server_manager": (lambda e: bridge.install_server_manager(e, "S"), {"server": "S"}, [r"self\.server\."]),
+    "set_max_token_len": (lambda e: bridge.set_max_token_len(e, 77), {"max_token_len": 77}, [r"self\.max_token_len"]),
+    "enter_process_mode": (
+        lambda e: bridge.enter_process_mode(e, 5, 4),
+        {"process_mode": True, "n_groups_to_process": 5, "group_size_to_process": 4},
+        [r"env\.process_mode = True", r"self\.n_groups_to_process", r"self\.group_size_to_process"],
+    ),
+    "route_sends": (
+        lambda e: bridge.route_sends(e, _send),
+        {"_send_scored_data_to_api": _send},
+        [r"self\._send_scored_data_to_api\("],
+    ),
     "apply_registration": (
-        lambda e: bridge.apply_registration(e, env_id=3, wandb_name="w", starting_step=9, checkpoint_dir="c",
-                                            checkpoint_interval=2),
+        lambda e: bridge.apply_registration(
+            e, env_id=3, wandb_name="w", starting_step=9, checkpoint_dir="c", checkpoint_interval=2
+        ),
         {"env_id": 3, "wandb_prepend": "w", "curr_step": 9, "checkpoint_dir": "c", "checkpoint_interval": 2},
-        [r"self\.env_id", r"self\.wandb_prepend", r"self\.curr_step", r"self\.checkpoint_dir", r"self\.checkpoint_interval"]),
-    "apply_trainer_status": (lambda e: bridge.apply_trainer_status(e, {"current_step": 4}, 4),
-                             {"status_dict": {"current_step": 4}, "curr_step": 4},
-                             [r"self\.status_dict\[", r"self\.curr_step"]),
+        [
+            r"self\.env_id",
+            r"self\.wandb_prepend",
+            r"self\.curr_step",
+            r"self\.checkpoint_dir",
+            r"self\.checkpoint_interval",
+        ],
+    ),
+    "apply_trainer_status": (
+        lambda e: bridge.apply_trainer_status(e, {"current_step": 4}, 4),
+        {"status_dict": {"current_step": 4}, "curr_step": 4},
+        [r"self\.status_dict\[", r"self\.curr_step"],
+    ),
     "set_step": (lambda e: bridge.set_step(e, 12), {"curr_step": 12}, [r"self\.curr_step"]),
-    "set_config_value": (lambda e: (bridge.set_config_value(e, "batch_size", 8),
-                                    bridge.set_config_value(e, "total_steps", 20)),
-                         {"config.batch_size": 8, "config.total_steps": 20},
-                         [r"self\.config\.batch_size", r"self\.config\.total_steps"]),
+    "set_config_value": (
+        lambda e: (bridge.set_config_value(e, "batch_size", 8), bridge.set_config_value(e, "total_steps", 20)),
+        {"config.batch_size": 8, "config.total_steps": 20},
+        [r"self\.config\.batch_size", r"self\.config\.total_steps"],
+    ),
 }
 
 
@@ -84,12 +102,12 @@ def test_evaluate_log_is_routed_and_put_back(atropos_source: str) -> None:
     assert re.search(r"self\.config\.data_dir_to_save_evals", atropos_source)
 
     class Env:
-        async def evaluate_log(self, metrics: Dict[str, Any], **kwargs: Any) -> str:
+        async def evaluate_log(self, metrics: dict[str, Any], **kwargs: Any) -> str:
             return "class"
 
-    calls: List[Any] = []
+    calls: list[Any] = []
 
-    async def capture(metrics: Dict[str, Any], **kwargs: Any) -> str:
+    async def capture(metrics: dict[str, Any], **kwargs: Any) -> str:
         calls.append(metrics)
         return "captured"
 

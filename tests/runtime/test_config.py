@@ -18,15 +18,24 @@ def _resolve(tmp_path, *flags, yaml_text=None, mode="process"):
     if yaml_text is not None:
         cfg = tmp_path / "cfg.yaml"
         cfg.write_text(textwrap.dedent(yaml_text))
-    spec = RunSpec(env=TerminalTasksEnv, mode=mode, flags=list(flags), config_path=str(cfg) if cfg else None,
-                   runs_dir=str(tmp_path / "runs"))
+    spec = RunSpec(
+        env=TerminalTasksEnv,
+        mode=mode,
+        flags=list(flags),
+        config_path=str(cfg) if cfg else None,
+        runs_dir=str(tmp_path / "runs"),
+    )
     return resolve(spec, TerminalTasksEnv)
 
 
 def test_precedence_config_init_then_yaml_then_flags(tmp_path, tokenizer_path):
     r = _resolve(
         tmp_path,
-        "--env.group_size", "3", "--openai.model_name=flag-model", "--env.enabled_toolsets", "[terminal]",
+        "--env.group_size",
+        "3",
+        "--openai.model_name=flag-model",
+        "--env.enabled_toolsets",
+        "[terminal]",
         yaml_text="""
             env:
               group_size: 6
@@ -44,14 +53,21 @@ def test_precedence_config_init_then_yaml_then_flags(tmp_path, tokenizer_path):
     assert env.data_path_to_save_groups.startswith(str(tmp_path / "runs" / "terminal-tasks-"))
     assert env.data_path_to_save_groups.endswith("/groups.jsonl")
     [s1] = r.phase1_servers
-    assert (s1.base_url, s1.model_name, s1.server_type, s1.api_key) == ("http://127.0.0.1:9999/v1", "flag-model", "openai", "x")
+    assert (s1.base_url, s1.model_name, s1.server_type, s1.api_key) == (
+        "http://127.0.0.1:9999/v1",
+        "flag-model",
+        "openai",
+        "x",
+    )
     [s2] = r.phase2_servers
     assert (s2.base_url, s2.server_type, s2.tokenizer_name) == (s1.base_url, "vllm", tokenizer_path)
 
 
 def test_openai_list_and_phase2_overrides(tmp_path):
     r = _resolve(
-        tmp_path, "--phase2.server_type", "sglang",
+        tmp_path,
+        "--phase2.server_type",
+        "sglang",
         yaml_text="""
             openai:
               - {base_url: "http://127.0.0.1:9001/v1"}
@@ -83,7 +99,10 @@ def test_bad_flags_name_field_value_and_expectation(tmp_path, flags, expected):
 
 
 def test_bad_yaml_values_and_keys(tmp_path):
-    with pytest.raises(ConfigError, match=r"env\.max_agent_turns = 'lots' \(from config file '.*cfg\.yaml'\): Input should be a valid integer"):
+    with pytest.raises(
+        ConfigError,
+        match=r"env\.max_agent_turns = 'lots' \(from config file '.*cfg\.yaml'\): Input should be a valid integer",
+    ):
         _resolve(tmp_path, yaml_text="env:\n  max_agent_turns: lots\n")
     with pytest.raises(ConfigError, match=r"unknown top-level key 'evn'.*Did you mean: env\?"):
         _resolve(tmp_path, yaml_text="evn:\n  group_size: 2\n")
@@ -111,7 +130,9 @@ def test_env_refs_resolve(tmp_path):
     assert load_env_class("environments.terminal_tasks") is TerminalTasksEnv  # package: looks one level down
     assert load_env_class("environments.terminal_tasks.env:TerminalTasksEnv") is TerminalTasksEnv
     f = tmp_path / "my_env.py"
-    f.write_text("from environments.terminal_tasks.env import TerminalTasksEnv\n\nclass Mine(TerminalTasksEnv):\n    name = 'mine'\n")
+    f.write_text(
+        "from environments.terminal_tasks.env import TerminalTasksEnv\n\nclass Mine(TerminalTasksEnv):\n    name = 'mine'\n"
+    )
     assert load_env_class(str(f)).__name__ == "Mine"
     assert load_env_class(f"{f}:Mine").__name__ == "Mine"
 

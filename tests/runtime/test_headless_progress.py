@@ -19,10 +19,30 @@ def test_headless_without_a_terminal_logs_progress_lines(sim, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["HERMES_PROGRESS_EVERY"] = "0.2"
     proc = subprocess.run(
-        [sys.executable, "-m", "hermes_console", "run", "environments.terminal_tasks", "--headless",
-         "--runs-dir", str(tmp_path), "--openai.base_url", f"{sim.base_url}/v1",
-         "--env.total_steps", "4", "--env.group_size", "2", "--shard", "1/2"],
-        capture_output=True, text=True, timeout=150, cwd=str(REPO), env=env)
+        [
+            sys.executable,
+            "-m",
+            "hermes_console",
+            "run",
+            "environments.terminal_tasks",
+            "--headless",
+            "--runs-dir",
+            str(tmp_path),
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.total_steps",
+            "4",
+            "--env.group_size",
+            "2",
+            "--shard",
+            "1/2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=str(REPO),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("progress status=")]
     assert len(lines) >= 2, proc.stdout[-2000:]

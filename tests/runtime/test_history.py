@@ -12,7 +12,6 @@ from environments import events as ev
 from hermes_console.runtime import events as rev
 from hermes_console.runtime import history as history_module
 from hermes_console.runtime.state import ConsoleState
-
 from tests.ui.eventlog import error_run, main_run
 
 
@@ -72,9 +71,11 @@ def test_errors_by_kind_count_each_error_once() -> None:
     assert counts["tool"] == sum(1 for e in tool_errors if e.error_kind != "timeout")
     assert counts["reward"] == sum(1 for e in events if isinstance(e, ev.RolloutFinished) and e.reward_error)
     items = [e for e in events if isinstance(e, (ev.ItemDropped, ev.ItemFailed))]
-    timeouts = sum(1 for e in tool_errors if e.error_kind == "timeout") + sum(
-        1 for e in items if isinstance(e, ev.ItemFailed) and e.error_kind == "timeout") + sum(
-        1 for e in events if isinstance(e, ev.TurnFinished) and e.error and "timeout" in e.error.lower())
+    timeouts = (
+        sum(1 for e in tool_errors if e.error_kind == "timeout")
+        + sum(1 for e in items if isinstance(e, ev.ItemFailed) and e.error_kind == "timeout")
+        + sum(1 for e in events if isinstance(e, ev.TurnFinished) and e.error and "timeout" in e.error.lower())
+    )
     assert counts["timeout"] == timeouts
     assert sum(counts.values()) == len(s.history.errors)  # fewer than the bound: every one is listed
     assert all(r.cause for r in s.history.errors)
@@ -84,8 +85,9 @@ def test_records_are_bounded_oldest_first(monkeypatch) -> None:
     monkeypatch.setattr(history_module, "MAX_RECORDS", 10)
     events = main_run(finished=6)
     s = _state(events)
-    finished = [e.rollout_id for e in sorted((e for e in events if isinstance(e, ev.RolloutFinished)),
-                                             key=lambda e: e.ts)]
+    finished = [
+        e.rollout_id for e in sorted((e for e in events if isinstance(e, ev.RolloutFinished)), key=lambda e: e.ts)
+    ]
     assert list(s.history.records) == finished[-10:]
     assert s.history.totals["rollouts"] == len(finished)  # run totals still count every rollout
 
@@ -120,6 +122,9 @@ def test_rollout_log_writes_every_rollout_and_group_fate_and_stays_bounded(tmp_p
         assert math.isclose(r["generation_s"], round(gen, 4))
     assert len(log._time) <= 8  # the running rollouts at the end of the log, at most the bound
     groups = [r for r in lines if r["kind"] == "group"]
-    fates = {e.group_id: ("dropped" if isinstance(e, ev.ItemDropped) else "kept") for e in events
-             if isinstance(e, (ev.ItemDropped, rev.ItemCompleted))}
+    fates = {
+        e.group_id: ("dropped" if isinstance(e, ev.ItemDropped) else "kept")
+        for e in events
+        if isinstance(e, (ev.ItemDropped, rev.ItemCompleted))
+    }
     assert {g["group_id"]: g["outcome"] for g in groups} == fates

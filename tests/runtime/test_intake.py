@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from environments.terminal_tasks.env import TerminalTasksEnv
-
 from tests.runtime.runtime_helpers import identity, make_spec, our_threads, wait_no_children
 
 
@@ -43,7 +42,9 @@ def test_pause_resume_cancel_and_clean_stop(sim, tmp_path, live):
     p.sleep(0.5)
     assert env.calls == calls_at_pause
     assert p.state.accounting.received == received_at_pause
-    assert p.state.accounting.completed + p.state.accounting.dropped_total + p.state.accounting.failed == received_at_pause
+    assert (
+        p.state.accounting.completed + p.state.accounting.dropped_total + p.state.accounting.failed == received_at_pause
+    )
     statuses = [e.status for e in p.of("runtime_status")]
     assert "draining" in statuses and statuses[-1] == "paused"
 
@@ -101,8 +102,11 @@ def test_sandbox_commands_server_stats_and_logs(sim, tmp_path, live):
     new_lifetime = p.host.extend_sandbox("ops-probe", 60).result(10)
     assert new_lifetime >= 60
     assert p.host.kill_sandbox("ops-probe").result(10) is True
-    p.until(lambda s: s.sandboxes.get("ops-probe") is not None and s.sandboxes["ops-probe"].state == "closed", 10,
-            "killed sandbox closed")
+    p.until(
+        lambda s: s.sandboxes.get("ops-probe") is not None and s.sandboxes["ops-probe"].state == "closed",
+        10,
+        "killed sandbox closed",
+    )
     assert p.state.sandboxes["ops-probe"].closed_reason == "killed"
     with pytest.raises(KeyError, match="sandbox nope is closed"):
         p.host.sandbox_details("nope").result(10)
@@ -135,5 +139,7 @@ def test_a_failing_group_never_stops_the_run(sim, tmp_path, live):
     p.until(lambda s: s.status == "finished", 60, "finished")
     failed = p.of("item_failed")
     assert len(failed) == 2
-    assert all(e.error_kind == "exception" and e.error.startswith("ValueError: reward model unavailable") for e in failed)
+    assert all(
+        e.error_kind == "exception" and e.error.startswith("ValueError: reward model unavailable") for e in failed
+    )
     assert p.state.accounting.completed == 4 and identity(p.state, p.events) is None

@@ -4,6 +4,7 @@ event queue's cost."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import signal
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import asyncio
 from rich.console import Console
 
 from environments import events as ev
@@ -22,7 +22,6 @@ from hermes_console.cli import main as cli_main
 from hermes_console.runtime.headless import EXIT_INTERRUPTED, EXIT_OK, run_headless
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.queue import EventQueue
-
 from tests.helpers.run_api import TrainerAPI
 from tests.runtime.runtime_helpers import identity, make_spec
 
@@ -31,8 +30,16 @@ async def _fake_trainer(url: str, batches: int, batch_size: int) -> list:
     got = []
     async with aiohttp.ClientSession() as session:
         await (await session.get(f"{url}/reset_data")).read()
-        reg = {"wandb_group": "g", "wandb_project": "p", "batch_size": batch_size, "max_token_len": 100_000,
-               "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": batches}
+        reg = {
+            "wandb_group": "g",
+            "wandb_project": "p",
+            "batch_size": batch_size,
+            "max_token_len": 100_000,
+            "checkpoint_dir": "",
+            "save_checkpoint_interval": -1,
+            "starting_step": 0,
+            "num_steps": batches,
+        }
         await (await session.post(f"{url}/register", json=reg)).read()
         end = time.monotonic() + 60
         while len(got) < batches and time.monotonic() < end:
@@ -46,8 +53,9 @@ async def _fake_trainer(url: str, batches: int, batch_size: int) -> list:
 
 def test_serve_mode_sends_groups_to_the_trainer(sim, tmp_path, live):
     with TrainerAPI() as api:
-        spec = make_spec(sim, tmp_path, "--env.rollout_server_url", api.url, "--env.total_steps", "2",
-                         mode="serve", max_in_flight=2)
+        spec = make_spec(
+            sim, tmp_path, "--env.rollout_server_url", api.url, "--env.total_steps", "2", mode="serve", max_in_flight=2
+        )
         p = live(spec, exit_when_finished=True)
         p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 30, "waiting for the trainer")
         batches = asyncio.run(_fake_trainer(api.url, batches=2, batch_size=8))
@@ -74,8 +82,20 @@ def test_evaluate_mode_runs_once_and_writes_metrics(sim, tmp_path):
 
 
 def test_demo_headless(tmp_path, capsys):
-    code = cli_main(["demo", "--headless", "--total-steps", "2", "--latency-ms", "1", "--runs-dir", str(tmp_path),
-                     "--record", str(tmp_path / "demo.jsonl.gz")])
+    code = cli_main(
+        [
+            "demo",
+            "--headless",
+            "--total-steps",
+            "2",
+            "--latency-ms",
+            "1",
+            "--runs-dir",
+            str(tmp_path),
+            "--record",
+            str(tmp_path / "demo.jsonl.gz"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
     assert "received 2 =" in out
@@ -128,7 +148,7 @@ def test_evaluate_with_intake_paused_then_resumes(sim, tmp_path, live):
     t0, t1 = started.ts, p.of("eval_finished")[-1].ts
     assert not [e for e in p.of("item_received") if t0 < e.ts < t1]
     statuses = [e.status for e in p.of("runtime_status")]
-    assert "paused" in statuses[statuses.index("running"):] and statuses[-1] == "running"
+    assert "paused" in statuses[statuses.index("running") :] and statuses[-1] == "running"
     received = p.state.accounting.received
     p.until(lambda s: s.accounting.received > received, 30, "intake resumed after the evaluation")
 
@@ -210,13 +230,33 @@ def test_demo_keeps_at_most_keep_runs_demo_dirs(tmp_path, capsys):
     for name in [*old, "terminal-tasks-keep-me", "other-env-20200101-000000", "notes"]:
         (tmp_path / name).mkdir()
         (tmp_path / name / "groups.jsonl").write_text("{}\n")
-    code = cli_main(["demo", "--headless", "--total-steps", "1", "--latency-ms", "1", "--runs-dir", str(tmp_path),
-                     "--keep-runs", "3"])
+    code = cli_main(
+        [
+            "demo",
+            "--headless",
+            "--total-steps",
+            "1",
+            "--latency-ms",
+            "1",
+            "--runs-dir",
+            str(tmp_path),
+            "--keep-runs",
+            "3",
+        ]
+    )
     assert code == EXIT_OK, capsys.readouterr().out
     left = sorted(p.name for p in tmp_path.iterdir())
     [new] = [n for n in left if n.startswith("terminal-tasks-") and n not in old and n != "terminal-tasks-keep-me"]
     assert (tmp_path / new / "groups.jsonl").exists()
     # the new run + the 2 newest older ones (by their stamp; "-1" is the later of the same second)
-    assert left == sorted([new, "terminal-tasks-20200105-000000", "terminal-tasks-20200105-000000-1",
-                           "terminal-tasks-keep-me", "other-env-20200101-000000", "notes"])
+    assert left == sorted(
+        [
+            new,
+            "terminal-tasks-20200105-000000",
+            "terminal-tasks-20200105-000000-1",
+            "terminal-tasks-keep-me",
+            "other-env-20200101-000000",
+            "notes",
+        ]
+    )
     assert "removed 4 old demo run dir(s)" in capsys.readouterr().err

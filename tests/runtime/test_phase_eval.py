@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from hermes_console.runtime.errors import EvalBusy
-
 from tests.runtime.runtime_helpers import identity, make_spec
 
 
@@ -109,10 +108,21 @@ def test_ten_round_trips_leak_no_task_client_or_thread(sim, tmp_path, live):
 
 
 def test_failed_switch_names_the_cause_and_keeps_the_old_phase(sim, tmp_path, live):
-    p = live(make_spec(sim, tmp_path, "--env.total_steps", "1000", "--phase2.tokenizer_name", str(tmp_path / "no-tokenizer"),
-                       max_in_flight=2))
+    p = live(
+        make_spec(
+            sim,
+            tmp_path,
+            "--env.total_steps",
+            "1000",
+            "--phase2.tokenizer_name",
+            str(tmp_path / "no-tokenizer"),
+            max_in_flight=2,
+        )
+    )
     p.until(lambda s: s.accounting.received >= 1, 60, "running")
-    assert any("phase2[0].tokenizer_name" in r.message and "is not a local directory" in r.message for r in p.state.logs)
+    assert any(
+        "phase2[0].tokenizer_name" in r.message and "is not a local directory" in r.message for r in p.state.logs
+    )
     with pytest.raises(Exception, match="no-tokenizer"):
         p.host.switch_phase(2, cancel_in_flight=True).result(60)
     p.pump()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
@@ -46,14 +46,14 @@ class _Rollout:
     rid: str
     gid: str
     turn: int = 0
-    open_calls: List[str] = field(default_factory=list)
+    open_calls: list[str] = field(default_factory=list)
     stage: str = "start"
     calls_left: int = 0
 
 
 def generate(seed: int, groups: int, group_size: int = 4, concurrent_groups: int = 8) -> tuple:
     rng = random.Random(seed)
-    out: List[Any] = []
+    out: list[Any] = []
     em = Emitted()
     t = [1000.0]
 
@@ -65,10 +65,19 @@ def generate(seed: int, groups: int, group_size: int = 4, concurrent_groups: int
         t[0] += 0.001
         return t[0]
 
-    emit(rev.RunConfigured(ts=ts(), env_name="flood", mode="process", phase=1, group_size=group_size,
-                           max_in_flight=concurrent_groups, worker_timeout_s=60.0))
+    emit(
+        rev.RunConfigured(
+            ts=ts(),
+            env_name="flood",
+            mode="process",
+            phase=1,
+            group_size=group_size,
+            max_in_flight=concurrent_groups,
+            worker_timeout_s=60.0,
+        )
+    )
     emit(rev.RuntimeStatus(ts=ts(), status="running"))
-    live: Dict[str, List[_Rollout]] = {}
+    live: dict[str, list[_Rollout]] = {}
     next_group = 0
     server_errors = 0
     while next_group < groups or live:
@@ -112,8 +121,11 @@ def generate(seed: int, groups: int, group_size: int = 4, concurrent_groups: int
             emit(rev.LoopLag(ts=ts(), lag_ms=rng.random() * 300))
         elif noise < 0.05:
             server_errors = 0 if rng.random() < 0.05 else server_errors + rng.randrange(3)  # 0: a rebuilt manager
-            emit(rev.ServerStats(ts=ts(), phase=1, servers=[{"url": "http://s1", "healthy": True,
-                                                             "transport_errors": server_errors}]))
+            emit(
+                rev.ServerStats(
+                    ts=ts(), phase=1, servers=[{"url": "http://s1", "healthy": True, "transport_errors": server_errors}]
+                )
+            )
         elif noise < 0.06:
             emit(rev.LogRecord(ts=ts(), level=rng.choice(["INFO", "ERROR"]), logger="x", message="m"))
     return out, em
@@ -133,33 +145,73 @@ def _advance(r: _Rollout, rng: random.Random, emit: Any, ts: Any, em: Emitted) -
             r.stage = "finish"
             return
         calls = 0 if r.turn >= 4 else rng.choice([1, 1, 2])
-        emit(ev.TurnFinished(ts=ts(), rollout_id=r.rid, turn=r.turn, latency_s=0.1, content=rng.choice(["", "ok"]),
-                             reasoning=rng.choice([None, "thinking"]), tool_calls=calls))
+        emit(
+            ev.TurnFinished(
+                ts=ts(),
+                rollout_id=r.rid,
+                turn=r.turn,
+                latency_s=0.1,
+                content=rng.choice(["", "ok"]),
+                reasoning=rng.choice([None, "thinking"]),
+                tool_calls=calls,
+            )
+        )
         r.calls_left = calls
         r.stage = "calls" if calls else "finish"
     elif r.stage == "calls":
         if r.open_calls and (r.calls_left == 0 or rng.random() < 0.5):
             call_id = r.open_calls.pop(0)
             timed_out = rng.random() < 0.05
-            emit(ev.SandboxCommandFinished(ts=ts(), task_id=r.rid, command="ls", exit_code=124 if timed_out else 0,
-                                           duration_s=0.01, timed_out=timed_out))
+            emit(
+                ev.SandboxCommandFinished(
+                    ts=ts(),
+                    task_id=r.rid,
+                    command="ls",
+                    exit_code=124 if timed_out else 0,
+                    duration_s=0.01,
+                    timed_out=timed_out,
+                )
+            )
             em.commands[r.rid] += 1
             error = "timeout" if timed_out else ("exit 1" if rng.random() < 0.1 else None)
             em.tool_errors += bool(error)
-            emit(ev.ToolCallFinished(ts=ts(), rollout_id=r.rid, turn=r.turn, call_id=call_id, tool_name="terminal",
-                                     duration_s=0.01, result_head="out", error=error,
-                                     error_kind="timeout" if timed_out else ("tool_error" if error else None)))
+            emit(
+                ev.ToolCallFinished(
+                    ts=ts(),
+                    rollout_id=r.rid,
+                    turn=r.turn,
+                    call_id=call_id,
+                    tool_name="terminal",
+                    duration_s=0.01,
+                    result_head="out",
+                    error=error,
+                    error_kind="timeout" if timed_out else ("tool_error" if error else None),
+                )
+            )
         elif r.calls_left:
             r.calls_left -= 1
             call_id = f"c{r.turn}-{r.calls_left}"
             if rng.random() < 0.05:  # unknown tool: answered without a start event
-                emit(ev.ToolCallFinished(ts=ts(), rollout_id=r.rid, turn=r.turn, call_id=call_id, tool_name="nope",
-                                         duration_s=0.0, error="unknown tool", error_kind="unknown_tool"))
+                emit(
+                    ev.ToolCallFinished(
+                        ts=ts(),
+                        rollout_id=r.rid,
+                        turn=r.turn,
+                        call_id=call_id,
+                        tool_name="nope",
+                        duration_s=0.0,
+                        error="unknown tool",
+                        error_kind="unknown_tool",
+                    )
+                )
                 em.startless_finishes += 1
                 em.tool_errors += 1
                 return
-            emit(ev.ToolCallStarted(ts=ts(), rollout_id=r.rid, turn=r.turn, call_id=call_id, tool_name="terminal",
-                                    args_head="ls"))
+            emit(
+                ev.ToolCallStarted(
+                    ts=ts(), rollout_id=r.rid, turn=r.turn, call_id=call_id, tool_name="terminal", args_head="ls"
+                )
+            )
             em.tool_starts += 1
             emit(ev.SandboxCommandStarted(ts=ts(), task_id=r.rid, command="ls", timeout_s=30.0))
             r.open_calls.append(call_id)
@@ -169,45 +221,76 @@ def _advance(r: _Rollout, rng: random.Random, emit: Any, ts: Any, em: Emitted) -
         # A command outside any tool call (the reward check) may time out too.
         timed_out = rng.random() < 0.05
         emit(ev.SandboxCommandStarted(ts=ts(), task_id=r.rid, command="test -f done", timeout_s=5.0))
-        emit(ev.SandboxCommandFinished(ts=ts(), task_id=r.rid, command="test -f done", exit_code=0,
-                                       duration_s=0.01, timed_out=timed_out))
+        emit(
+            ev.SandboxCommandFinished(
+                ts=ts(), task_id=r.rid, command="test -f done", exit_code=0, duration_s=0.01, timed_out=timed_out
+            )
+        )
         em.commands[r.rid] += 1
-        emit(ev.RolloutFinished(ts=ts(), rollout_id=r.rid, group_id=r.gid, reward=1.0, turns_used=r.turn,
-                                finished_naturally=True, token_count=10, trainable_tokens=5, assistant_turns=r.turn,
-                                trainable_turns=r.turn))
+        emit(
+            ev.RolloutFinished(
+                ts=ts(),
+                rollout_id=r.rid,
+                group_id=r.gid,
+                reward=1.0,
+                turns_used=r.turn,
+                finished_naturally=True,
+                token_count=10,
+                trainable_tokens=5,
+                assistant_turns=r.turn,
+                trainable_turns=r.turn,
+            )
+        )
         emit(ev.SandboxClosed(ts=ts(), task_id=r.rid, reason="cleanup"))
         r.stage = "done"
 
 
-def counters(s: ConsoleState) -> Dict[str, Any]:
+def counters(s: ConsoleState) -> dict[str, Any]:
     """Everything the console counts (what must stay exact)."""
     return {
-        "accounting": asdict(s.accounting), "step": s.step, "status": s.status,
-        "tool_calls_total": s.tool_calls_total, "tool_errors_total": s.tool_errors_total,
-        "errors_by_kind": dict(+s.errors_by_kind), "stream_seq": s.stream_seq, "tool_seq": s.tool_seq,
-        "events_applied": s.events_applied, "version": s.version,
+        "accounting": asdict(s.accounting),
+        "step": s.step,
+        "status": s.status,
+        "tool_calls_total": s.tool_calls_total,
+        "tool_errors_total": s.tool_errors_total,
+        "errors_by_kind": dict(+s.errors_by_kind),
+        "stream_seq": s.stream_seq,
+        "tool_seq": s.tool_seq,
+        "events_applied": s.events_applied,
+        "version": s.version,
         "sections": (s.groups_version, s.tools_version, s.sandboxes_version, s.rewards_version, s.servers_version),
-        "rollouts_finished": s.rollouts_finished, "groups_scored": s.groups_scored,
-        "identical": s.identical_score_groups, "data_health": asdict(s.data_health),
-        "sandboxes": {k: (v.state, v.commands, v.timeouts, v.last_exit_code, v.running_command)
-                      for k, v in s.sandboxes.items()},
+        "rollouts_finished": s.rollouts_finished,
+        "groups_scored": s.groups_scored,
+        "identical": s.identical_score_groups,
+        "data_health": asdict(s.data_health),
+        "sandboxes": {
+            k: (v.state, v.commands, v.timeouts, v.last_exit_code, v.running_command) for k, v in s.sandboxes.items()
+        },
         "sandboxes_closed_by": dict(s.sandboxes_closed_by),
         "rollouts": {k: (v.status, v.current_tool, v.tool_errors, v.turn) for k, v in s.rollouts.items()},
         "groups": {k: (v.status, v.stage, v.rollouts_done) for k, v in s.groups.items()},
         "open_tools": sorted(s._open_tools),
-        "loop_lag": (s.loop_lag_ms, s.loop_lag_max_ms), "servers": s.servers,
-        "logs": [(x.level, x.ts) for x in s.logs], "first_last_ts": (s.first_ts, s.last_ts),
+        "loop_lag": (s.loop_lag_ms, s.loop_lag_max_ms),
+        "servers": s.servers,
+        "logs": [(x.level, x.ts) for x in s.logs],
+        "first_last_ts": (s.first_ts, s.last_ts),
     }
 
 
-def feed(events: List[Any], q: EventQueue, state: ConsoleState, push_per_step: int,
-         drain_per_step: Optional[int], stall_every: int = 0) -> int:
+def feed(
+    events: list[Any],
+    q: EventQueue,
+    state: ConsoleState,
+    push_per_step: int,
+    drain_per_step: int | None,
+    stall_every: int = 0,
+) -> int:
     """Push ``push_per_step`` events, then let the consumer take ``drain_per_step`` items.
     Returns the largest queue depth seen. ``stall_every``: skip every n-th drain (a stuck UI)."""
     deepest = 0
     step = 0
     for i in range(0, len(events), push_per_step):
-        for e in events[i:i + push_per_step]:
+        for e in events[i : i + push_per_step]:
             q.push(e)
         deepest = max(deepest, len(q))
         step += 1
@@ -220,7 +303,7 @@ def feed(events: List[Any], q: EventQueue, state: ConsoleState, push_per_step: i
 
 
 @pytest.mark.parametrize("seed,take", [(1, None), (2, None), (3, 40)])
-def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, take: Optional[int]) -> None:
+def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, take: int | None) -> None:
     """400 events pushed per UI step (10x the 40 lines a flooded redraw draws); the consumer takes
     everything waiting (``take`` None, like the UI's drain step) or only 40 items (10x fewer)."""
     events, emitted = generate(seed, groups=300)
@@ -229,7 +312,12 @@ def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, tak
     # The reducer fed directly matches what the generator counted itself.
     acc = direct.accounting
     assert (acc.received, acc.completed, dict(acc.dropped), acc.failed, acc.cancelled) == (
-        emitted.received, emitted.completed, dict(emitted.dropped), emitted.failed, emitted.cancelled)
+        emitted.received,
+        emitted.completed,
+        dict(emitted.dropped),
+        emitted.failed,
+        emitted.cancelled,
+    )
     assert acc.in_flight == 0
     assert direct.events_applied == emitted.events == len(events)
 
@@ -244,7 +332,8 @@ def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, tak
     assert via_queue.tool_errors_total == emitted.tool_errors
     assert via_queue.errors_by_kind["api_error"] == emitted.api_errors
     assert {k: v.commands for k, v in via_queue.sandboxes.items()} == {
-        k: v.commands for k, v in direct.sandboxes.items()}
+        k: v.commands for k, v in direct.sandboxes.items()
+    }
     assert sum(v.commands for v in direct.sandboxes.values()) <= sum(emitted.commands.values())
     # Lines shown are the reducer's lines (same time, rollout, group, text), just fewer: a segment
     # is applied before lifecycle events about other rollouts, so numbering may interleave differently.
@@ -254,7 +343,7 @@ def test_flood_through_coalescing_queue_keeps_every_counter_exact(seed: int, tak
     assert len(shown) > 100 and all((e.ts, e.rollout_id, e.group_id, e.kind, e.text) in real for e in shown)
     # Bounded by count: folded events take no queue slots; what waits is the lifecycle
     # events not yet taken (each may close a segment: x2) on top of coalesce_at.
-    per_step = [sum(1 for e in events[i:i + 400] if not isinstance(e, _FOLDABLE)) for i in range(0, len(events), 400)]
+    per_step = [sum(1 for e in events[i : i + 400] if not isinstance(e, _FOLDABLE)) for i in range(0, len(events), 400)]
     if take is None:
         assert deepest <= 64 + 2 * max(per_step) + 1
     else:
@@ -296,8 +385,18 @@ def test_hard_cap_refuses_and_counts() -> None:
     assert folded + plain + q.dropped == len(events)  # every event accounted for
 
 
-_FOLDABLE = (ev.TurnStarted, ev.TurnFinished, ev.ToolCallStarted, ev.ToolCallFinished, ev.SandboxCommandStarted,
-             ev.SandboxCommandFinished, rev.LoopLag, rev.ServerStats, rev.LogRecord, rev.EvalProgress)
+_FOLDABLE = (
+    ev.TurnStarted,
+    ev.TurnFinished,
+    ev.ToolCallStarted,
+    ev.ToolCallFinished,
+    ev.SandboxCommandStarted,
+    ev.SandboxCommandFinished,
+    rev.LoopLag,
+    rev.ServerStats,
+    rev.LogRecord,
+    rev.EvalProgress,
+)
 
 
 def test_headless_printer_sees_error_logs_folded_into_a_segment() -> None:

@@ -21,9 +21,8 @@ from hermes_console.runtime.headless import EXIT_FATAL, EXIT_OK, run_headless
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.runtime.recorder import Recorder
 from hermes_console.runtime.replay import ReplayError, ReplaySource
-
-from tests.runtime.runtime_helpers import make_spec
 from tests.helpers.waits import finishes
+from tests.runtime.runtime_helpers import make_spec
 
 
 def _events(n: int = 5, t0: float = 100.0):
@@ -79,8 +78,15 @@ def test_paced_replay_and_commands_unavailable(tmp_path):
     assert 1 <= len(first) < 5
     time.sleep(0.3)
     assert len(first) + len(replay.drain()) == 5
-    for call in (replay.pause, replay.resume, replay.cancel_in_flight, lambda: replay.switch_phase(2),
-                 replay.evaluate, lambda: replay.kill_sandbox("x"), lambda: replay.run_in_sandbox("x", "ls")):
+    for call in (
+        replay.pause,
+        replay.resume,
+        replay.cancel_in_flight,
+        lambda: replay.switch_phase(2),
+        replay.evaluate,
+        lambda: replay.kill_sandbox("x"),
+        lambda: replay.run_in_sandbox("x", "ls"),
+    ):
         with pytest.raises(CommandUnavailable, match="not available while replaying"):
             call()
 
@@ -122,8 +128,11 @@ def test_headless_fatal_errors_exit_nonzero(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    spec = RunSpec(env="environments.terminal_tasks", flags=["--openai.base_url", f"http://127.0.0.1:{port}/v1"],
-                   runs_dir=str(tmp_path))
+    spec = RunSpec(
+        env="environments.terminal_tasks",
+        flags=["--openai.base_url", f"http://127.0.0.1:{port}/v1"],
+        runs_dir=str(tmp_path),
+    )
     code, out = _headless(RuntimeHost(spec))
     assert code == EXIT_FATAL and f"127.0.0.1:{port}/v1' is not reachable" in out
 

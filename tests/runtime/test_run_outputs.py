@@ -10,7 +10,6 @@ from pathlib import Path
 
 from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.state import ConsoleState
-
 from tests.runtime.runtime_helpers import identity, make_spec
 
 
@@ -19,10 +18,14 @@ def test_faulty_run_accounts_everything_and_replays_exactly(sim, tmp_path, live)
     log = tmp_path / "events.jsonl.gz"
     try:
         spec = make_spec(
-            sim, tmp_path,
-            "--env.total_steps", "12",
-            "--env.ensure_scores_are_not_same", "true",  # some groups get dropped
-            "--env.worker_timeout", "4",  # hung requests become timeouts
+            sim,
+            tmp_path,
+            "--env.total_steps",
+            "12",
+            "--env.ensure_scores_are_not_same",
+            "true",  # some groups get dropped
+            "--env.worker_timeout",
+            "4",  # hung requests become timeouts
             max_in_flight=6,
             record_path=str(log),
         )

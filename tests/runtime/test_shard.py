@@ -7,7 +7,6 @@ import pytest
 
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.shard import Shard, parse_shard, resolve_shard, shard_from_environ
-
 from tests.runtime.runtime_helpers import make_spec
 
 pytestmark = pytest.mark.timeout(180)
@@ -20,16 +19,19 @@ def test_parse_and_validate():
             parse_shard(bad)
 
 
-@pytest.mark.parametrize("env,expected", [
-    # a Slurm array task: SLURM_PROCID stays 0 and must not win
-    ({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, "3/4"),
-    ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"}, "1/4"),
-    ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, "1/2"),
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None),  # a plain sbatch job: no sharding
-    ({"JOB_COMPLETION_INDEX": "5", "HERMES_SHARD_COUNT": "8"}, "5/8"),
-    ({"RANK": "2", "WORLD_SIZE": "3"}, "2/3"),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "env,expected",
+    [
+        # a Slurm array task: SLURM_PROCID stays 0 and must not win
+        ({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, "3/4"),
+        ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"}, "1/4"),
+        ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, "1/2"),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, None),  # a plain sbatch job: no sharding
+        ({"JOB_COMPLETION_INDEX": "5", "HERMES_SHARD_COUNT": "8"}, "5/8"),
+        ({"RANK": "2", "WORLD_SIZE": "3"}, "2/3"),
+        ({}, None),
+    ],
+)
 def test_shard_from_the_schedulers_environment(env, expected):
     got = shard_from_environ(env)
     assert (str(got) if got else None) == expected
@@ -46,15 +48,28 @@ def _received(p) -> list:
 
 
 def test_two_sharded_hosts_take_disjoint_items_that_cover_the_sequence(sim, tmp_path, live):
-    whole = live(make_spec(sim, tmp_path / "all", "--env.total_steps", "6", "--env.group_size", "2",
-                           max_in_flight=1), exit_when_finished=True)
+    whole = live(
+        make_spec(sim, tmp_path / "all", "--env.total_steps", "6", "--env.group_size", "2", max_in_flight=1),
+        exit_when_finished=True,
+    )
     whole.until(lambda s: s.status == "finished", 120, "unsharded run")
     sequence = _received(whole)
     assert len(sequence) == 6
     received = []
     for i in range(2):  # one at a time: hosts in one process share the event bus
-        p = live(make_spec(sim, tmp_path / f"h{i}", "--env.total_steps", "3", "--env.group_size", "2",
-                           max_in_flight=1, shard=f"{i}/2"), exit_when_finished=True)
+        p = live(
+            make_spec(
+                sim,
+                tmp_path / f"h{i}",
+                "--env.total_steps",
+                "3",
+                "--env.group_size",
+                "2",
+                max_in_flight=1,
+                shard=f"{i}/2",
+            ),
+            exit_when_finished=True,
+        )
         p.until(lambda s: s.status == "finished", 120, "sharded run")
         p.stop(1.0)
         assert p.state.run.shard == f"{i}/2 (--shard)"

@@ -53,11 +53,17 @@ def test_buffers_stay_bounded_under_100k_events():
             events.append(ev.RolloutStarted(rollout_id=rid, group_id=gid, ts=t()))
             events.append(ev.TurnStarted(rollout_id=rid, turn=1, ts=t()))
             events.append(ev.ToolCallStarted(rollout_id=rid, turn=1, call_id="c1", tool_name="terminal", ts=t()))
-            events.append(ev.ToolCallFinished(rollout_id=rid, turn=1, call_id="c1", tool_name="terminal", duration_s=0.1, ts=t()))
+            events.append(
+                ev.ToolCallFinished(rollout_id=rid, turn=1, call_id="c1", tool_name="terminal", duration_s=0.1, ts=t())
+            )
             events.append(ev.TurnFinished(rollout_id=rid, turn=1, latency_s=0.1, content="done", ts=t()))
             events.append(ev.SandboxCreated(task_id=rid, backend="local", ts=t()))
             events.append(ev.SandboxClosed(task_id=rid, reason="cleanup", ts=t()))
-            events.append(ev.RolloutFinished(rollout_id=rid, group_id=gid, reward=float(r), turns_used=1, finished_naturally=True, ts=t()))
+            events.append(
+                ev.RolloutFinished(
+                    rollout_id=rid, group_id=gid, reward=float(r), turns_used=1, finished_naturally=True, ts=t()
+                )
+            )
         events.append(ev.GroupFinished(group_id=gid, scores=[0.0, 1.0], ts=t()))
         events.append(rev.ItemCompleted(group_id=gid, scores=[0.0, 1.0], step=g + 1, ts=t()))
         events.append(rev.LogRecord(level="INFO", logger="x", message="m", ts=t()))
@@ -84,7 +90,11 @@ def test_percentiles_and_reward_histogram():
     s = ConsoleState()
     t = _ts()
     for i, r in enumerate([0.0, 0.05, 0.5, 0.55, 0.95, 1.0, 1.0, -3.0, 7.0]):
-        s.apply(ev.RolloutFinished(rollout_id=f"r{i}", group_id="g", reward=r, turns_used=1, finished_naturally=True, ts=t()))
+        s.apply(
+            ev.RolloutFinished(
+                rollout_id=f"r{i}", group_id="g", reward=r, turns_used=1, finished_naturally=True, ts=t()
+            )
+        )
     hist = s.reward_histogram(bins=10)
     assert sum(hist) == 9
     assert hist[0] == 3  # 0.0, 0.05 and the clamped -3.0
@@ -102,21 +112,31 @@ def test_throughput_uses_event_time_only():
     s = ConsoleState()
     base = 5000.0
     for i in range(50):  # 50 rollouts over 5 s -> 10/s
-        s.apply(ev.RolloutFinished(rollout_id=f"r{i}", group_id="g", reward=1.0, turns_used=1, finished_naturally=True, ts=base + i * 0.1))
+        s.apply(
+            ev.RolloutFinished(
+                rollout_id=f"r{i}", group_id="g", reward=1.0, turns_used=1, finished_naturally=True, ts=base + i * 0.1
+            )
+        )
     assert math.isclose(s.rollouts_per_s(), 50 / 4.9, rel_tol=0.01)
     # a window later than every event: nothing in it
     assert s.rollouts_per_s(now=base + 100) == 0.0
     # same events, fresh state -> same value (deterministic, replay-safe)
     s2 = ConsoleState()
     for i in range(50):
-        s2.apply(ev.RolloutFinished(rollout_id=f"r{i}", group_id="g", reward=1.0, turns_used=1, finished_naturally=True, ts=base + i * 0.1))
+        s2.apply(
+            ev.RolloutFinished(
+                rollout_id=f"r{i}", group_id="g", reward=1.0, turns_used=1, finished_naturally=True, ts=base + i * 0.1
+            )
+        )
     assert s2.rollouts_per_s() == s.rollouts_per_s()
 
 
 def test_snapshot_equal_for_equal_event_sequences_and_phase_switch_applies():
     t = _ts()
     seq = [
-        rev.RunConfigured(env_name="e", mode="process", phase=1, group_size=2, max_in_flight=2, worker_timeout_s=5, ts=t()),
+        rev.RunConfigured(
+            env_name="e", mode="process", phase=1, group_size=2, max_in_flight=2, worker_timeout_s=5, ts=t()
+        ),
         rev.RuntimeStatus(status="running", ts=t()),
         rev.PhaseSwitch(stage="requested", from_phase=1, to_phase=2, ts=t()),
         rev.PhaseSwitch(stage="done", from_phase=1, to_phase=2, ts=t()),

@@ -15,9 +15,8 @@ import pytest
 from environments import events
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.wandb_link import StepFigures, run_name, wandb_mode
-from tests.wandb_records import offline_runs, read_offline_run
-
 from tests.runtime.runtime_helpers import make_spec
+from tests.wandb_records import offline_runs, read_offline_run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,8 +37,12 @@ def _finish(p: Any) -> None:
 
 
 def test_process_run_with_use_wandb_writes_an_offline_run(sim, tmp_path, live, wandb_dir):
-    p = live(make_spec(sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "3", "--env.group_size", "2",
-                       max_in_flight=2), exit_when_finished=True)
+    p = live(
+        make_spec(
+            sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "3", "--env.group_size", "2", max_in_flight=2
+        ),
+        exit_when_finished=True,
+    )
     _finish(p)
     status = p.state.wandb
     assert status is not None and status.state == "finished" and status.mode == "offline"
@@ -60,8 +63,14 @@ def test_process_run_with_use_wandb_writes_an_offline_run(sim, tmp_path, live, w
     table_rows = [row for row in run.history if row.get("train/rollouts/_type") == "table-file"]
     assert table_rows and all((run_dir / "files" / row["train/rollouts/path"]).is_file() for row in table_rows)
     # ... and ours
-    assert {"hermes/rollouts_per_s", "hermes/latency/rollout_mean_s", "hermes/latency/generation_mean_s",
-            "hermes/latency/tools_mean_s", "hermes/sandboxes_live", "hermes/data/tokens"} <= keys
+    assert {
+        "hermes/rollouts_per_s",
+        "hermes/latency/rollout_mean_s",
+        "hermes/latency/generation_mean_s",
+        "hermes/latency/tools_mean_s",
+        "hermes/sandboxes_live",
+        "hermes/data/tokens",
+    } <= keys
     assert sum(row.get("hermes/rollouts", 0) for row in run.history) == p.state.rollouts_finished
     # the resolved config is the run config
     assert run.config["env"]["group_size"] == 2 and run.config["env"]["use_wandb"] is True
@@ -76,8 +85,10 @@ def test_use_wandb_false_writes_no_run(sim, tmp_path, live, wandb_dir):
 
 
 def test_on_demand_evaluation_is_logged_under_eval(sim, tmp_path, live, wandb_dir):
-    p = live(make_spec(sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "1", "--env.group_size", "2"),
-             exit_when_finished=False)
+    p = live(
+        make_spec(sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "1", "--env.group_size", "2"),
+        exit_when_finished=False,
+    )
     p.until(lambda s: s.status == "finished", 120, "run finished")
     metrics = p.host.evaluate().result(timeout=120)
     assert metrics
@@ -128,11 +139,29 @@ def test_step_figures_split_latency_and_count_errors_by_kind():
     f = StepFigures(lambda: now[0])
     f.observe(events.SandboxCreated(task_id="r1", backend="local"))
     f.observe(events.TurnFinished(rollout_id="r1", turn=1, latency_s=2.0))
-    f.observe(events.ToolCallFinished(rollout_id="r1", turn=1, call_id="c", tool_name="terminal", duration_s=1.5,
-                                      error="boom", error_kind="timeout"))
+    f.observe(
+        events.ToolCallFinished(
+            rollout_id="r1",
+            turn=1,
+            call_id="c",
+            tool_name="terminal",
+            duration_s=1.5,
+            error="boom",
+            error_kind="timeout",
+        )
+    )
     f.observe(events.TurnFinished(rollout_id="r1", turn=2, latency_s=1.0))
-    f.observe(events.RolloutFinished(rollout_id="r1", group_id="g", reward=1.0, turns_used=2, finished_naturally=True,
-                                     duration_s=5.0, token_count=40))
+    f.observe(
+        events.RolloutFinished(
+            rollout_id="r1",
+            group_id="g",
+            reward=1.0,
+            turns_used=2,
+            finished_naturally=True,
+            duration_s=5.0,
+            token_count=40,
+        )
+    )
     f.observe(events.ItemDropped(group_id="g2", reason="identical_scores"))
     f.observe(rev.ItemCompleted(group_id="g"))
     now[0] = 102.0
@@ -155,8 +184,11 @@ def test_summary_and_status_bar_say_where_the_run_logs():
     from hermes_console.ui.widgets.status_bar import StatusBar
 
     state = ConsoleState()
-    state.apply(rev.WandbStatus(state="logging", mode="offline", project="p", name="n",
-                                path="/runs/x/wandb/offline-run-20261125_1-abc"))
+    state.apply(
+        rev.WandbStatus(
+            state="logging", mode="offline", project="p", name="n", path="/runs/x/wandb/offline-run-20261125_1-abc"
+        )
+    )
     console = Console(width=200, record=True)
     console.print(summary_table(state))
     assert "wandb sync /runs/x/wandb/offline-run-20261125_1-abc" in console.export_text()
@@ -168,8 +200,18 @@ def test_summary_and_status_bar_say_where_the_run_logs():
 
 def test_a_run_that_fails_after_wandb_started_still_finishes_the_wandb_run(sim, tmp_path, live, wandb_dir):
     repo = Path(__file__).resolve().parents[2]
-    p = live(make_spec(sim, tmp_path, "--env.use_wandb", "true", "--env.total_steps", "1",
-                       env=f"{repo}/tests/faults/fault_envs.py:SetupRaisesEnv"), exit_when_finished=True)
+    p = live(
+        make_spec(
+            sim,
+            tmp_path,
+            "--env.use_wandb",
+            "true",
+            "--env.total_steps",
+            "1",
+            env=f"{repo}/tests/faults/fault_envs.py:SetupRaisesEnv",
+        ),
+        exit_when_finished=True,
+    )
     p.until(lambda s: s.status == "error", 60, "setup() error")
     assert p.host.join(60)
     (run_dir,) = offline_runs(wandb_dir)

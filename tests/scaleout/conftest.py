@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, List
 
 import pytest
 
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
-
 from tests.helpers.live import HostStarter, started_hosts
 from tests.scaleout.scaleout_helpers import Pump, RunAPI
 
@@ -22,7 +21,7 @@ def make_sim(latency_ms: float = 20.0, seed: int = 7, port: int = 0) -> SimServe
 
 @pytest.fixture
 def sims() -> Iterator[Callable[..., SimServer]]:
-    started: List[SimServer] = []
+    started: list[SimServer] = []
 
     def start(**kw: float) -> SimServer:
         s = make_sim(**kw)

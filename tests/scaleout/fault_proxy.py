@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from typing import Optional
 
 import aiohttp
 from aiohttp import web
@@ -41,13 +40,13 @@ class FaultProxy:
         self._down = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hermes-sim-fault-proxy", daemon=True)
-        self._runner: Optional[web.AppRunner] = None
-        self._site: Optional[web.TCPSite] = None
-        self._session: Optional[aiohttp.ClientSession] = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------------ lifecycle (test thread)
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         self._thread.start()
         self._call(self._start())
         return self
@@ -113,8 +112,9 @@ class FaultProxy:
         # aiohttp has already decompressed a gzip body: forward it plain.
         headers = {k: v for k, v in request.headers.items() if k.lower() == "content-type"}
         assert self._session is not None
-        async with self._session.request(request.method, f"{self.upstream}{request.path_qs}", data=body,
-                                         headers=headers) as upstream:
+        async with self._session.request(
+            request.method, f"{self.upstream}{request.path_qs}", data=body, headers=headers
+        ) as upstream:
             payload = await upstream.read()
             status = upstream.status
             content_type = upstream.headers.get("Content-Type", "application/json")

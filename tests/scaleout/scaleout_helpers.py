@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.state import ConsoleState
@@ -39,12 +40,13 @@ class RunAPI:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log_dir / f"run-api-{self.port}.log", "w")
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30.0) -> "RunAPI":
+    def start(self, timeout: float = 30.0) -> RunAPI:
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "run-api"), "--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -77,10 +79,15 @@ class Pump(RuntimePump):
             raise AssertionError(f"{exc}; trainer={self.state.trainer}") from None
 
 
-def spec_for(tmp_path: Path, *flags: str, config_path: Optional[str] = None, **kw: Any) -> RunSpec:
+def spec_for(tmp_path: Path, *flags: str, config_path: str | None = None, **kw: Any) -> RunSpec:
     base = ["--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl")]
-    return RunSpec(env=kw.pop("env", "environments.terminal_tasks"), flags=[*base, *flags], runs_dir=str(tmp_path),
-                   config_path=config_path, **kw)
+    return RunSpec(
+        env=kw.pop("env", "environments.terminal_tasks"),
+        flags=[*base, *flags],
+        runs_dir=str(tmp_path),
+        config_path=config_path,
+        **kw,
+    )
 
 
 def identity_holds(p: RuntimePump) -> bool:
@@ -90,7 +97,7 @@ def identity_holds(p: RuntimePump) -> bool:
     return True
 
 
-def read_events(path: Path) -> List[dict]:
+def read_events(path: Path) -> list[dict]:
     import gzip
 
     opener = gzip.open if str(path).endswith(".gz") else open

@@ -14,25 +14,41 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import pytest
 
 from hermes_console.remote.client import FleetRuntime, parse_targets
 from hermes_console.remote.fleet import FleetConsoleApp, FleetScreen, HostsTable
 from hermes_console.ui.config import ConsoleConfig
-
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(180)
 TOKEN = "fleet-test-token-1"
 
 
-def _start_host(tmp_path: Path, name: str, listen: str, sim_url: str) -> Tuple[subprocess.Popen, Path]:
-    argv = [str(VENV_BIN / "hermes-console"), "run", "environments.terminal_tasks", "--headless",
-            "--runs-dir", str(tmp_path / name), "--record", str(tmp_path / f"events-{name}.jsonl"), "--listen", listen, "--listen-token-file", str(tmp_path / "token"),
-            "--max-in-flight", "2", "--env.group_size", "2", "--env.total_steps", "100000",
-            "--openai.base_url", f"{sim_url}/v1"]
+def _start_host(tmp_path: Path, name: str, listen: str, sim_url: str) -> tuple[subprocess.Popen, Path]:
+    argv = [
+        str(VENV_BIN / "hermes-console"),
+        "run",
+        "environments.terminal_tasks",
+        "--headless",
+        "--runs-dir",
+        str(tmp_path / name),
+        "--record",
+        str(tmp_path / f"events-{name}.jsonl"),
+        "--listen",
+        listen,
+        "--listen-token-file",
+        str(tmp_path / "token"),
+        "--max-in-flight",
+        "2",
+        "--env.group_size",
+        "2",
+        "--env.total_steps",
+        "100000",
+        "--openai.base_url",
+        f"{sim_url}/v1",
+    ]
     log = tmp_path / f"host-{name}.log"
     env = {**child_env(), "COLUMNS": "250", "HERMES_PROGRESS_EVERY": "0"}
     with open(log, "w") as fp:
@@ -40,7 +56,7 @@ def _start_host(tmp_path: Path, name: str, listen: str, sim_url: str) -> Tuple[s
     return proc, log
 
 
-def _listen_json(run_root: Path, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> Dict:
+def _listen_json(run_root: Path, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> dict:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         found = list(run_root.glob("*/listen.json"))
@@ -51,15 +67,17 @@ def _listen_json(run_root: Path, proc: subprocess.Popen, log: Path, timeout: flo
     raise AssertionError(f"no listen.json under {run_root} after {timeout}s: {log.read_text()}")
 
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\})? '
-                    r'(NaN|[+-]Inf|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)$')
+SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\})? '
+    r"(NaN|[+-]Inf|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)$"
+)
 
 
-def parse_prometheus(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Text exposition format 0.0.4, strictly: every sample's family TYPEd before it, valid names,
     labels and values, no duplicate series."""
-    types: Dict[str, str] = {}
-    out: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float] = {}
+    types: dict[str, str] = {}
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     assert text.endswith("\n")
     for line in text.splitlines():
         if line.startswith("# TYPE "):
@@ -80,22 +98,25 @@ def parse_prometheus(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]],
     return out
 
 
-def _metric(m: Dict, name: str, **labels: str) -> float:
+def _metric(m: dict, name: str, **labels: str) -> float:
     hits = [v for (n, ls), v in m.items() if n == name and all((k, val) in ls for k, val in labels.items())]
     assert len(hits) == 1, (name, labels, hits)
     return hits[0]
 
 
-def _summary_accounting(log_text: str) -> Dict[str, int]:
-    m = re.search(r"received (\d+) = completed (\d+) \+ dropped (\d+) \+ failed (\d+) \+ cancelled (\d+) "
-                  r"\+ in flight (\d+)", log_text)
+def _summary_accounting(log_text: str) -> dict[str, int]:
+    m = re.search(
+        r"received (\d+) = completed (\d+) \+ dropped (\d+) \+ failed (\d+) \+ cancelled (\d+) "
+        r"\+ in flight (\d+)",
+        log_text,
+    )
     assert m, log_text[-3000:]
     return dict(zip(("received", "completed", "dropped", "failed", "cancelled", "in_flight"), map(int, m.groups())))
 
 
-def _logged_ids(path: Path) -> Dict[str, set]:
+def _logged_ids(path: Path) -> dict[str, set]:
     """The ids a host's own event log names: its groups, rollouts and sandboxes."""
-    ids: Dict[str, set] = {"group": set(), "rollout": set(), "task": set()}
+    ids: dict[str, set] = {"group": set(), "rollout": set(), "task": set()}
     for line in path.read_text().splitlines():
         event = json.loads(line)
         for what in ids:
@@ -104,7 +125,7 @@ def _logged_ids(path: Path) -> Dict[str, set]:
     return ids
 
 
-def _main_screen_hosts(screen, seen: Dict[str, Dict[str, str]]) -> None:
+def _main_screen_hosts(screen, seen: dict[str, dict[str, str]]) -> None:
     """Collect (row id -> host column) of the main screen's groups, sandboxes and tool calls."""
     from hermes_console.ui.widgets.groups_table import GroupsTable
     from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
@@ -131,7 +152,7 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
     sim = sims(latency_ms=40.0)
     (tmp_path / "token").write_text(TOKEN + "\n")
     sock = tmp_path / "b.sock"
-    procs: List[Tuple[subprocess.Popen, Path]] = [
+    procs: list[tuple[subprocess.Popen, Path]] = [
         _start_host(tmp_path, "a", "127.0.0.1:0", sim.base_url),
         _start_host(tmp_path, "b", f"unix:{sock}", sim.base_url),
     ]
@@ -142,47 +163,66 @@ def test_one_console_over_two_hosts(tmp_path: Path, sims) -> None:
         assert f"listening on {addr_a}" in procs[0][1].read_text()
 
         # a wrong token is refused, with the reason; nothing was paused
-        req = urllib.request.Request(f"http://{addr_a}/control/pause", method="POST", data=b"{}",
-                                     headers={"Authorization": "Bearer wrong-token-123"})
+        req = urllib.request.Request(
+            f"http://{addr_a}/control/pause",
+            method="POST",
+            data=b"{}",
+            headers={"Authorization": "Bearer wrong-token-123"},
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=10)
         assert refused.value.code == 401 and "wrong token" in json.loads(refused.value.read())["error"]
 
         fleet = FleetRuntime(parse_targets([addr_a, f"unix:{sock}"]), token=TOKEN)
         app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
-        metrics_paused: Dict = {}
-        stats: Dict[str, int] = {}
-        column: Dict[str, Dict[str, str]] = {"group": {}, "task": {}, "rollout": {}}
+        metrics_paused: dict = {}
+        stats: dict[str, int] = {}
+        column: dict[str, dict[str, str]] = {"group": {}, "task": {}, "rollout": {}}
 
         async def drive() -> None:
             async with app.run_test(size=(200, 60)) as pilot:
                 h0, h1 = fleet.hosts
-                await _until(pilot, lambda: h0.state.accounting.completed >= 2 and h1.state.accounting.completed >= 2,
-                             90, "both hosts completing groups in the console")
+                await _until(
+                    pilot,
+                    lambda: h0.state.accounting.completed >= 2 and h1.state.accounting.completed >= 2,
+                    90,
+                    "both hosts completing groups in the console",
+                )
                 # the merged view is the sum of the hosts
                 merged = app.merged.accounting
                 assert merged.completed == h0.state.accounting.completed + h1.state.accounting.completed
                 assert merged.received == h0.state.accounting.received + h1.state.accounting.received
                 # every panel's host column: rows of both hosts (checked against their logs below)
-                await _until(pilot, lambda: (_main_screen_hosts(app.screen, column),
-                                             all(set(c.values()) == {"h0", "h1"} for c in column.values()))[1],
-                             60, "rows of both hosts in the groups, sandboxes and tool calls panels")
+                await _until(
+                    pilot,
+                    lambda: (
+                        _main_screen_hosts(app.screen, column),
+                        all(set(c.values()) == {"h0", "h1"} for c in column.values()),
+                    )[1],
+                    60,
+                    "rows of both hosts in the groups, sandboxes and tool calls panels",
+                )
                 await pilot.press("H")
                 assert isinstance(app.screen, FleetScreen)
                 await pilot.pause(0.3)
                 assert app.screen.query_one(HostsTable).keys() == ["h0", "h1"]
                 assert app.screen.selected_host() is h0
                 await pilot.press("p")  # pause h0 only
-                await _until(pilot, lambda: h0.state.status == "paused" and h0.state.accounting.in_flight == 0,
-                             60, "h0 paused and drained")
+                await _until(
+                    pilot,
+                    lambda: h0.state.status == "paused" and h0.state.accounting.in_flight == 0,
+                    60,
+                    "h0 paused and drained",
+                )
                 done0, recv0 = h0.state.accounting.completed, h0.state.accounting.received
                 done1 = h1.state.accounting.completed
                 await _until(pilot, lambda: h1.state.accounting.completed >= done1 + 3, 60, "h1 going on")
                 assert (h0.state.accounting.completed, h0.state.accounting.received) == (done0, recv0)
                 assert h1.state.status == "running" and app.merged.status == "running"
                 assert "h0 paused" in app.merged.status_detail
-                metrics_paused.update(parse_prometheus(urllib.request.urlopen(
-                    f"http://{addr_a}/metrics", timeout=10).read().decode()))
+                metrics_paused.update(
+                    parse_prometheus(urllib.request.urlopen(f"http://{addr_a}/metrics", timeout=10).read().decode())
+                )
                 stats.update(done0=done0, recv0=recv0)
 
                 # host filter: the main console shows h1 alone

@@ -10,24 +10,23 @@ import hashlib
 import json
 import threading
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
 from hermes_console.runtime import trainer as trainer_mod
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
-
 from tests.scaleout.fault_proxy import FaultProxy
 from tests.scaleout.scaleout_helpers import RunAPI, identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def _hash(group: Dict[str, Any]) -> str:
+def _hash(group: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
 
 
-def _jsonl_hashes(path: Path) -> List[str]:
+def _jsonl_hashes(path: Path) -> list[str]:
     return [_hash(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -46,7 +45,7 @@ class _Trainer:
         self._thread.join(timeout)
         return self.result
 
-    def received(self) -> List[str]:
+    def received(self) -> list[str]:
         return [_hash(g) for batch in self.result.batches for g in batch]
 
 
@@ -61,8 +60,20 @@ def proxy(run_api):
 
 def _serve(tmp_path, sims, live, api_url: str, *flags: str, steps: int = 3, max_in_flight: int = 3):
     sim = sims(latency_ms=40.0)
-    p = live(spec_for(tmp_path, "--openai.base_url", f"{sim.base_url}/v1", "--env.rollout_server_url", api_url,
-                      "--env.total_steps", str(steps), *flags, mode="serve", max_in_flight=max_in_flight))
+    p = live(
+        spec_for(
+            tmp_path,
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.rollout_server_url",
+            api_url,
+            "--env.total_steps",
+            str(steps),
+            *flags,
+            mode="serve",
+            max_in_flight=max_in_flight,
+        )
+    )
     p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 60, "waiting for the trainer")
     return p
 
@@ -107,12 +118,15 @@ def test_an_outage_pauses_intake_and_holds_groups_until_the_api_is_back(tmp_path
     assert not [e for e in p.of("item_failed") if e.error_kind.startswith("send")]  # nothing lost to the outage
     assert p.state.status == "finished" and identity_holds(p)
     # every kept group went through exactly one successful post
-    assert proxy.posts_forwarded == p.state.accounting.completed == len(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+    assert (
+        proxy.posts_forwarded == p.state.accounting.completed == len(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+    )
     assert set(received) <= set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
 
 
 def test_an_api_that_rejects_every_group_stops_the_run_instead_of_burning_rollouts(
-        tmp_path, sims, live, run_api, proxy):
+    tmp_path, sims, live, run_api, proxy
+):
     proxy.mode = "reject_400"
     p = _serve(tmp_path, sims, live, proxy.url, steps=20, max_in_flight=2)
     _Trainer(run_api.url, steps=1, deadline_s=20)  # registers, so the host starts working
@@ -136,8 +150,11 @@ def test_a_restarted_run_api_is_registered_with_again(tmp_path, sims, live, run_
     try:
         proxy.retarget(fresh.url)
         second = _Trainer(fresh.url, steps=2, deadline_s=90)
-        p.until(lambda s: s.trainer.reregistrations >= 1 and s.trainer.state in ("running", "backpressure"), 90,
-                "registered with the restarted run-api")
+        p.until(
+            lambda s: s.trainer.reregistrations >= 1 and s.trainer.state in ("running", "backpressure"),
+            90,
+            "registered with the restarted run-api",
+        )
         got = second.join()
         assert len(got.batches) == 2  # the fresh run-api's trainer is fed by this host
         new_env_id = p.host.env.env_id

@@ -10,13 +10,19 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import Future
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 
 from environments import events as ev
 from hermes_console.remote.client import (
-    ConfirmClock, FleetRuntime, host_key, parse_targets, split_host_key, tag_event, wait_until,
+    ConfirmClock,
+    FleetRuntime,
+    host_key,
+    parse_targets,
+    split_host_key,
+    tag_event,
+    wait_until,
 )
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.listener import Listener, parse_address
@@ -41,8 +47,7 @@ def test_ids_are_tagged_with_their_host_and_read_back() -> None:
     assert split_host_key("@h0", labels) == (None, "@h0")
     assert split_host_key("g0001", labels) == (None, "g0001")
 
-    rf = ev.RolloutFinished(rollout_id="r1", group_id="eval-1-abc", reward=1.0, turns_used=1,
-                            finished_naturally=True)
+    rf = ev.RolloutFinished(rollout_id="r1", group_id="eval-1-abc", reward=1.0, turns_used=1, finished_naturally=True)
     tagged = tag_event(rf, "h0")
     assert (tagged.rollout_id, tagged.group_id) == ("r1@h0", "eval-1-abc@h0")
     assert tagged.group_id.startswith("eval-")  # the state's eval-group rule still holds
@@ -84,19 +89,19 @@ class StandIn:
 
     def __init__(self) -> None:
         self.queue = EventQueue()
-        self.calls: List[Tuple[str, str]] = []
+        self.calls: list[tuple[str, str]] = []
         self.driver = None
 
-    def _done(self, result: Any) -> "Future[Any]":
-        f: "Future[Any]" = Future()
+    def _done(self, result: Any) -> Future[Any]:
+        f: Future[Any] = Future()
         f.set_result(result)
         return f
 
-    def kill_sandbox(self, task_id: str) -> "Future[bool]":
+    def kill_sandbox(self, task_id: str) -> Future[bool]:
         self.calls.append(("kill_sandbox", task_id))
         return self._done(True)
 
-    def sandbox_details(self, task_id: str) -> "Future[Dict[str, Any]]":
+    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
         self.calls.append(("sandbox_details", task_id))
         return self._done({"task_id": task_id})
 
@@ -112,19 +117,28 @@ def _same_ids_run(q: EventQueue, name: str) -> None:
     q.push(ev.RolloutStarted(rollout_id="r-shared", group_id="g0002"))
     q.push(ev.SandboxCreated(task_id="r-shared", backend="local", lifetime_s=60.0))
     q.push(ev.TurnStarted(rollout_id="r-shared", turn=1))
-    q.push(ev.TurnFinished(rollout_id="r-shared", turn=1, latency_s=0.1, content=f"{name} says hi",
-                           tool_calls=1))
-    q.push(ev.ToolCallStarted(rollout_id="r-shared", turn=1, call_id="c1", tool_name="terminal",
-                              args_head=f"echo {name}"))
-    q.push(ev.ToolCallFinished(rollout_id="r-shared", turn=1, call_id="c1", tool_name="terminal",
-                               duration_s=0.1, error="boom", error_kind="tool_error"))
+    q.push(ev.TurnFinished(rollout_id="r-shared", turn=1, latency_s=0.1, content=f"{name} says hi", tool_calls=1))
+    q.push(
+        ev.ToolCallStarted(rollout_id="r-shared", turn=1, call_id="c1", tool_name="terminal", args_head=f"echo {name}")
+    )
+    q.push(
+        ev.ToolCallFinished(
+            rollout_id="r-shared",
+            turn=1,
+            call_id="c1",
+            tool_name="terminal",
+            duration_s=0.1,
+            error="boom",
+            error_kind="tool_error",
+        )
+    )
 
 
 class _Hosts:
     def __init__(self, n: int) -> None:
-        self.rts: List[StandIn] = []
-        self.listeners: List[Listener] = []
-        self.addrs: List[str] = []
+        self.rts: list[StandIn] = []
+        self.listeners: list[Listener] = []
+        self.addrs: list[str] = []
         for _ in range(n):
             rt = StandIn()
             listener = Listener(rt, parse_address("127.0.0.1:0"), token=TOKEN)
@@ -157,8 +171,12 @@ def test_two_hosts_with_the_same_ids_stay_apart(two_hosts: _Hosts) -> None:
     merged = ConsoleState()
     fleet.start()
     try:
-        assert wait_until(lambda: (merged.apply_all(fleet.drain()),
-                                   merged.accounting.received == 4 and len(merged.sandboxes) == 2)[1], 20)
+        assert wait_until(
+            lambda: (merged.apply_all(fleet.drain()), merged.accounting.received == 4 and len(merged.sandboxes) == 2)[
+                1
+            ],
+            20,
+        )
         a, b = fleet.hosts
         # each host's own view keeps the host's ids; the merged one has both, tagged
         assert set(a.state.groups) == set(b.state.groups) == {"g0001", "g0002"}
@@ -170,7 +188,8 @@ def test_two_hosts_with_the_same_ids_stay_apart(two_hosts: _Hosts) -> None:
         assert set(merged.sandboxes) == {"r-shared@a", "r-shared@b"}
         assert [(v.rollout_id, v.args_head) for v in merged.tool_rows] in (
             [("r-shared@a", "echo alpha"), ("r-shared@b", "echo beta")],
-            [("r-shared@b", "echo beta"), ("r-shared@a", "echo alpha")])
+            [("r-shared@b", "echo beta"), ("r-shared@a", "echo alpha")],
+        )
         assert merged.tool_errors_total == 2
         assert {fleet.host_of(k) for k in merged.groups} == {"a", "b"}
         assert fleet.host_of("g0002@b") == "b" and fleet.host_of("g0002") == ""
@@ -205,11 +224,11 @@ def test_one_attached_host_keeps_its_ids() -> None:
 # --------------------------------------------------------------------------- the console (Pilot)
 
 
-def _cells(table: Any, key: str) -> List[str]:
+def _cells(table: Any, key: str) -> list[str]:
     return [getattr(c, "plain", str(c)) for c in table.get_row(key)]
 
 
-def _column_labels(table: Any) -> List[str]:
+def _column_labels(table: Any) -> list[str]:
     return [str(c.label.plain).split(" ")[0] for c in table.columns.values()]
 
 
@@ -225,7 +244,7 @@ def test_main_screen_host_column(two_hosts: _Hosts) -> None:
 
     fleet = FleetRuntime(parse_targets([f"a={two_hosts.addrs[0]}", f"b={two_hosts.addrs[1]}"]), token=TOKEN)
     app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
-    seen: Dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     async def until(pilot: Any, pred: Any, what: str) -> None:
         end = time.monotonic() + 30
@@ -238,14 +257,20 @@ def test_main_screen_host_column(two_hosts: _Hosts) -> None:
             screen = app.screen
             groups, sandboxes = screen.query_one(GroupsTable), screen.query_one(SandboxesTable)
             tools, turns = screen.query_one(ToolCallsTable), screen.query_one(TurnsStream)
-            await until(pilot, lambda: len(groups.keys()) == 2 and len(sandboxes.keys()) == 2
-                        and tools.row_count == 2, "both hosts' rows")
+            await until(
+                pilot,
+                lambda: len(groups.keys()) == 2 and len(sandboxes.keys()) == 2 and tools.row_count == 2,
+                "both hosts' rows",
+            )
             seen["groups"] = {k: _cells(groups, k) for k in groups.keys()}
             seen["sandboxes"] = {k: _cells(sandboxes, k) for k in sandboxes.keys()}
             seen["tools"] = sorted(_cells(tools, str(k.value)) for k in tools.rows)
             seen["turns"] = [strip.text for strip in turns.lines]
-            seen["columns"] = {"groups": _column_labels(groups), "tools": _column_labels(tools),
-                               "sandboxes": _column_labels(sandboxes)}
+            seen["columns"] = {
+                "groups": _column_labels(groups),
+                "tools": _column_labels(tools),
+                "sandboxes": _column_labels(sandboxes),
+            }
             await pilot.press("H")
             await pilot.pause(0.2)
             trainer = app.screen.query_one(TrainerHostsTable)
@@ -279,7 +304,7 @@ def test_one_attached_host_has_no_host_column() -> None:
 
     fleet = FleetRuntime(parse_targets(["unix:/nonexistent/hermes.sock"]))
     app = FleetConsoleApp(fleet, config=ConsoleConfig(ui_cpu_share=0.0))  # unthrottled: the test reads the screen
-    labels: Dict[str, List[str]] = {}
+    labels: dict[str, list[str]] = {}
 
     async def drive() -> None:
         async with app.run_test(size=(200, 50)) as pilot:
@@ -290,6 +315,8 @@ def test_one_attached_host_has_no_host_column() -> None:
     asyncio.run(drive())
     fleet.join(10)
     assert app.host_column is None
-    assert labels == {"GroupsTable": ["group", "item", "done", "stage", "age"],
-                      "ToolCallsTable": ["time", "rollout", "tool", "arguments", "dur", "status"],
-                      "SandboxesTable": ["task", "backend", "state", "running", "elapsed/timeout", "idle"]}
+    assert labels == {
+        "GroupsTable": ["group", "item", "done", "stage", "age"],
+        "ToolCallsTable": ["time", "rollout", "tool", "arguments", "dur", "status"],
+        "SandboxesTable": ["task", "backend", "state", "running", "elapsed/timeout", "idle"],
+    }

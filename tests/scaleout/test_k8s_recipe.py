@@ -14,31 +14,41 @@ import re
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 import yaml
 
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
-
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(200)
 RECIPE = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "hermes-hosts.yaml"
 PODS = 2
 STEPS = 3
-SCHEDULER_VARS = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_PROCID", "SLURM_NTASKS",
-                  "JOB_COMPLETION_INDEX", "HERMES_SHARD_COUNT", "RANK", "WORLD_SIZE")
+SCHEDULER_VARS = (
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "JOB_COMPLETION_INDEX",
+    "HERMES_SHARD_COUNT",
+    "RANK",
+    "WORLD_SIZE",
+)
 
 
-def _docs() -> Dict[str, Dict[str, Any]]:
+def _docs() -> dict[str, dict[str, Any]]:
     return {d["kind"]: d for d in yaml.safe_load_all(RECIPE.read_text())}
 
 
-def expand(text: str, env: Dict[str, str]) -> str:
+def expand(text: str, env: dict[str, str]) -> str:
     """The kubelet's $(VAR) expansion: defined variables are replaced, $$ escapes, others stay."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+        text,
+    )
 
 
 def test_the_recipe_is_consistent() -> None:
@@ -57,9 +67,9 @@ def test_the_recipe_is_consistent() -> None:
     assert expand("$(A)/$(B)/$$(A)", {"A": "x"}) == "x/$(B)/$(A)"
 
 
-def _pod(index: int, tmp_path: Path, values: Dict[str, str]) -> subprocess.Popen:
+def _pod(index: int, tmp_path: Path, values: dict[str, str]) -> subprocess.Popen:
     [container] = _docs()["Job"]["spec"]["template"]["spec"]["containers"]
-    env: Dict[str, str] = {}
+    env: dict[str, str] = {}
     for item in container["env"]:
         name = item["name"]
         env[name] = values.get(name, item.get("value"))  # the site's values (a kustomize patch)
@@ -73,7 +83,7 @@ def _pod(index: int, tmp_path: Path, values: Dict[str, str]) -> subprocess.Popen
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**base, **env, "COLUMNS": "250"})
 
 
-def _events(path: Path) -> List[Dict[str, Any]]:
+def _events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt") as fp:
         return [json.loads(line) for line in fp if line.strip()]
 
@@ -82,11 +92,17 @@ def test_two_pods_of_the_indexed_job_take_disjoint_shards(tmp_path: Path, sims, 
     sim = sims(latency_ms=40.0)
     (tmp_path / "token").write_text("k8s-recipe-token-42\n")
     runs = tmp_path / "runs"
-    values = {"HERMES_SHARD_COUNT": str(PODS), "RUN_API_URL": run_api.url, "INFERENCE_URL": f"{sim.base_url}/v1",
-              "HERMES_LISTEN": "127.0.0.1:0", "HERMES_TOKEN_FILE": str(tmp_path / "token"),
-              "HERMES_RUNS_DIR": str(runs), "HERMES_PROGRESS_EVERY": "1",
-              "HERMES_TOTAL_STEPS": str(STEPS)}
-    result: Dict[str, TrainerRun] = {}
+    values = {
+        "HERMES_SHARD_COUNT": str(PODS),
+        "RUN_API_URL": run_api.url,
+        "INFERENCE_URL": f"{sim.base_url}/v1",
+        "HERMES_LISTEN": "127.0.0.1:0",
+        "HERMES_TOKEN_FILE": str(tmp_path / "token"),
+        "HERMES_RUNS_DIR": str(runs),
+        "HERMES_PROGRESS_EVERY": "1",
+        "HERMES_TOTAL_STEPS": str(STEPS),
+    }
+    result: dict[str, TrainerRun] = {}
 
     def trainer() -> None:
         result["run"] = asyncio.run(run_trainer(run_api.url, steps=STEPS, batch_size=8, deadline_s=120, reset=False))
@@ -105,7 +121,7 @@ def test_two_pods_of_the_indexed_job_take_disjoint_shards(tmp_path: Path, sims, 
                 p.wait(10)
     logs = [(tmp_path / f"pod-{i}.log").read_text() for i in range(PODS)]
     assert codes == [0] * PODS, (codes, logs)  # each index of the Job completes
-    items: List[List[str]] = []
+    items: list[list[str]] = []
     for i in range(PODS):
         pod_dir = runs / f"hermes-hosts-{i}-x7k2p"
         events = _events(pod_dir / "events.jsonl.gz")

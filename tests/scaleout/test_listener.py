@@ -11,14 +11,14 @@ import urllib.error
 import urllib.request
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pytest
 
 from hermes_console.remote.client import FleetRuntime, parse_targets, wait_until
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import UsageError
-from hermes_console.runtime.listener import Listener, ListenAddress, parse_address
+from hermes_console.runtime.listener import ListenAddress, Listener, parse_address
 from hermes_console.runtime.queue import EventQueue
 from hermes_console.runtime.state import ConsoleState
 
@@ -31,24 +31,24 @@ class StandIn:
 
     def __init__(self) -> None:
         self.queue = EventQueue()
-        self.calls: List[str] = []
+        self.calls: list[str] = []
         self.driver = None
 
-    def _done(self, name: str, result: Any = None) -> "Future[Any]":
+    def _done(self, name: str, result: Any = None) -> Future[Any]:
         self.calls.append(name)
-        f: "Future[Any]" = Future()
+        f: Future[Any] = Future()
         f.set_result(result)
         return f
 
-    def pause(self) -> "Future[None]":
+    def pause(self) -> Future[None]:
         self.queue.push(rev.RuntimeStatus(status="paused"))
         return self._done("pause")
 
-    def resume(self) -> "Future[None]":
+    def resume(self) -> Future[None]:
         self.queue.push(rev.RuntimeStatus(status="running"))
         return self._done("resume")
 
-    def cancel_in_flight(self) -> "Future[int]":
+    def cancel_in_flight(self) -> Future[int]:
         return self._done("cancel_in_flight", 3)
 
 
@@ -59,8 +59,12 @@ def _groups(q: EventQueue, start: int, n: int) -> None:
 
 
 def _request(url: str, token: str = "", method: str = "GET", unix: str = "") -> Any:
-    req = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None,
-                                 headers={"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(
+        url,
+        method=method,
+        data=b"{}" if method == "POST" else None,
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, r.read().decode()

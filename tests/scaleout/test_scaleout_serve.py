@@ -14,15 +14,22 @@ import pytest
 from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING, Pacing, TrainerLink
 from hermes_console.runtime.trainer_api import EnvStatus
 from hermes_console_dev.fake_trainer import run_trainer
-
 from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _serve_spec(tmp_path: Path, sim, api, *flags: str, **kw):
-    return spec_for(tmp_path, "--openai.base_url", f"{sim.base_url}/v1", "--env.rollout_server_url", api.url,
-                    *flags, mode="serve", **kw)
+    return spec_for(
+        tmp_path,
+        "--openai.base_url",
+        f"{sim.base_url}/v1",
+        "--env.rollout_server_url",
+        api.url,
+        *flags,
+        mode="serve",
+        **kw,
+    )
 
 
 def test_serve_registers_waits_paces_to_total_steps_and_finishes(tmp_path, sims, run_api, live):
@@ -127,9 +134,17 @@ def test_admission_counts_in_flight_and_stops_at_the_target():
 
 
 def test_group_size_one_warns_that_atropos_under_counts(tmp_path):
-    cfg = SimpleNamespace(group_size=1, batch_size=8, max_batches_offpolicy=3, total_steps=5, min_batch_allocation=None,
-                          rollout_server_url="http://127.0.0.1:9", max_token_length=10, wandb_name="x",
-                          inference_weight=1.0)
+    cfg = SimpleNamespace(
+        group_size=1,
+        batch_size=8,
+        max_batches_offpolicy=3,
+        total_steps=5,
+        min_batch_allocation=None,
+        rollout_server_url="http://127.0.0.1:9",
+        max_token_length=10,
+        wandb_name="x",
+        inference_weight=1.0,
+    )
     env = SimpleNamespace(config=cfg, env_id=0)
     link = TrainerLink(SimpleNamespace(env=env, run_dir=tmp_path))
     fields = link._fields()

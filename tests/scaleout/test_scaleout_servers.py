@@ -3,14 +3,12 @@ dies mid-run is marked unhealthy and routed around while the run finishes."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hermes_console.runtime.health import DOWN_AFTER, _probe_url, is_connection_failure
-
 from tests.scaleout.scaleout_helpers import identity_holds, spec_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -18,10 +16,16 @@ pytestmark = pytest.mark.timeout(120)
 
 def _two_server_yaml(tmp_path: Path, a, b) -> str:
     path = tmp_path / "servers.yaml"
-    path.write_text(yaml.safe_dump({"openai": [
-        {"base_url": f"{a.base_url}/v1", "model_name": "hermes-sim", "api_key": "x", "timeout": 10},
-        {"base_url": f"{b.base_url}/v1", "model_name": "hermes-sim", "api_key": "x", "timeout": 10},
-    ]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "openai": [
+                    {"base_url": f"{a.base_url}/v1", "model_name": "hermes-sim", "api_key": "x", "timeout": 10},
+                    {"base_url": f"{b.base_url}/v1", "model_name": "hermes-sim", "api_key": "x", "timeout": 10},
+                ]
+            }
+        )
+    )
     return str(path)
 
 
@@ -33,8 +37,14 @@ def _row(state, url):
 def test_killing_one_of_two_servers_does_not_stop_the_run(tmp_path, sims, live):
     a, b = sims(latency_ms=60.0, seed=1), sims(latency_ms=60.0, seed=2)
     a_url, b_url = a.base_url, b.base_url
-    spec = spec_for(tmp_path, "--env.total_steps", "10", config_path=_two_server_yaml(tmp_path, a, b),
-                    max_in_flight=3, stats_interval_s=0.25)
+    spec = spec_for(
+        tmp_path,
+        "--env.total_steps",
+        "10",
+        config_path=_two_server_yaml(tmp_path, a, b),
+        max_in_flight=3,
+        stats_interval_s=0.25,
+    )
     p = live(spec)
     p.until(lambda s: len(s.servers) == 2 and all(r["requests"] > 0 for r in s.servers), 60, "both servers in use")
     assert all(r["healthy"] for r in p.state.servers)
@@ -60,8 +70,14 @@ def test_a_revived_server_is_put_back_in_rotation(tmp_path, sims, live):
     a, b = sims(latency_ms=60.0, seed=1), sims(latency_ms=60.0, seed=2)
     b_url = b.base_url
     port = int(b_url.rsplit(":", 1)[1])
-    spec = spec_for(tmp_path, "--env.total_steps", "1000", config_path=_two_server_yaml(tmp_path, a, b),
-                    max_in_flight=3, stats_interval_s=0.25)
+    spec = spec_for(
+        tmp_path,
+        "--env.total_steps",
+        "1000",
+        config_path=_two_server_yaml(tmp_path, a, b),
+        max_in_flight=3,
+        stats_interval_s=0.25,
+    )
     p = live(spec, exit_when_finished=False)
     p.until(lambda s: len(s.servers) == 2 and all(r["requests"] > 0 for r in s.servers), 60, "both servers in use")
     b.stop()
@@ -81,7 +97,7 @@ def test_connection_failure_classification_and_probe_urls():
     assert is_connection_failure(openai.APIConnectionError(request=req))
     assert is_connection_failure(openai.APITimeoutError(request=req))
     assert is_connection_failure(ConnectionRefusedError())
-    assert is_connection_failure(asyncio.TimeoutError())
+    assert is_connection_failure(TimeoutError())
     resp = httpx.Response(500, request=req)
     assert not is_connection_failure(openai.InternalServerError("boom", response=resp, body=None))
     assert not is_connection_failure(ValueError("bad reply"))

@@ -22,17 +22,47 @@ def test_two_headless_hosts_share_one_trainer(tmp_path, sims, run_api):
     sim = sims(latency_ms=80.0)
     hosts = []
     for name in ("a", "b"):
-        argv = [str(VENV_BIN / "hermes-console"), "run", "environments.terminal_tasks", "--mode", "serve", "--headless",
-                "--runs-dir", str(tmp_path / name), "--record", str(tmp_path / f"{name}.jsonl"),
-                "--env.rollout_server_url", run_api.url, "--env.total_steps", str(STEPS),
-                "--openai.base_url", f"{sim.base_url}/v1"]
+        argv = [
+            str(VENV_BIN / "hermes-console"),
+            "run",
+            "environments.terminal_tasks",
+            "--mode",
+            "serve",
+            "--headless",
+            "--runs-dir",
+            str(tmp_path / name),
+            "--record",
+            str(tmp_path / f"{name}.jsonl"),
+            "--env.rollout_server_url",
+            run_api.url,
+            "--env.total_steps",
+            str(STEPS),
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+        ]
         log = open(tmp_path / f"host-{name}.log", "w")
         hosts.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=child_env()), log))
     try:
         trainer = subprocess.run(
-            [sys.executable, "-m", "hermes_console_dev.fake_trainer", "--api", run_api.url, "--steps", str(STEPS),
-             "--batch-size", "8", "--deadline-s", "100", "--no-reset"],
-            capture_output=True, text=True, timeout=120, env=child_env(), cwd=str(REPO),  # a dev tool: run from the checkout
+            [
+                sys.executable,
+                "-m",
+                "hermes_console_dev.fake_trainer",
+                "--api",
+                run_api.url,
+                "--steps",
+                str(STEPS),
+                "--batch-size",
+                "8",
+                "--deadline-s",
+                "100",
+                "--no-reset",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=child_env(),
+            cwd=str(REPO),  # a dev tool: run from the checkout
         )
         assert trainer.returncode == 0, trainer.stdout + trainer.stderr
         summary = json.loads(trainer.stdout.strip().splitlines()[-1])

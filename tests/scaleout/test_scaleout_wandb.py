@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from hermes_console_dev.fake_trainer import run_trainer
-from tests.wandb_records import offline_runs, read_offline_run
-
 from tests.scaleout.scaleout_helpers import spec_for
+from tests.wandb_records import offline_runs, read_offline_run
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,11 +20,27 @@ def test_serve_run_logs_to_the_trainers_wandb_project(tmp_path: Path, sims, run_
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-root"))
     monkeypatch.setenv("WANDB_MODE", "offline")
     sim = sims()
-    p = live(spec_for(tmp_path, "--openai.base_url", f"{sim.base_url}/v1", "--env.rollout_server_url", run_api.url,
-                      "--env.use_wandb", "true", "--env.total_steps", "2", mode="serve", max_in_flight=4))
+    p = live(
+        spec_for(
+            tmp_path,
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.rollout_server_url",
+            run_api.url,
+            "--env.use_wandb",
+            "true",
+            "--env.total_steps",
+            "2",
+            mode="serve",
+            max_in_flight=4,
+        )
+    )
     p.until(lambda s: s.trainer is not None and s.trainer.state == "waiting", 60, "waiting for the trainer")
-    trainer = asyncio.run(run_trainer(run_api.url, steps=2, batch_size=8, deadline_s=90, reset=False,
-                                      wandb_project="rl-proj", wandb_group="exp-7"))
+    trainer = asyncio.run(
+        run_trainer(
+            run_api.url, steps=2, batch_size=8, deadline_s=90, reset=False, wandb_project="rl-proj", wandb_group="exp-7"
+        )
+    )
     p.pump()
     assert len(trainer.batches) == 2, (p.state.status, p.state.status_detail, p.state.wandb, p.state.trainer)
     p.until(lambda s: s.status == "finished", 90, "serve run finished")

@@ -14,15 +14,47 @@ from hermes_console.ui.widgets.trainer_panel import TrainerPanel, render_trainer
 def _state() -> ConsoleState:
     s = ConsoleState()
     for step, sent in ((0, 2), (0, 4), (1, 6), (2, 9)):
-        s.apply(rev.TrainerStatus(state="running", current_step=step, total_steps=5, queue_size=step + 1, batch_size=8,
-                                  group_size=4, env_weight=0.5, groups_sent=sent, wait_trainer_s=3.0,
-                                  wait_inference_s=1.5, env_id=1, backpressure=step == 2))
-    s.apply(rev.ServerStats(phase=1, servers=[
-        {"url": "http://127.0.0.1:1/v1", "healthy": True, "in_flight": 2, "requests": 40, "errors": 0,
-         "latency_ms_p50": 61.0},
-        {"url": "http://127.0.0.1:2/v1", "healthy": False, "in_flight": 0, "requests": 9, "errors": 1,
-         "connection_failures": 4, "rerouted": 2, "last_connection_failure": "APIConnectionError: Connection error."},
-    ]))
+        s.apply(
+            rev.TrainerStatus(
+                state="running",
+                current_step=step,
+                total_steps=5,
+                queue_size=step + 1,
+                batch_size=8,
+                group_size=4,
+                env_weight=0.5,
+                groups_sent=sent,
+                wait_trainer_s=3.0,
+                wait_inference_s=1.5,
+                env_id=1,
+                backpressure=step == 2,
+            )
+        )
+    s.apply(
+        rev.ServerStats(
+            phase=1,
+            servers=[
+                {
+                    "url": "http://127.0.0.1:1/v1",
+                    "healthy": True,
+                    "in_flight": 2,
+                    "requests": 40,
+                    "errors": 0,
+                    "latency_ms_p50": 61.0,
+                },
+                {
+                    "url": "http://127.0.0.1:2/v1",
+                    "healthy": False,
+                    "in_flight": 0,
+                    "requests": 9,
+                    "errors": 1,
+                    "connection_failures": 4,
+                    "rerouted": 2,
+                    "last_connection_failure": "APIConnectionError: Connection error.",
+                },
+            ],
+        )
+    )
     return s
 
 

@@ -15,23 +15,22 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
-
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(200)
 STEPS = 6
 
 
-def _hash(group: Dict[str, Any]) -> str:
+def _hash(group: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
 
 
-def _events(path: Path) -> List[Dict[str, Any]]:
+def _events(path: Path) -> list[dict[str, Any]]:
     out = []
     if not path.exists():
         return out
@@ -43,7 +42,7 @@ def _events(path: Path) -> List[Dict[str, Any]]:
     return out
 
 
-def _trainer_states(path: Path) -> List[Dict[str, Any]]:
+def _trainer_states(path: Path) -> list[dict[str, Any]]:
     return [e for e in _events(path) if e["kind"] == "trainer_status"]
 
 
@@ -60,7 +59,7 @@ def _wait(pred, timeout: float, what: str, procs=()) -> None:
 
 def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
     sim = sims(latency_ms=60.0)
-    result: Dict[str, TrainerRun] = {}
+    result: dict[str, TrainerRun] = {}
 
     def trainer() -> None:
         result["run"] = asyncio.run(run_trainer(run_api.url, steps=STEPS, batch_size=8, deadline_s=150, reset=False))
@@ -69,27 +68,51 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
     thread.start()
     hosts = {}
     for name in ("a", "b"):
-        argv = [str(VENV_BIN / "hermes-console"), "run", "environments.terminal_tasks", "--mode", "serve",
-                "--headless", "--runs-dir", str(tmp_path / name), "--record", str(tmp_path / f"{name}.jsonl"),
-                "--max-in-flight", "2", "--env.rollout_server_url", run_api.url, "--env.total_steps", str(STEPS),
-                "--openai.base_url", f"{sim.base_url}/v1"]
+        argv = [
+            str(VENV_BIN / "hermes-console"),
+            "run",
+            "environments.terminal_tasks",
+            "--mode",
+            "serve",
+            "--headless",
+            "--runs-dir",
+            str(tmp_path / name),
+            "--record",
+            str(tmp_path / f"{name}.jsonl"),
+            "--max-in-flight",
+            "2",
+            "--env.rollout_server_url",
+            run_api.url,
+            "--env.total_steps",
+            str(STEPS),
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+        ]
         log = tmp_path / f"host-{name}.log"
         with open(log, "w") as fp:
-            hosts[name] = (subprocess.Popen(argv, stdout=fp, stderr=subprocess.STDOUT,
-                                            env={**child_env(), "COLUMNS": "250"}), log)
+            hosts[name] = (
+                subprocess.Popen(argv, stdout=fp, stderr=subprocess.STDOUT, env={**child_env(), "COLUMNS": "250"}),
+                log,
+            )
     try:
         procs = list(hosts.values())
-        _wait(lambda: all(any(t["groups_sent"] >= 1 for t in _trainer_states(tmp_path / f"{n}.jsonl"))
-                          for n in "ab"), 120, "both hosts delivering", procs)
+        _wait(
+            lambda: all(any(t["groups_sent"] >= 1 for t in _trainer_states(tmp_path / f"{n}.jsonl")) for n in "ab"),
+            120,
+            "both hosts delivering",
+            procs,
+        )
         assert any(abs(t["env_weight"] - 0.5) < 1e-6 for t in _trainer_states(tmp_path / "b.jsonl"))
         a, a_log = hosts["a"]
         seen_before = len(_trainer_states(tmp_path / "b.jsonl"))
         a.send_signal(signal.SIGTERM)
         code_a = a.wait(90)
         # run-api, told that a left, gives b the whole weight again
-        _wait(lambda: any(abs(t["env_weight"] - 1.0) < 1e-6
-                          for t in _trainer_states(tmp_path / "b.jsonl")[seen_before:]),
-              60, "b's weight back to 1.0 after a's /disconnect-env")
+        _wait(
+            lambda: any(abs(t["env_weight"] - 1.0) < 1e-6 for t in _trainer_states(tmp_path / "b.jsonl")[seen_before:]),
+            60,
+            "b's weight back to 1.0 after a's /disconnect-env",
+        )
         thread.join(170)
         b, b_log = hosts["b"]
         code_b = b.wait(90)
@@ -104,20 +127,26 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
 
     received = [_hash(g) for batch in run.batches for g in batch]
     assert len(received) == len(set(received)), "the trainer got a group twice"
-    kept: Dict[str, set] = {}
+    kept: dict[str, set] = {}
     for name in "ab":
         [jsonl] = list((tmp_path / name).glob("*/groups.jsonl"))
         hashes = [_hash(json.loads(line)) for line in jsonl.read_text().splitlines() if line.strip()]
         assert len(hashes) == len(set(hashes))
         kept[name] = set(hashes)
         events = _events(tmp_path / f"{name}.jsonl")
-        ends = {e["group_id"] for e in events
-                if e["kind"] in ("item_completed", "item_failed", "item_dropped", "item_cancelled")}
+        ends = {
+            e["group_id"]
+            for e in events
+            if e["kind"] in ("item_completed", "item_failed", "item_dropped", "item_cancelled")
+        }
         started = [e["group_id"] for e in events if e["kind"] == "item_received"]
         assert set(started) == ends and len(started) == len(set(started)), f"{name}: an item without an end"
         confirmed = {e["group_id"] for e in events if e["kind"] == "item_completed"}
-        unsent = {e["group_id"]: e for e in events if e["kind"] == "item_failed"
-                  and (e.get("error_kind") or "").startswith("send")}
+        unsent = {
+            e["group_id"]: e
+            for e in events
+            if e["kind"] == "item_failed" and (e.get("error_kind") or "").startswith("send")
+        }
         # every kept group is in the jsonl, and was either confirmed or recorded (with its cause,
         # spooled in unsent.jsonl) as not delivered / delivery unknown: never silently lost
         assert len(hashes) == len(confirmed) + len(unsent), (name, len(hashes), len(confirmed), unsent)

@@ -32,16 +32,19 @@ def _host_still_forks() -> None:
 def test_limits_bind_and_say_which(tmp_path: Path) -> None:
     """CPU time, file size, /tmp size and the workspace's size in all, in one container; each
     hit is named in the output (or by the kernel's ENOSPC)."""
-    box = DockerBox("limits", SandboxSettings(sandbox_root=tmp_path, cpu_time_s=1, file_size_mb=1, tmp_size_mb=8,
-                                              workspace_size_mb=4))
+    box = DockerBox(
+        "limits",
+        SandboxSettings(sandbox_root=tmp_path, cpu_time_s=1, file_size_mb=1, tmp_size_mb=8, workspace_size_mb=4),
+    )
     workspace = box._host_ws
     try:
         cpu = box.execute("python3 -c 'while True: pass'", 60)
         big = box.execute("head -c 5M /dev/zero > big", 30)
         size = box.execute("stat -c %s big", 30).output.strip()
         # files under the per-file limit, more than /tmp holds in all
-        tmp = box.execute("for i in $(seq 1 12); do head -c 900K /dev/zero > /tmp/f$i || echo FULL; done; "
-                          "du -sm /tmp | cut -f1", 30)
+        tmp = box.execute(
+            "for i in $(seq 1 12); do head -c 900K /dev/zero > /tmp/f$i || echo FULL; done; du -sm /tmp | cut -f1", 30
+        )
         ws = box.execute("for i in 1 2 3 4 5 6; do head -c 900K /dev/zero > w$i || echo FULL; done", 30)
         used = sum(p.stat().st_size for p in workspace.iterdir()) if os.geteuid() == 0 else 0
         summary = box.limits_summary()
@@ -74,7 +77,7 @@ def test_fork_bomb_is_bounded_by_the_pids_limit(tmp_path: Path) -> None:
 def test_memory_bomb_is_killed_with_a_visible_error(tmp_path: Path) -> None:
     box = DockerBox("membomb", SandboxSettings(sandbox_root=tmp_path, memory_mb=96))
     try:
-        result = box.execute("python3 -c 'x = bytearray(1 << 30); print(\"ALLOC\" + \"DONE\")'", 60)
+        result = box.execute('python3 -c \'x = bytearray(1 << 30); print("ALLOC" + "DONE")\'', 60)
         ok = box.execute("python3 -c 'x = bytearray(8 << 20); print(\"small ok\")'", 60)
     finally:
         box.cleanup()
@@ -90,7 +93,7 @@ ESCAPES = {
     "setsid-no-marker": "env -u HERMES_SANDBOX_ID setsid sleep {fp} >/dev/null 2>&1 < /dev/null &",
     "double-fork-python": (
         "env -u HERMES_SANDBOX_ID python3 -c 'import os, subprocess\n"
-        "if os.fork() == 0:\n os.setsid()\n subprocess.Popen([\"sleep\", \"{fp}\"], stdout=subprocess.DEVNULL, "
+        'if os.fork() == 0:\n os.setsid()\n subprocess.Popen(["sleep", "{fp}"], stdout=subprocess.DEVNULL, '
         "stderr=subprocess.DEVNULL, start_new_session=True)\n os._exit(0)\nos.wait()'"
     ),
 }
@@ -133,13 +136,16 @@ def test_no_network_no_secrets(listener: int, tmp_path: Path, monkeypatch: pytes
         nics = box.execute("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", 10).output.split()
         env = box.execute("env; cat /proc/1/environ | tr '\\0' '\\n'", 10).output
         probe = box.execute(
-            "python3 -c \"import socket; s = socket.socket(); s.settimeout(3)\n"
+            'python3 -c "import socket; s = socket.socket(); s.settimeout(3)\n'
             f"try:\n s.connect(('127.0.0.1', {listener})); print('CONNECTED')\nexcept OSError as e: print('refused')\"",
             30,
         ).output
-        gateway = box.execute("python3 -c \"import socket; s = socket.socket(); s.settimeout(3)\n"
-                              "try:\n s.connect(('172.17.0.1', 80)); print('CONNECTED')\n"
-                              "except OSError as e: print('unreachable')\"", 30).output
+        gateway = box.execute(
+            'python3 -c "import socket; s = socket.socket(); s.settimeout(3)\n'
+            "try:\n s.connect(('172.17.0.1', 80)); print('CONNECTED')\n"
+            "except OSError as e: print('unreachable')\"",
+            30,
+        ).output
     finally:
         box.cleanup()
     assert nics == ["lo"]
@@ -150,8 +156,11 @@ def test_no_network_no_secrets(listener: int, tmp_path: Path, monkeypatch: pytes
 def test_read_only_root_option(tmp_path: Path) -> None:
     box = DockerBox("ro", SandboxSettings(sandbox_root=tmp_path, docker_read_only=True))
     try:
-        out = box.execute("{ echo x > /opt/f; } 2>/dev/null || echo refused; echo w > /tmp/f && cat /tmp/f; "
-                          "echo ws > here && cat here", 10).output
+        out = box.execute(
+            "{ echo x > /opt/f; } 2>/dev/null || echo refused; echo w > /tmp/f && cat /tmp/f; "
+            "echo ws > here && cat here",
+            10,
+        ).output
         assert docker("inspect", "--format", "{{.HostConfig.ReadonlyRootfs}}", box.container).stdout.strip() == "true"
         assert box.limits_summary()["root"] == "read-only image root"
     finally:

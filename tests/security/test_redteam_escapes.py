@@ -13,7 +13,6 @@ from environments import events as ev
 from hermes_console.ui.format import head, shown, visible
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.widgets.turns_stream import TurnsStream
-
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, scenario, settle
 
@@ -82,11 +81,23 @@ async def test_sandbox_drilldown_shows_hostile_text_escaped_and_the_limits() -> 
     details = {
         "cwd": f"/workspace/{OSC52}",
         "process_tree": [{"pid": 7, "ppid": 1, "command": f"sleep 1 {TITLE}", "state": "S", "elapsed_s": 1.0}],
-        "recent_commands": [{"command": f"printf '{CSI}'", "started_at": 0.0, "duration_s": 0.01, "exit_code": 0,
-                             "output_head": PAYLOAD}],
+        "recent_commands": [
+            {
+                "command": f"printf '{CSI}'",
+                "started_at": 0.0,
+                "duration_s": 0.01,
+                "exit_code": 0,
+                "output_head": PAYLOAD,
+            }
+        ],
         "lifetime_s": 300.0,
-        "limits": {"pids": "256 (cgroup)", "memory": "5120 MB (cgroup)", "cpu_time": "3600 s per process (rlimit)",
-                   "file_size": "4096 MB per file (rlimit)", "enforced_by": "cgroup"},
+        "limits": {
+            "pids": "256 (cgroup)",
+            "memory": "5120 MB (cgroup)",
+            "cpu_time": "3600 s per process (rlimit)",
+            "file_size": "4096 MB per file (rlimit)",
+            "enforced_by": "cgroup",
+        },
     }
     runtime = FakeRuntime(scenario("small"), results={"sandbox_details": details})
     app = make_app(runtime)

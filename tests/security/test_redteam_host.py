@@ -18,7 +18,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 
@@ -107,9 +107,15 @@ def test_forged_owner_record_kills_nothing_and_deletes_nothing(tmp_path: Path) -
         assert "owner.json" in result.output
         # a second console on the same root: its reaper sweeps first thing
         child = subprocess.run(
-            [sys.executable, "-c", f"import sys; sys.path.insert(0, {REPO!r}); "
-             f"from environments.sandboxes.stale import sweep_stale; print(sweep_stale({str(root)!r}))"],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                f"import sys; sys.path.insert(0, {REPO!r}); "
+                f"from environments.sandboxes.stale import sweep_stale; print(sweep_stale({str(root)!r}))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert child.returncode == 0, child.stderr
         sweep_stale(root)
@@ -163,7 +169,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def _child(code: str, timeout: float = 60) -> Dict[str, Any]:
+def _child(code: str, timeout: float = 60) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -188,7 +194,7 @@ def test_hostile_cwd_file_is_refused_quickly(backend, plant: str, tmp_path: Path
     assert out["next"].strip() in (out["workspace"], os.path.realpath(out["workspace"]))
 
 
-def _tool_child(root: Path, setup: str, call: Any, timeout: float = 60) -> Dict[str, Any]:
+def _tool_child(root: Path, setup: str, call: Any, timeout: float = 60) -> dict[str, Any]:
     code = textwrap.dedent(
         f"""
         import json, resource, sys, time, uuid
@@ -220,7 +226,9 @@ def test_read_file_of_30g_sparse_file_is_a_quick_tool_error(tmp_path: Path) -> N
 
 
 def test_patch_of_30g_sparse_file_is_a_quick_tool_error(tmp_path: Path) -> None:
-    out = _tool_child(tmp_path, "truncate -s 30G big.txt", ("patch", {"path": "big.txt", "old_string": "a", "new_string": "b"}))
+    out = _tool_child(
+        tmp_path, "truncate -s 30G big.txt", ("patch", {"path": "big.txt", "old_string": "a", "new_string": "b"})
+    )
     assert "error" in out["result"] and "bytes" in out["result"]["error"], out
 
 

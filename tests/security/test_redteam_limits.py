@@ -57,7 +57,11 @@ def test_fork_bomb_is_bounded_by_the_pids_limit(backend, tmp_path: Path) -> None
     try:
         # a generous bound: under load the bomb (and bash's fork retries) can outlast a few seconds
         result = box.execute("b() { b | b & }; b; sleep 2", 30)
-        peak = int((box._cgroup.dirs["pids"] / "pids.peak").read_text()) if (box._cgroup.dirs["pids"] / "pids.peak").exists() else 0
+        peak = (
+            int((box._cgroup.dirs["pids"] / "pids.peak").read_text())
+            if (box._cgroup.dirs["pids"] / "pids.peak").exists()
+            else 0
+        )
         after = box.execute("echo still-usable", 10)
     finally:
         box.cleanup()
@@ -90,7 +94,7 @@ def test_process_limit_note_survives_a_timeout(tmp_path: Path) -> None:
 def test_memory_bomb_is_killed_with_a_visible_error(backend, tmp_path: Path) -> None:
     box = backend("membomb", SandboxSettings(sandbox_root=tmp_path, memory_mb=96))
     try:
-        result = box.execute("python3 -c 'x = bytearray(1 << 30); print(\"ALLOC\" + \"DONE\")'", 30)
+        result = box.execute('python3 -c \'x = bytearray(1 << 30); print("ALLOC" + "DONE")\'', 30)
         ok = box.execute("python3 -c 'x = bytearray(8 << 20); print(\"small ok\")'", 30)
     finally:
         box.cleanup()
@@ -107,7 +111,7 @@ def test_memory_bomb_without_cgroup_hits_the_address_space_rlimit(backend, tmp_p
     box = backend("membomb-rl", SandboxSettings(sandbox_root=tmp_path, memory_mb=256))
     try:
         assert box._cgroup is None
-        result = box.execute("python3 -c 'x = bytearray(1 << 30); print(\"ALLOC\" + \"DONE\")'", 30)
+        result = box.execute('python3 -c \'x = bytearray(1 << 30); print("ALLOC" + "DONE")\'', 30)
     finally:
         box.cleanup()
     assert "ALLOCDONE" not in result.output and "MemoryError" in result.output
@@ -124,8 +128,16 @@ def test_bwrap_tmp_is_size_capped(tmp_path: Path) -> None:
 
 
 def test_bwrap_argv_sizes_tmp_before_the_tmpfs() -> None:
-    argv = build_bwrap_argv(bwrap="b", host_workspace="w", host_state="s", network=False, env={}, command=["x"],
-                            system_binds=[], tmp_size_mb=16)
+    argv = build_bwrap_argv(
+        bwrap="b",
+        host_workspace="w",
+        host_state="s",
+        network=False,
+        env={},
+        command=["x"],
+        system_binds=[],
+        tmp_size_mb=16,
+    )
     i = argv.index("--tmpfs")
     assert argv[i - 2 : i + 2] == ["--size", str(16 << 20), "--tmpfs", "/tmp"]
 
@@ -156,8 +168,15 @@ def test_file_size_limit_is_a_visible_error(backend, tmp_path: Path) -> None:
 def test_limits_are_settings_with_env_vars() -> None:
     from environments.sandboxes.settings import settings_from_env
 
-    got = settings_from_env({"TERMINAL_CPU_TIME": "30", "TERMINAL_FILE_SIZE_MB": "7", "TERMINAL_TMP_SIZE_MB": "9",
-                             "TERMINAL_PIDS_LIMIT": "11", "TERMINAL_CONTAINER_MEMORY": "300"})
+    got = settings_from_env(
+        {
+            "TERMINAL_CPU_TIME": "30",
+            "TERMINAL_FILE_SIZE_MB": "7",
+            "TERMINAL_TMP_SIZE_MB": "9",
+            "TERMINAL_PIDS_LIMIT": "11",
+            "TERMINAL_CONTAINER_MEMORY": "300",
+        }
+    )
     assert got == {"cpu_time_s": 30, "file_size_mb": 7, "tmp_size_mb": 9, "pids_limit": 11, "memory_mb": 300}
     with pytest.raises(ValueError, match="TERMINAL_CPU_TIME"):
         settings_from_env({"TERMINAL_CPU_TIME": "-1"})
@@ -172,7 +191,7 @@ ESCAPES = {
     "setsid-no-marker": "env -u HERMES_SANDBOX_ID setsid sleep {fp} >/dev/null 2>&1 < /dev/null &",
     "double-fork-python": (
         "env -u HERMES_SANDBOX_ID python3 -c 'import os, subprocess\n"
-        "if os.fork() == 0:\n os.setsid()\n subprocess.Popen([\"sleep\", \"{fp}\"], stdout=subprocess.DEVNULL, "
+        'if os.fork() == 0:\n os.setsid()\n subprocess.Popen(["sleep", "{fp}"], stdout=subprocess.DEVNULL, '
         "stderr=subprocess.DEVNULL, start_new_session=True)\n os._exit(0)\nos.wait()'"
     ),
 }
@@ -203,8 +222,20 @@ def test_no_orphans_after_cleanup(backend, tmp_path: Path) -> None:
 def test_docker_tmp_size_comes_from_the_settings() -> None:
     from environments.sandboxes.docker import build_run_argv
 
-    argv = build_run_argv(docker="docker", name="n", image="i", task_id="t", host_workspace="/w", host_state="/s",
-                          network=False, cpu=1.0, memory_mb=64, pids_limit=32, env={}, tmp_size_mb=48)
+    argv = build_run_argv(
+        docker="docker",
+        name="n",
+        image="i",
+        task_id="t",
+        host_workspace="/w",
+        host_state="/s",
+        network=False,
+        cpu=1.0,
+        memory_mb=64,
+        pids_limit=32,
+        env={},
+        tmp_size_mb=48,
+    )
     assert argv[argv.index("--tmpfs") + 1] == "/tmp:rw,nosuid,size=48m"
     assert argv[argv.index("--pids-limit") + 1] == "32" and argv[argv.index("--memory") + 1] == "64m"
 
@@ -218,15 +249,24 @@ def test_groups_of_a_crashed_console_are_swept(tmp_path: Path) -> None:
     import sys
 
     fp = _fp()
-    child = sp.Popen([sys.executable, "-c", (
-        "import sys, time\n"
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-        "from environments.sandboxes.local import LocalSandbox\n"
-        "from environments.sandboxes.settings import SandboxSettings\n"
-        f"box = LocalSandbox('crash', SandboxSettings(sandbox_root={str(tmp_path / 'a')!r}))\n"
-        f"box.execute('env -u HERMES_SANDBOX_ID setsid sleep {fp} >/dev/null 2>&1 < /dev/null &', 10)\n"
-        "print(box._cgroup.dirs['pids'], flush=True)\n"
-        "time.sleep(120)\n")], stdout=sp.PIPE, text=True)
+    child = sp.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\n"
+                f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+                "from environments.sandboxes.local import LocalSandbox\n"
+                "from environments.sandboxes.settings import SandboxSettings\n"
+                f"box = LocalSandbox('crash', SandboxSettings(sandbox_root={str(tmp_path / 'a')!r}))\n"
+                f"box.execute('env -u HERMES_SANDBOX_ID setsid sleep {fp} >/dev/null 2>&1 < /dev/null &', 10)\n"
+                "print(box._cgroup.dirs['pids'], flush=True)\n"
+                "time.sleep(120)\n"
+            ),
+        ],
+        stdout=sp.PIPE,
+        text=True,
+    )
     try:
         group = Path(child.stdout.readline().strip())
         assert group.is_dir() and live_pids_with(f"sleep {fp}")

@@ -75,7 +75,9 @@ def test_allow_list_env_drops_oddly_named_secrets(backend, odd_secrets, tmp_path
 def test_passthrough_adds_names_but_never_secret_looking_ones(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MY_TOOL_HOME", "/opt/tool")
     monkeypatch.setenv("MY_TOOL_TOKEN", "tok-abcdefgh12345")
-    box = LocalSandbox("pass", SandboxSettings(sandbox_root=tmp_path, env_passthrough=("MY_TOOL_HOME", "MY_TOOL_TOKEN")))
+    box = LocalSandbox(
+        "pass", SandboxSettings(sandbox_root=tmp_path, env_passthrough=("MY_TOOL_HOME", "MY_TOOL_TOKEN"))
+    )
     try:
         result = box.execute("env", 10)
     finally:
@@ -208,9 +210,23 @@ def test_env_start_up_errors_are_redacted_on_screen_and_in_the_event_log(where: 
     env["COLUMNS"] = "500"
     with SimServer() as sim:
         proc = subprocess.run(
-            [*CLI, "run", str(env_file), "--headless",
-             "--openai.base_url", f"{sim.base_url}/v1", "--runs-dir", str(tmp_path / "runs"), "--record", str(log)],
-            capture_output=True, text=True, timeout=80, cwd=str(tmp_path), env=env,
+            [
+                *CLI,
+                "run",
+                str(env_file),
+                "--headless",
+                "--openai.base_url",
+                f"{sim.base_url}/v1",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--record",
+                str(log),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=80,
+            cwd=str(tmp_path),
+            env=env,
         )
     shown = proc.stdout + proc.stderr
     recorded = log.read_text() if log.exists() else ""

@@ -17,8 +17,8 @@ import shutil
 import stat
 import subprocess
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -26,7 +26,7 @@ from environments.sandboxes import rootfs as rf
 
 pytestmark = pytest.mark.timeout(60)
 
-Entry = Tuple[str, str, object]  # (kind, name, data): file/dir/sym/lnk/chr
+Entry = tuple[str, str, object]  # (kind, name, data): file/dir/sym/lnk/chr
 
 
 def _layer(entries: Sequence[Entry], gz: bool = False) -> bytes:
@@ -35,7 +35,7 @@ def _layer(entries: Sequence[Entry], gz: bool = False) -> bytes:
         for kind, name, data in entries:
             info = tarfile.TarInfo(name)
             info.mode = 0o755 if kind == "dir" else 0o644
-            body: Optional[bytes] = None
+            body: bytes | None = None
             if kind == "file":
                 body = data if isinstance(data, bytes) else str(data).encode()
                 info.size = len(body)
@@ -66,7 +66,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def docker_save(path: Path, layers: List[bytes]) -> Path:
+def docker_save(path: Path, layers: list[bytes]) -> Path:
     """The `docker save` (pre-OCI) layout: <id>/layer.tar + manifest.json."""
     with tarfile.open(path, "w") as tar:
         names = []
@@ -75,11 +75,13 @@ def docker_save(path: Path, layers: List[bytes]) -> Path:
             _add(tar, name, blob)
             names.append(name)
         _add(tar, "config.json", b"{}")
-        _add(tar, "manifest.json", json.dumps([{"Config": "config.json", "RepoTags": ["t:1"], "Layers": names}]).encode())
+        _add(
+            tar, "manifest.json", json.dumps([{"Config": "config.json", "RepoTags": ["t:1"], "Layers": names}]).encode()
+        )
     return path
 
 
-def oci_layout(path: Path, layers: List[bytes], gz: bool = True) -> Path:
+def oci_layout(path: Path, layers: list[bytes], gz: bool = True) -> Path:
     """OCI image layout: index.json -> manifest blob -> layer blobs (tar+gzip)."""
     media = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if gz else "")
     with tarfile.open(path, "w") as tar:
@@ -91,17 +93,26 @@ def oci_layout(path: Path, layers: List[bytes], gz: bool = True) -> Path:
             descs.append({"mediaType": media, "digest": f"sha256:{digest}", "size": len(blob)})
         config = b"{}"
         _add(tar, f"blobs/sha256/{hashlib.sha256(config).hexdigest()}", config)
-        manifest = json.dumps({"schemaVersion": 2, "config": {"digest": f"sha256:{hashlib.sha256(config).hexdigest()}"},
-                               "layers": descs}).encode()
+        manifest = json.dumps(
+            {"schemaVersion": 2, "config": {"digest": f"sha256:{hashlib.sha256(config).hexdigest()}"}, "layers": descs}
+        ).encode()
         mdigest = hashlib.sha256(manifest).hexdigest()
         _add(tar, f"blobs/sha256/{mdigest}", manifest)
-        index = {"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                                                   "digest": f"sha256:{mdigest}", "size": len(manifest)}]}
+        index = {
+            "schemaVersion": 2,
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": f"sha256:{mdigest}",
+                    "size": len(manifest),
+                }
+            ],
+        }
         _add(tar, "index.json", json.dumps(index).encode())
     return path
 
 
-def naive_unpack(layers: List[bytes], dest: Path) -> None:
+def naive_unpack(layers: list[bytes], dest: Path) -> None:
     """What a first implementation would do: extractall each layer in turn, delete whiteouts."""
     for blob in layers:
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:
@@ -120,25 +131,38 @@ def naive_unpack(layers: List[bytes], dest: Path) -> None:
                     pass
 
 
-def snapshot(d: Path) -> Dict[str, bytes]:
-    return {str(p.relative_to(d)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<dir>")
-            for p in sorted(d.rglob("*"))}
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(d)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<dir>")
+        for p in sorted(d.rglob("*"))
+    }
 
 
 # --------------------------------------------------------------------------- layers, whiteouts, cache
 
 
 LOWER = [
-    ("dir", "opt", None), ("dir", "opt/old", None), ("file", "opt/old/a", "a"),
-    ("dir", "opt/keep", None), ("file", "opt/keep/b", "b"), ("file", "opt/gone.txt", "bye"),
-    ("dir", "app", None), ("file", "app/data", "v1"), ("sym", "app/link", "/app/data"),
-    ("file", "app/orig", "hard"), ("lnk", "app/hard", "app/orig"), ("suid", "usr/bin/su", None),
+    ("dir", "opt", None),
+    ("dir", "opt/old", None),
+    ("file", "opt/old/a", "a"),
+    ("dir", "opt/keep", None),
+    ("file", "opt/keep/b", "b"),
+    ("file", "opt/gone.txt", "bye"),
+    ("dir", "app", None),
+    ("file", "app/data", "v1"),
+    ("sym", "app/link", "/app/data"),
+    ("file", "app/orig", "hard"),
+    ("lnk", "app/hard", "app/orig"),
+    ("suid", "usr/bin/su", None),
     ("chr", "dev/null", None),
 ]
 UPPER = [
     ("file", "opt/keep/c", "c"),  # written before the opaque marker of its dir: kept
-    ("file", "opt/keep/.wh..wh..opq", ""), ("file", "opt/.wh.old", ""), ("file", "opt/.wh.gone.txt", ""),
-    ("file", "app/data", "v2"), ("file", "./app/new", "n"),
+    ("file", "opt/keep/.wh..wh..opq", ""),
+    ("file", "opt/.wh.old", ""),
+    ("file", "opt/.wh.gone.txt", ""),
+    ("file", "app/data", "v2"),
+    ("file", "./app/new", "n"),
 ]
 
 
@@ -181,7 +205,7 @@ def test_unpacked_once_per_content_hash(tmp_path: Path, monkeypatch: pytest.Monk
 # --------------------------------------------------------------------------- hostile images
 
 
-def _hostile(outside: Path, victim: Path) -> Dict[str, List[List[Entry]]]:
+def _hostile(outside: Path, victim: Path) -> dict[str, list[list[Entry]]]:
     up = os.path.relpath(outside, "/")  # enough '..' to reach the outside dir from any dest
     dotdots = "../" * 12 + up
     return {
@@ -194,21 +218,27 @@ def _hostile(outside: Path, victim: Path) -> Dict[str, List[List[Entry]]]:
     }
 
 
-def _harmed(outside: Path, victim: Path, before: Dict[str, bytes]) -> bool:
+def _harmed(outside: Path, victim: Path, before: dict[str, bytes]) -> bool:
     return snapshot(outside) != before or not victim.exists() or victim.read_bytes() != b"secret\n"
 
 
 @pytest.mark.parametrize(
     "attack",
-    ["dotdot", "absolute", "symlink_then_write", "symlink_across_layers", "whiteout_through_symlink",
-     "hardlink_out_then_write"],
+    [
+        "dotdot",
+        "absolute",
+        "symlink_then_write",
+        "symlink_across_layers",
+        "whiteout_through_symlink",
+        "hardlink_out_then_write",
+    ],
 )
 def test_hostile_image_harms_a_naive_extractor_and_is_refused_by_ours(tmp_path: Path, attack: str) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.txt"
 
-    def reset() -> Dict[str, bytes]:
+    def reset() -> dict[str, bytes]:
         shutil.rmtree(outside)
         outside.mkdir()
         victim.write_bytes(b"secret\n")
@@ -256,12 +286,14 @@ def test_not_an_image_is_a_clear_error(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- end to end on bwrap
 
 
-def _mini_system() -> List[Entry]:
+def _mini_system() -> list[Entry]:
     """bash + cat and the libraries they load, at the paths the host's binaries ask for,
     under a merged-/usr layout (bin, lib, lib64 -> usr/...)."""
-    entries: List[Entry] = [("sym", "bin", "usr/bin"), ("sym", "lib", "usr/lib"), ("sym", "lib64", "usr/lib64")]
-    wanted = {"/usr/bin/bash": os.path.realpath(shutil.which("bash") or "/bin/bash"),
-              "/usr/bin/cat": os.path.realpath(shutil.which("cat") or "/bin/cat")}
+    entries: list[Entry] = [("sym", "bin", "usr/bin"), ("sym", "lib", "usr/lib"), ("sym", "lib64", "usr/lib64")]
+    wanted = {
+        "/usr/bin/bash": os.path.realpath(shutil.which("bash") or "/bin/bash"),
+        "/usr/bin/cat": os.path.realpath(shutil.which("cat") or "/bin/cat"),
+    }
     for binary in list(wanted.values()):
         out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=10).stdout
         for line in out.splitlines():
@@ -280,11 +312,18 @@ def test_bwrap_task_runs_on_an_image_tarball_and_hostile_links_stay_inside(tmp_p
     outside.mkdir()
     (outside / "key").write_text("host secret\n")
     system = _layer(_mini_system(), gz=True)
-    app = _layer([("dir", "app", None), ("file", "app/answer.txt", "from the image\n"),
-                  ("file", "etc/os-release", "ID=mini\n"),
-                  # links an image may carry: followed on the host they would bind host dirs in
-                  ("sym", "opt", str(outside)), ("sym", "srv", "../../../../" + str(outside).lstrip("/")),
-                  ("sym", "lib32", str(outside)), ("sym", "libx32", "../" * 8 + str(outside).lstrip("/"))])
+    app = _layer(
+        [
+            ("dir", "app", None),
+            ("file", "app/answer.txt", "from the image\n"),
+            ("file", "etc/os-release", "ID=mini\n"),
+            # links an image may carry: followed on the host they would bind host dirs in
+            ("sym", "opt", str(outside)),
+            ("sym", "srv", "../../../../" + str(outside).lstrip("/")),
+            ("sym", "lib32", str(outside)),
+            ("sym", "libx32", "../" * 8 + str(outside).lstrip("/")),
+        ]
+    )
     tarball = oci_layout(tmp_path / "mini.tar", [system, app])
     sb.reset_configuration()
     sb.configure(backend="bwrap", sandbox_root=tmp_path / "root")
@@ -292,8 +331,11 @@ def test_bwrap_task_runs_on_an_image_tarball_and_hostile_links_stay_inside(tmp_p
     register_task_env_overrides(task, {"rootfs": str(tarball), "cwd": "/app"})
     try:
         box = sb.get_sandbox(task)
-        out = box.execute("cat answer.txt /etc/os-release; { echo x > answer.txt; } 2>/dev/null || echo read-only; "
-                          "cat /opt/key /srv/key /lib32/key /libx32/key 2>/dev/null || echo no-host-files; echo w > /tmp/f && cat /tmp/f", 30)
+        out = box.execute(
+            "cat answer.txt /etc/os-release; { echo x > answer.txt; } 2>/dev/null || echo read-only; "
+            "cat /opt/key /srv/key /lib32/key /libx32/key 2>/dev/null || echo no-host-files; echo w > /tmp/f && cat /tmp/f",
+            30,
+        )
         assert out.output == "from the image\nID=mini\nread-only\nno-host-files\nw\n", out.output
         assert (outside / "key").read_text() == "host secret\n"
     finally:

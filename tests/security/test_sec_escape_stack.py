@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
-
 from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 
 pytestmark = pytest.mark.timeout(90)
@@ -44,8 +43,10 @@ def test_model_cannot_write_outside_its_bwrap_workspace(sim, tmp_path):
     prompts = [f"Create a file named {name} containing pwned." for name in attempts]
     tasks = write_tasks(tmp_path / "tasks.jsonl", prompts, setups=[v or [] for v in attempts.values()])
     saved = snapshot_env()
-    host = RuntimeHost(fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", total_steps=3, group_size=1,
-                                  tasks=tasks), exit_when_finished=False)
+    host = RuntimeHost(
+        fault_spec(sim, tmp_path, "--env.terminal_backend", "bwrap", total_steps=3, group_size=1, tasks=tasks),
+        exit_when_finished=False,
+    )
     r = FaultRun(host)
     host.start()
     try:

@@ -20,16 +20,16 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Set
+from typing import Any
 
 import pytest
 
 from hermes_console.sim.server import SimServer
-
+from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 from tests.helpers.cli import CLI
 from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
-from tests.faults.faults_helpers import FaultRun, fault_spec, restore_env, snapshot_env, write_tasks
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def run() -> Iterator[HostStarter[FaultRun]]:
     reset_configuration()
 
 
-def _tool_contents(jsonl: str) -> List[str]:
+def _tool_contents(jsonl: str) -> list[str]:
     out = []
     for line in Path(jsonl).read_text().splitlines():
         for conv in json.loads(line).get("messages") or []:
@@ -72,8 +72,18 @@ def test_console_secrets_never_reach_a_sandbox(sim, tmp_path, run, monkeypatch, 
         monkeypatch.setenv(name, value)
     tasks = write_tasks(tmp_path / "tasks.jsonl", ["Run this command: env; cat /proc/self/environ | tr '\\0' '\\n'"])
     record = tmp_path / "events.jsonl"
-    r = run(fault_spec(sim, tmp_path, "--env.terminal_backend", backend, total_steps=1, group_size=1, tasks=tasks,
-                       record_path=str(record)))
+    r = run(
+        fault_spec(
+            sim,
+            tmp_path,
+            "--env.terminal_backend",
+            backend,
+            total_steps=1,
+            group_size=1,
+            tasks=tasks,
+            record_path=str(record),
+        )
+    )
     r.until_done_items(1, 40)
     r.stop_clean()
     outputs = [c for c in _tool_contents(r.state.run.jsonl_path) if "PATH=" in c]
@@ -126,9 +136,9 @@ def test_secrets_redacted_in_state_record_and_logs_but_training_data_documented(
 # ---------------------------------------------------------------------- listening sockets
 
 
-def _listening_inodes() -> Dict[int, str]:
+def _listening_inodes() -> dict[int, str]:
     """inode -> local address of every listening TCP socket on this machine (v4 + v6)."""
-    out: Dict[int, str] = {}
+    out: dict[int, str] = {}
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(path).read_text().splitlines()[1:]
@@ -141,7 +151,7 @@ def _listening_inodes() -> Dict[int, str]:
     return out
 
 
-def _socket_inodes(pid: int | str) -> Set[int]:
+def _socket_inodes(pid: int | str) -> set[int]:
     found = set()
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -154,7 +164,7 @@ def _socket_inodes(pid: int | str) -> Set[int]:
     return found
 
 
-def _listening_of(pid: int | str) -> List[str]:
+def _listening_of(pid: int | str) -> list[str]:
     listening = _listening_inodes()
     return [listening[i] for i in _socket_inodes(pid) if i in listening]
 
@@ -174,8 +184,7 @@ def _free_port() -> int:
 
 def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
     port = _free_port()
-    proc = subprocess.Popen([*CLI, "sim", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*CLI, "sim", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         end = time.monotonic() + 30
         while time.monotonic() < end:
@@ -191,7 +200,7 @@ def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
             base_url = f"http://127.0.0.1:{port}"
 
         r = run(fault_spec(External(), tmp_path, total_steps=2, group_size=2))
-        seen: List[str] = []
+        seen: list[str] = []
         while r.state.accounting.completed < 2:
             r.until(lambda s: True, 1)
             seen += [a for a in _listening_of("self") if a not in baseline]
@@ -211,12 +220,14 @@ def test_console_opens_no_listening_socket_with_an_external_sim(tmp_path, run):
 
 def test_demo_embedded_sim_listens_on_loopback_only(tmp_path):
     proc = subprocess.Popen(
-        [*CLI, "demo", "--headless", "--total-steps", "2", "--latency-ms", "5",
-         "--runs-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path),
+        [*CLI, "demo", "--headless", "--total-steps", "2", "--latency-ms", "5", "--runs-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=str(tmp_path),
     )
     try:
-        addrs: List[str] = []
+        addrs: list[str] = []
         end = time.monotonic() + 60
         while time.monotonic() < end and proc.poll() is None and not addrs:
             try:

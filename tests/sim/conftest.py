@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from hermes_console.sim import SimConfig, SimServer
 from tests.sim.sim_helpers import TOOL_NAMES, tool_schema
+
 
 @pytest.fixture(scope="session")
 def sim_tools() -> list[dict[str, Any]]:

@@ -17,12 +17,20 @@ def tool_schema(name: str) -> dict[str, Any]:
         "write_file": {"path": {"type": "string"}, "content": {"type": "string"}},
         "patch": {"path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"}},
     }.get(name, {})
-    return {"type": "function", "function": {"name": name, "description": f"The {name} tool.",
-                                             "parameters": {"type": "object", "properties": props}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": props},
+        },
+    }
 
 
-ERROR_TASK = ("The file log.txt holds a service log. Count the lines that contain the word ERROR and write just "
-              "that number to error_count.txt.")
+ERROR_TASK = (
+    "The file log.txt holds a service log. Count the lines that contain the word ERROR and write just "
+    "that number to error_count.txt."
+)
 
 
 def first_turn(task: str = ERROR_TASK) -> list[dict[str, Any]]:
@@ -68,17 +76,23 @@ def check_task(ws: Path, spec: dict[str, Any]) -> bool:
     return p.stdout.strip() == spec["expected"].strip()
 
 
-def play(policy: Any, task: dict[str, Any], ws: Path, tools: list[dict[str, Any]], sample: int = 0,
-         max_turns: int = 12) -> tuple[bool, list[dict[str, Any]]]:
+def play(
+    policy: Any, task: dict[str, Any], ws: Path, tools: list[dict[str, Any]], sample: int = 0, max_turns: int = 12
+) -> tuple[bool, list[dict[str, Any]]]:
     """Play one episode of a terminal task with real bash; returns (solved, messages)."""
     for cmd in task.get("setup", []):
         subprocess.run(["bash", "-c", cmd], cwd=ws, check=True, timeout=10)
     msgs = first_turn(task["prompt"])
     for turn in range(max_turns):
         action = policy.respond(msgs, tools, sample=sample)
-        calls = [{"id": f"call_{turn}_{i}", "type": "function",
-                  "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                 for i, c in enumerate(action.tool_calls)]
+        calls = [
+            {
+                "id": f"call_{turn}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for i, c in enumerate(action.tool_calls)
+        ]
         msgs.append({"role": "assistant", "content": action.content, **({"tool_calls": calls} if calls else {})})
         if action.final:
             break

@@ -6,14 +6,22 @@ import json
 import warnings
 
 import pytest
+
 from tests.sim.sim_helpers import ERROR_TASK, first_turn
 
 
 def _manager(sim, server_type: str, tokenizer_path: str):
     from atroposlib.envs.server_handling.server_manager import APIServerConfig, ServerManager
 
-    cfg = APIServerConfig(base_url=f"{sim.base_url}/v1", api_key="x", model_name="hermes-sim",
-                          server_type=server_type, tokenizer_name=tokenizer_path, health_check=False, timeout=10)
+    cfg = APIServerConfig(
+        base_url=f"{sim.base_url}/v1",
+        api_key="x",
+        model_name="hermes-sim",
+        server_type=server_type,
+        tokenizer_name=tokenizer_path,
+        health_check=False,
+        timeout=10,
+    )
     sm = ServerManager([cfg])
     sm.tool_parser = "hermes"  # what HermesAgentBaseEnv sets from config.tool_call_parser
     return sm
@@ -31,14 +39,16 @@ async def test_openai_server_chat_with_tools(sim, sim_tools, tokenizer_path):
 
 async def test_vllm_tokens_and_logprobs(sim, tokenizer, tokenizer_path, sim_tools):
     from atroposlib.envs.server_handling.vllm_server import VLLMServer
+
     from environments.tokenizer import chat_token_ids
 
     sm = _manager(sim, "vllm", tokenizer_path)
     server = sm.servers[0]
     assert isinstance(server, VLLMServer)
     ids = chat_token_ids(tokenizer, first_turn(ERROR_TASK), sim_tools, add_generation_prompt=True)
-    prompt, outs, lps, finishes = await server.tokens_and_logprobs_completion(input_ids=ids, n=2, max_tokens=400,
-                                                                              temperature=1.0)
+    prompt, outs, lps, finishes = await server.tokens_and_logprobs_completion(
+        input_ids=ids, n=2, max_tokens=400, temperature=1.0
+    )
     assert prompt == ids and len(outs) == len(lps) == len(finishes) == 2
     for out, lp, fin in zip(outs, lps, finishes):
         assert len(out) == len(lp) and fin == "stop"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.sim.sim_helpers import tool_schema
-
 from environments.tokenizer import chat_token_ids
 from hermes_console.sim.chatml import parse_chatml
+from tests.sim.sim_helpers import tool_schema
 
 
 def test_round_trip_through_the_chat_template(tokenizer):
@@ -15,9 +14,18 @@ def test_round_trip_through_the_chat_template(tokenizer):
     messages = [
         {"role": "system", "content": "Be careful."},
         {"role": "user", "content": "Count things."},
-        {"role": "assistant", "content": "Looking.", "reasoning_content": "hmm",
-         "tool_calls": [{"id": "call_1", "type": "function",
-                         "function": {"name": "terminal", "arguments": '{"command": "grep -c x f"}'}}]},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "reasoning_content": "hmm",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "terminal", "arguments": '{"command": "grep -c x f"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": '{"output": "3\\n"}'},
     ]
     text = tokenizer.decode(chat_token_ids(tokenizer, messages, tools, add_generation_prompt=True))

@@ -9,9 +9,9 @@ import aiohttp
 import httpx
 import openai
 import pytest
-from tests.sim.sim_helpers import first_turn
 
 from hermes_console.sim import FAULT_KINDS, SimConfig, SimServer
+from tests.sim.sim_helpers import first_turn
 
 
 @pytest.fixture()
@@ -148,8 +148,9 @@ async def test_phase2_content_faults(faulty, tokenizer):
 
     ids = chat_token_ids(tokenizer, first_turn(), [tool_schema("terminal")], add_generation_prompt=True)
     async with aiohttp.ClientSession() as s:
-        async with s.post(f"{faulty.base_url}/generate",
-                          json={"prompt": {"prompt_token_ids": ids}, "logprobs": 0, "max_tokens": 300}) as r:
+        async with s.post(
+            f"{faulty.base_url}/generate", json={"prompt": {"prompt_token_ids": ids}, "logprobs": 0, "max_tokens": 300}
+        ) as r:
             body = await r.json()
     text = tokenizer.decode(body["token_ids"][0])
     first_call = json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])

@@ -7,9 +7,9 @@ import json
 import aiohttp
 import openai
 import pytest
-from tests.sim.sim_helpers import ERROR_TASK, first_turn
 
 from hermes_console.sim import SimConfig, SimServer
+from tests.sim.sim_helpers import ERROR_TASK, first_turn
 
 
 @pytest.fixture()
@@ -35,8 +35,10 @@ async def test_chat_with_tools_returns_openai_tool_calls(oai, sim_tools):
 
 
 async def test_a_whole_episode_ends_with_a_final_answer(sim_tools):
-    async with SimServer(SimConfig(solve_rate=1.0)) as s, openai.AsyncOpenAI(
-            base_url=f"{s.base_url}/v1", api_key="x", max_retries=0, timeout=10) as c:
+    async with (
+        SimServer(SimConfig(solve_rate=1.0)) as s,
+        openai.AsyncOpenAI(base_url=f"{s.base_url}/v1", api_key="x", max_retries=0, timeout=10) as c,
+    ):
         msgs = first_turn()
         for _ in range(8):
             r = await c.chat.completions.create(model="m", messages=msgs, tools=sim_tools, temperature=0)
@@ -46,11 +48,16 @@ async def test_a_whole_episode_ends_with_a_final_answer(sim_tools):
                 break
             for tc in m.tool_calls:
                 out = "3\n" if "grep" in tc.function.arguments else ""
-                msgs.append({"role": "tool", "tool_call_id": tc.id,
-                             "content": json.dumps({"output": out, "exit_code": 0})})
+                msgs.append(
+                    {"role": "tool", "tool_call_id": tc.id, "content": json.dumps({"output": out, "exit_code": 0})}
+                )
     assert r.choices[0].finish_reason == "stop" and m.content and not m.tool_calls
-    writes = [json.loads(tc["function"]["arguments"]) for x in msgs for tc in x.get("tool_calls") or []
-              if tc["function"]["name"] == "write_file"]
+    writes = [
+        json.loads(tc["function"]["arguments"])
+        for x in msgs
+        for tc in x.get("tool_calls") or []
+        if tc["function"]["name"] == "write_file"
+    ]
     assert writes == [{"path": "error_count.txt", "content": "3\n"}]  # what grep printed
 
 
@@ -81,19 +88,23 @@ async def test_without_tools_the_answer_is_text(oai):
 
 
 async def test_tool_choice_none_means_no_calls(oai, sim_tools):
-    r = await oai.chat.completions.create(model="m", messages=first_turn(), tools=sim_tools,
-                                                  tool_choice="none")
+    r = await oai.chat.completions.create(model="m", messages=first_turn(), tools=sim_tools, tool_choice="none")
     assert not r.choices[0].message.tool_calls
 
 
-@pytest.mark.parametrize("kwargs, param", [
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
-    ({"messages": []}, "messages"),
-    ({"messages": first_turn(), "n": 0}, "n"),
-    ({"messages": first_turn(), "temperature": 7}, "temperature"),
-    ({"messages": first_turn(), "tools": [{"type": "function", "function": {"description": "no name"}}]},
-     "tools.0.function.name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
+        ({"messages": []}, "messages"),
+        ({"messages": first_turn(), "n": 0}, "n"),
+        ({"messages": first_turn(), "temperature": 7}, "temperature"),
+        (
+            {"messages": first_turn(), "tools": [{"type": "function", "function": {"description": "no name"}}]},
+            "tools.0.function.name",
+        ),
+    ],
+)
 async def test_bad_requests_are_openai_400s(oai, kwargs, param):
     with pytest.raises(openai.BadRequestError) as ei:
         await oai.chat.completions.create(model="m", **kwargs)

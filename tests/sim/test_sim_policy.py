@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.sim.sim_helpers import ERROR_TASK, first_turn, play, tool_schema
 
 from hermes_console.sim.policy import ScriptedPolicy
+from tests.sim.sim_helpers import ERROR_TASK, first_turn, play, tool_schema
 
 
 def test_every_terminal_task_is_solved_at_rate_one_and_failed_at_zero(terminal_tasks, sim_tools, tmp_path: Path):
@@ -38,8 +38,12 @@ def test_tasks_are_solved_with_terminal_only(terminal_tasks, tmp_path: Path):
 
 
 def test_solve_rate_is_roughly_honoured_over_200_episodes(sim_tools, tmp_path: Path):
-    task = {"task_id": "answer_42", "prompt": "Create a file named result.txt containing only the number 42.",
-            "setup": [], "check": {"type": "file_equals", "path": "result.txt", "expected": "42"}}
+    task = {
+        "task_id": "answer_42",
+        "prompt": "Create a file named result.txt containing only the number 42.",
+        "setup": [],
+        "check": {"type": "file_equals", "path": "result.txt", "expected": "42"},
+    }
     policy = ScriptedPolicy(seed=11, solve_rate=0.6)
     solved = sum(play(policy, task, _fresh(tmp_path, str(k), task), sim_tools[2:3], sample=k)[0] for k in range(200))
     # Binomial(200, 0.6): sd ~ 7 episodes; 0.45..0.75 is > 4 sd either way.
@@ -88,8 +92,12 @@ def test_no_tools_means_a_text_answer():
 
 def test_unknown_prompt_gets_the_generic_fallback(sim_tools, tmp_path: Path):
     (tmp_path / "data.txt").write_text("some data\n")
-    task = {"task_id": "x", "prompt": "Tidy up this workspace however you see fit.", "setup": [],
-            "check": {"type": "file_contains", "path": "notes.txt", "expected": "data.txt"}}
+    task = {
+        "task_id": "x",
+        "prompt": "Tidy up this workspace however you see fit.",
+        "setup": [],
+        "check": {"type": "file_contains", "path": "notes.txt", "expected": "data.txt"},
+    }
     ok, msgs = play(ScriptedPolicy(seed=0, solve_rate=1.0), task, tmp_path, sim_tools)
     calls = [tc["function"] for m in msgs for tc in m.get("tool_calls", [])]
     assert [c["name"] for c in calls] == ["terminal", "read_file", "write_file"]
@@ -97,20 +105,29 @@ def test_unknown_prompt_gets_the_generic_fallback(sim_tools, tmp_path: Path):
     assert ok and msgs[-1]["role"] == "assistant" and not msgs[-1].get("tool_calls")
 
 
-@pytest.mark.parametrize("prompt, path, expected", [
-    ("Create a file named hello.txt containing the word banana.", "hello.txt", "banana"),
-    ("Count the lines containing WARN in app.log and write the number to warn.txt", "warn.txt", "2"),
-])
+@pytest.mark.parametrize(
+    "prompt, path, expected",
+    [
+        ("Create a file named hello.txt containing the word banana.", "hello.txt", "banana"),
+        ("Count the lines containing WARN in app.log and write the number to warn.txt", "warn.txt", "2"),
+    ],
+)
 def test_prompt_families_outside_the_table(prompt, path, expected, sim_tools, tmp_path: Path):
-    task = {"task_id": "f", "prompt": prompt, "setup": ["printf 'WARN a\\nok\\nWARN b\\n' > app.log"],
-            "check": {"type": "file_equals", "path": path, "expected": expected}}
+    task = {
+        "task_id": "f",
+        "prompt": prompt,
+        "setup": ["printf 'WARN a\\nok\\nWARN b\\n' > app.log"],
+        "check": {"type": "file_equals", "path": path, "expected": expected},
+    }
     ok, _ = play(ScriptedPolicy(seed=0, solve_rate=1.0), task, tmp_path, sim_tools)
     assert ok
 
 
 def _answer(msgs: list[dict[str, Any]], action: Any, result: dict[str, Any]) -> None:
-    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-             for i, c in enumerate(action.tool_calls)]
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+        for i, c in enumerate(action.tool_calls)
+    ]
     msgs.append({"role": "assistant", "content": action.content, "tool_calls": calls})
     for c in calls:
         msgs.append({"role": "tool", "tool_call_id": c["id"], "content": json.dumps(result)})

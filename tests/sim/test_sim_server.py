@@ -9,9 +9,9 @@ import time
 import aiohttp
 import openai
 import pytest
-from tests.sim.sim_helpers import first_turn
 
 from hermes_console.sim import LatencyConfig, SimConfig, SimServer
+from tests.sim.sim_helpers import first_turn
 
 
 def _client(s: SimServer, timeout: float = 10) -> openai.AsyncOpenAI:
@@ -108,8 +108,9 @@ async def test_fixed_latency_and_tokens_per_second(sim_tools):
 async def test_lognormal_latency_varies():
     cfg = SimConfig(latency=LatencyConfig(mode="lognormal", mean_ms=30, sigma=0.8))
     async with SimServer(cfg) as s, _client(s) as c:
-        await asyncio.gather(*(c.chat.completions.create(model="m", messages=first_turn(f"task {i}"))
-                               for i in range(20)))
+        await asyncio.gather(
+            *(c.chat.completions.create(model="m", messages=first_turn(f"task {i}")) for i in range(20))
+        )
         lat = s.stats()["latency_ms"]
     assert lat["count"] == 20 and lat["max"] > 1.5 * lat["p50"] > 0
 
@@ -139,8 +140,12 @@ async def test_sglang_generate_shape(sim, tokenizer, sim_tools):
     from environments.tokenizer import chat_token_ids
 
     ids = chat_token_ids(tokenizer, first_turn(), sim_tools, add_generation_prompt=True)
-    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 500, "temperature": 1.0, "n": 2},
-            "return_logprob": True, "return_text_in_logprobs": False}
+    body = {
+        "input_ids": ids,
+        "sampling_params": {"max_new_tokens": 500, "temperature": 1.0, "n": 2},
+        "return_logprob": True,
+        "return_text_in_logprobs": False,
+    }
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{sim.base_url}/generate", json=body) as r:
             results = await r.json()
@@ -172,8 +177,9 @@ async def test_phase2_tool_calls_in_the_configured_format(fmt, tokenizer, sim_to
 
     ids = chat_token_ids(tokenizer, first_turn(), sim_tools, add_generation_prompt=True)
     async with SimServer(SimConfig(tool_call_format=fmt)) as s, aiohttp.ClientSession() as http:
-        async with http.post(f"{s.base_url}/generate",
-                             json={"prompt": {"prompt_token_ids": ids}, "logprobs": 0, "max_tokens": 600}) as r:
+        async with http.post(
+            f"{s.base_url}/generate", json={"prompt": {"prompt_token_ids": ids}, "logprobs": 0, "max_tokens": 600}
+        ) as r:
             out = await r.json()
     text = tokenizer.decode(out["token_ids"][0], skip_special_tokens=True)
     _, calls = get_parser(fmt).parse(text)
@@ -196,8 +202,12 @@ async def test_group_members_reach_different_outcomes(sim_tools):
                 break
             for tc in m.tool_calls:
                 msgs.append({"role": "tool", "tool_call_id": tc.id, "content": '{"output": "", "exit_code": 0}'})
-        writes = [tc["function"]["arguments"] for x in msgs for tc in x.get("tool_calls") or []
-                  if tc["function"]["name"] == "write_file"]
+        writes = [
+            tc["function"]["arguments"]
+            for x in msgs
+            for tc in x.get("tool_calls") or []
+            if tc["function"]["name"] == "write_file"
+        ]
         return writes[0] if writes else None
 
     async with SimServer(SimConfig(seed=9, solve_rate=0.5)) as s, _client(s) as c:

@@ -28,8 +28,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 APT_PACKAGES = ("slurm-wlm", "munge")
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
@@ -45,7 +45,7 @@ class ClusterFailed(RuntimeError):
     this harness or its config, never a skip."""
 
 
-def missing_binaries() -> List[str]:
+def missing_binaries() -> list[str]:
     return [b for b in BINARIES if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
 
 
@@ -70,7 +70,7 @@ def ensure_installed() -> None:
         raise ClusterUnavailable(f"{what}; `{cmd}` failed (exit {done.returncode}): {' | '.join(tail)}")
 
 
-def _free_ports(n: int) -> List[int]:
+def _free_ports(n: int) -> list[int]:
     socks = []
     try:
         for _ in range(n):
@@ -110,12 +110,12 @@ class SlurmCluster:
         self.munge_socket = self.root / "munge" / "munge.sock"
         self.hostname = socket.gethostname().split(".")[0]
         self.cpus = 0
-        self.daemons: Dict[str, subprocess.Popen] = {}
+        self.daemons: dict[str, subprocess.Popen] = {}
         self._stopped = False
 
     # ------------------------------------------------------------------ start
 
-    def start(self, timeout_s: float = 60.0) -> "SlurmCluster":
+    def start(self, timeout_s: float = 60.0) -> SlurmCluster:
         if os.geteuid() != 0:
             raise ClusterUnavailable("not root: munged must run as the munge user and slurmd as root")
         ensure_installed()
@@ -128,8 +128,12 @@ class SlurmCluster:
             self._start_munge(timeout_s)
             self._write_conf()
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
-            self._wait(lambda: "is UP" in self.run("scontrol", "ping", check=False).stdout, timeout_s,
-                       "slurmctld to answer `scontrol ping`", "slurmctld")
+            self._wait(
+                lambda: "is UP" in self.run("scontrol", "ping", check=False).stdout,
+                timeout_s,
+                "slurmctld to answer `scontrol ping`",
+                "slurmctld",
+            )
             self._spawn("slurmd", ["slurmd", "-D", "-f", str(self.conf)])
             self._wait(self._node_idle, timeout_s, f"node {self.hostname} to be idle in `sinfo`", "slurmd")
         except BaseException:
@@ -149,10 +153,20 @@ class SlurmCluster:
         key.chmod(0o600)
         for path in (mdir, key):
             os.chown(path, munge_user.pw_uid, munge_user.pw_gid)
-        self._spawn("munged", [
-            "munged", "--foreground", f"--socket={self.munge_socket}", f"--key-file={key}",
-            f"--pid-file={mdir / 'munged.pid'}", f"--log-file={mdir / 'munged.log'}", f"--seed-file={mdir / 'seed'}",
-        ], user=munge_user.pw_uid, group=munge_user.pw_gid)
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                f"--socket={self.munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={mdir / 'munged.pid'}",
+                f"--log-file={mdir / 'munged.log'}",
+                f"--seed-file={mdir / 'seed'}",
+            ],
+            user=munge_user.pw_uid,
+            group=munge_user.pw_gid,
+        )
 
         def answers() -> bool:
             if not self.munge_socket.exists():
@@ -191,23 +205,30 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
 KillWait={self.kill_wait_s}
-StateSaveLocation={r / 'state'}
-SlurmdSpoolDir={r / 'spool'}
-SlurmctldPidFile={r / 'slurmctld.pid'}
-SlurmdPidFile={r / 'slurmd.pid'}
-SlurmctldLogFile={r / 'log' / 'slurmctld.log'}
-SlurmdLogFile={r / 'log' / 'slurmd.log'}
+StateSaveLocation={r / "state"}
+SlurmdSpoolDir={r / "spool"}
+SlurmctldPidFile={r / "slurmctld.pid"}
+SlurmdPidFile={r / "slurmd.pid"}
+SlurmctldLogFile={r / "log" / "slurmctld.log"}
+SlurmdLogFile={r / "log" / "slurmd.log"}
 {overrides}NodeName={self.hostname} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-""")
+"""
+        )
 
     def _spawn(self, name: str, argv: Sequence[str], **kw: object) -> None:
         out = open(self.root / f"{name}.out", "wb")
         try:
             # own session: a Ctrl-C aimed at the test run does not reach the daemons; stop() does
-            self.daemons[name] = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL, start_new_session=True,
-                                                  env=self.env(), **kw)  # type: ignore[arg-type]
+            self.daemons[name] = subprocess.Popen(
+                list(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=self.env(),
+                **kw,
+            )  # type: ignore[arg-type]
         finally:
             out.close()
 
@@ -216,16 +237,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         while time.monotonic() < end:
             proc = self.daemons.get(daemon)
             if proc is not None and proc.poll() is not None:
-                raise ClusterFailed(f"{daemon} exited ({proc.returncode}) while waiting for {what}: "
-                                         f"{_tail(self.root / f'{daemon}.out')}")
+                raise ClusterFailed(
+                    f"{daemon} exited ({proc.returncode}) while waiting for {what}: "
+                    f"{_tail(self.root / f'{daemon}.out')}"
+                )
             try:
                 if pred():
                     return
             except (OSError, subprocess.SubprocessError):
                 pass
             time.sleep(0.3)
-        raise ClusterFailed(f"timed out after {timeout_s:g}s waiting for {what}: "
-                                 f"{_tail(self.root / f'{daemon}.out')}")
+        raise ClusterFailed(f"timed out after {timeout_s:g}s waiting for {what}: {_tail(self.root / f'{daemon}.out')}")
 
     def _node_idle(self) -> bool:
         states = self.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split()
@@ -233,7 +255,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     # ------------------------------------------------------------------ use
 
-    def env(self, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """An environment whose Slurm commands talk to this cluster."""
         env = dict(os.environ if base is None else base)
         env["SLURM_CONF"] = str(self.conf)
@@ -245,17 +267,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             raise RuntimeError(f"`{' '.join(argv)}` failed ({done.returncode}): {done.stderr.strip()}")
         return done
 
-    def sbatch(self, script: Path, options: Sequence[str], script_args: Sequence[str], env: Dict[str, str],
-               cwd: Path) -> str:
+    def sbatch(
+        self, script: Path, options: Sequence[str], script_args: Sequence[str], env: dict[str, str], cwd: Path
+    ) -> str:
         """Submit; return the job id (the array's job id for an array)."""
         argv = ["sbatch", "--parsable", *options, str(script), *script_args]
-        done = subprocess.run(argv, capture_output=True, text=True,
-                              timeout=30, env=self.env(env), cwd=str(cwd))
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=self.env(env), cwd=str(cwd))
         if done.returncode != 0:
             raise RuntimeError(f"sbatch failed ({done.returncode}): {done.stderr.strip()}")
         return done.stdout.strip().split(";")[0]
 
-    def tasks(self, job_id: str) -> Dict[int, str]:
+    def tasks(self, job_id: str) -> dict[int, str]:
         """Array task id -> state, for the tasks squeue still lists (finished ones drop out)."""
         out = self.run("squeue", "-h", "-r", "-j", job_id, "-o", "%K %T", check=False).stdout
         tasks = {}
@@ -339,9 +361,11 @@ def main() -> int:
     except ClusterUnavailable as exc:
         print(f"cannot start the cluster: {exc}")
         return 1
-    print(f"single-node Slurm cluster up ({cluster.cpus} CPUs, KillWait {cluster.kill_wait_s}s), files in {cluster.root}"
-          f"\n  export SLURM_CONF={cluster.conf}\nCtrl-C (or kill {os.getpid()}) stops it; the directory is kept for its logs.",
-          flush=True)
+    print(
+        f"single-node Slurm cluster up ({cluster.cpus} CPUs, KillWait {cluster.kill_wait_s}s), files in {cluster.root}"
+        f"\n  export SLURM_CONF={cluster.conf}\nCtrl-C (or kill {os.getpid()}) stops it; the directory is kept for its logs.",
+        flush=True,
+    )
     for signum in (signal.SIGINT, signal.SIGTERM):  # also when started in the background (SIGINT ignored)
         signal.signal(signum, signal.default_int_handler)
     try:

@@ -13,8 +13,9 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any
 
 import pytest
 
@@ -33,20 +34,20 @@ SHARD_SOURCE = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"
 TASKS = REPO / "environments" / "terminal_tasks" / "tasks.jsonl"
 
 
-def _train_task_ids() -> List[str]:
+def _train_task_ids() -> list[str]:
     """The env's items (one epoch of its sequence; each epoch is reshuffled), read from its data file."""
     rows = [json.loads(line) for line in TASKS.read_text().splitlines() if line.strip()]
     return [r["task_id"] for r in rows if r["split"] == "train"]
 
 
-def _http(url: str, body: Optional[Dict[str, Any]] = None, method: str = "GET") -> Any:
+def _http(url: str, body: dict[str, Any] | None = None, method: str = "GET") -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
 
 
-def _hash(group: Dict[str, Any]) -> str:
+def _hash(group: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
 
 
@@ -56,12 +57,23 @@ class PullingTrainer:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.groups: List[Dict[str, Any]] = []
-        self.error: Optional[BaseException] = None
+        self.groups: list[dict[str, Any]] = []
+        self.error: BaseException | None = None
         self._stop = threading.Event()
-        _http(f"{url}/register", method="POST", body={
-            "wandb_group": "g", "wandb_project": "p", "batch_size": GROUP_SIZE, "max_token_len": 100_000,
-            "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": 100_000})
+        _http(
+            f"{url}/register",
+            method="POST",
+            body={
+                "wandb_group": "g",
+                "wandb_project": "p",
+                "batch_size": GROUP_SIZE,
+                "max_token_len": 100_000,
+                "checkpoint_dir": "",
+                "save_checkpoint_interval": -1,
+                "starting_step": 0,
+                "num_steps": 100_000,
+            },
+        )
         self._thread = threading.Thread(target=self._run, name="pulling-trainer", daemon=True)
         self._thread.start()
 
@@ -76,10 +88,13 @@ class PullingTrainer:
         except BaseException as exc:  # noqa: BLE001 - reported by finish()
             self.error = exc
 
-    def finish(self) -> List[str]:
+    def finish(self) -> list[str]:
         """Pull until run-api's own queue count is 0; the hashes of every group received."""
-        _until(lambda: self.error is not None or _http(f"{self.url}/status")["queue_size"] == 0, 60,
-               "the trainer to empty run-api's queue")
+        _until(
+            lambda: self.error is not None or _http(f"{self.url}/status")["queue_size"] == 0,
+            60,
+            "the trainer to empty run-api's queue",
+        )
         self._stop.set()
         self._thread.join(15)
         assert self.error is None, f"the trainer failed: {self.error!r}"
@@ -107,7 +122,7 @@ class Task:
     def output(self) -> str:
         return self.out.read_text(errors="replace") if self.out.exists() else "(no job output yet)"
 
-    def events(self) -> List[Dict[str, Any]]:
+    def events(self) -> list[dict[str, Any]]:
         """Every whole line of the (plain, flushed as it goes) event log; a torn last line is skipped."""
         path = self.dir / "events.jsonl"
         if not path.exists():
@@ -115,7 +130,7 @@ class Task:
         text = path.read_text(errors="replace")
         return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
 
-    def trainer(self) -> Dict[str, Any]:
+    def trainer(self) -> dict[str, Any]:
         statuses = [e for e in self.events() if e["kind"] == "trainer_status"]
         return statuses[-1] if statuses else {}
 
@@ -131,25 +146,46 @@ class Task:
 
 def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
     env = cli_env()
-    env.update({
-        "HERMES_BIN": str(VENV_BIN / "hermes-console"),  # the job must find this checkout's venv
-        "HERMES_RUN_API_URL": api.url, "HERMES_OPENAI_URL": f"{sim.base_url}/v1",
-        "HERMES_JOB_DIR": str(tmp_path / "job"), "HERMES_RECORD": "events.jsonl", "HERMES_PROGRESS_EVERY": "2",
-        "COLUMNS": "120",  # the summary table's width, whatever the terminal running the tests
-        # every host serves its events and controls for `hermes-console attach` (loopback only here)
-        "HERMES_LISTEN": "1", "HERMES_LISTEN_ADDR": "127.0.0.1:0",
-    })
-    host_flags = ["--env.total_steps", "100000", "--env.group_size", str(GROUP_SIZE), "--env.max_agent_turns", "4",
-                  "--openai.timeout", "30", "--max-in-flight", "2"]
-    return cluster.sbatch(SCRIPT, ["--array=0-1", f"--output={tmp_path}/task-%a.out", f"--chdir={tmp_path}"],
-                          host_flags, env=env, cwd=tmp_path)
+    env.update(
+        {
+            "HERMES_BIN": str(VENV_BIN / "hermes-console"),  # the job must find this checkout's venv
+            "HERMES_RUN_API_URL": api.url,
+            "HERMES_OPENAI_URL": f"{sim.base_url}/v1",
+            "HERMES_JOB_DIR": str(tmp_path / "job"),
+            "HERMES_RECORD": "events.jsonl",
+            "HERMES_PROGRESS_EVERY": "2",
+            "COLUMNS": "120",  # the summary table's width, whatever the terminal running the tests
+            # every host serves its events and controls for `hermes-console attach` (loopback only here)
+            "HERMES_LISTEN": "1",
+            "HERMES_LISTEN_ADDR": "127.0.0.1:0",
+        }
+    )
+    host_flags = [
+        "--env.total_steps",
+        "100000",
+        "--env.group_size",
+        str(GROUP_SIZE),
+        "--env.max_agent_turns",
+        "4",
+        "--openai.timeout",
+        "30",
+        "--max-in-flight",
+        "2",
+    ]
+    return cluster.sbatch(
+        SCRIPT,
+        ["--array=0-1", f"--output={tmp_path}/task-%a.out", f"--chdir={tmp_path}"],
+        host_flags,
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def _weight(api: RunAPI, env_id: int) -> float:
     return float(_http(f"{api.url}/status-env", body={"env_id": env_id})["env_weight"])
 
 
-def _attached_console_sees_every_host(tasks: List[Task], token_file: Path) -> None:
+def _attached_console_sees_every_host(tasks: list[Task], token_file: Path) -> None:
     """One console attached to every task's --listen address (as the job output says to)
     shows both hosts and their groups as the hosts' own event logs count them."""
     import asyncio
@@ -195,8 +231,12 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
             return "\n".join(f"--- task {t.index} output:\n{t.output()[-2500:]}" for t in tasks)
 
         # Both hosts registered and confirmed groups; task 1 has work in flight: cancel it now.
-        _until(lambda: all(t.trainer().get("groups_sent", 0) >= 1 for t in tasks) and tasks[1].in_flight() >= 1,
-               WAIT_S, "both hosts sending, task 1 with a group in flight", show)
+        _until(
+            lambda: all(t.trainer().get("groups_sent", 0) >= 1 for t in tasks) and tasks[1].in_flight() >= 1,
+            WAIT_S,
+            "both hosts sending, task 1 with a group in flight",
+            show,
+        )
         env_ids = {t.index: t.trainer()["env_id"] for t in tasks}
         _attached_console_sees_every_host(tasks, tmp_path / "job" / "listen.token")
         assert sorted(env_ids.values()) == [0, 1], env_ids
@@ -221,7 +261,7 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
 
     # Every group the trainer received, exactly once; each from exactly one host.
     assert len(received) == len(set(received)), "the trainer received a group twice"
-    kept: Dict[int, Set[str]] = {}
+    kept: dict[int, set[str]] = {}
     for t in tasks:
         out = t.output()
         # SIGTERM'd, drained, exited by itself: 0 when that lost nothing, 143 when it cancelled or

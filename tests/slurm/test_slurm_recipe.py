@@ -10,7 +10,6 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import pytest
 
@@ -40,26 +39,40 @@ echo "KillWait                = 12 sec"
 """
 
 
-def _run_task(tmp_path: Path, **extra: str) -> Tuple[subprocess.CompletedProcess, List[str], Path]:
+def _run_task(tmp_path: Path, **extra: str) -> tuple[subprocess.CompletedProcess, list[str], Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (("hermes-console", FAKE_HOST), ("scontrol", FAKE_SCONTROL), ("run-api", FAKE_RUN_API)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    env: Dict[str, str] = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "FAKE_ARGV": str(tmp_path / "argv"),
-        "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "2",
-        "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "79", "SLURM_SUBMIT_DIR": str(tmp_path),
+    env: dict[str, str] = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "FAKE_ARGV": str(tmp_path / "argv"),
+        "SLURM_ARRAY_TASK_ID": "1",
+        "SLURM_ARRAY_TASK_MIN": "0",
+        "SLURM_ARRAY_TASK_COUNT": "2",
+        "SLURM_ARRAY_JOB_ID": "77",
+        "SLURM_JOB_ID": "79",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
         "HERMES_BIN": str(bin_dir / "hermes-console"),
-        "HERMES_RUN_API_URL": "http://10.0.0.1:8000", "HERMES_OPENAI_URL": "http://10.0.0.2:9000/v1", **extra,
+        "HERMES_RUN_API_URL": "http://10.0.0.1:8000",
+        "HERMES_OPENAI_URL": "http://10.0.0.2:9000/v1",
+        **extra,
     }
-    done = subprocess.run(["bash", str(SCRIPT), "--env.group_size", "8"], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=str(tmp_path))
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--env.group_size", "8"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=str(tmp_path),
+    )
     argv = (tmp_path / "argv").read_text().splitlines() if (tmp_path / "argv").exists() else []
     return done, argv, tmp_path / "hermes-runs" / "77"
 
 
-def _flag(argv: List[str], name: str) -> str:
+def _flag(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
@@ -95,9 +108,16 @@ def test_task_0_starts_run_api_and_a_simulator_and_stops_them(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    done, argv, job_dir = _run_task(tmp_path, SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_TASK_COUNT="1",
-                                    HERMES_RUN_API_URL="", HERMES_OPENAI_URL="", HERMES_SIM="1",
-                                    HERMES_RUN_API_BIND="127.0.0.1", HERMES_RUN_API_PORT=str(port))
+    done, argv, job_dir = _run_task(
+        tmp_path,
+        SLURM_ARRAY_TASK_ID="0",
+        SLURM_ARRAY_TASK_COUNT="1",
+        HERMES_RUN_API_URL="",
+        HERMES_OPENAI_URL="",
+        HERMES_SIM="1",
+        HERMES_RUN_API_BIND="127.0.0.1",
+        HERMES_RUN_API_PORT=str(port),
+    )
     out = done.stdout + done.stderr
     url = f"http://127.0.0.1:{port}"
     assert done.returncode == 3, out
@@ -114,10 +134,13 @@ def test_task_0_starts_run_api_and_a_simulator_and_stops_them(tmp_path):
         raise AssertionError(f"run-api still answers on {url} after the task ended")
 
 
-@pytest.mark.parametrize("drop,expected", [
-    ("SLURM_ARRAY_TASK_ID", "not an array task: submit with sbatch --array"),
-    ("HERMES_OPENAI_URL", "set HERMES_OPENAI_URL"),
-])
+@pytest.mark.parametrize(
+    "drop,expected",
+    [
+        ("SLURM_ARRAY_TASK_ID", "not an array task: submit with sbatch --array"),
+        ("HERMES_OPENAI_URL", "set HERMES_OPENAI_URL"),
+    ],
+)
 def test_missing_settings_are_named(tmp_path, drop, expected):
     env_extra = {drop: ""}
     done, argv, _ = _run_task(tmp_path, **env_extra)
@@ -128,8 +151,11 @@ def test_missing_settings_are_named(tmp_path, drop, expected):
 def test_skip_reasons_say_what_is_missing(monkeypatch):
     monkeypatch.setattr(slurm_cluster, "missing_binaries", lambda: ["slurmctld", "munged"])
     monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
-    with pytest.raises(ClusterUnavailable, match=r"missing slurmctld, munged\) and not root: cannot apt-get install "
-                                                 r"slurm-wlm munge"):
+    with pytest.raises(
+        ClusterUnavailable,
+        match=r"missing slurmctld, munged\) and not root: cannot apt-get install "
+        r"slurm-wlm munge",
+    ):
         ensure_installed()
     with pytest.raises(ClusterUnavailable, match="not root: munged must run as the munge user"):
         SlurmCluster().start()

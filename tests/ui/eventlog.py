@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
 
 from environments import events as ev
 from environments.events import Event, event_from_dict
@@ -61,13 +61,13 @@ class LogBuilder:
     def __init__(self, seed: int = 7, t0: float = T0) -> None:
         self.rng = random.Random(seed)
         self.t0 = t0
-        self._events: List[Event] = []
+        self._events: list[Event] = []
         self.steps = 0  # trainer steps: one per completed group
 
     def add(self, at: float, cls: Callable[..., Event], **fields: object) -> None:
         self._events.append(cls(ts=self.t0 + at, **fields))
 
-    def events(self) -> List[Event]:
+    def events(self) -> list[Event]:
         # Stable sort keeps same-time events in emission order.
         return sorted(self._events, key=lambda e: e.ts)
 
@@ -93,13 +93,14 @@ class LogBuilder:
         )
         self.add(at + 1.0, rev.RuntimeStatus, status="running")
 
-    def health(self, at: float, phase: int = 1, unhealthy: int = 0, lag_ms: float = 4.0,
-               down_since: Optional[float] = None) -> None:
+    def health(
+        self, at: float, phase: int = 1, unhealthy: int = 0, lag_ms: float = 4.0, down_since: float | None = None
+    ) -> None:
         """Two servers; the first ``unhealthy`` are down. With ``down_since`` (relative time)
         the down rows carry the connection-failure fields the health watcher adds."""
-        servers: List[Dict[str, object]] = []
+        servers: list[dict[str, object]] = []
         for i, port in enumerate((8100, 8101)):
-            row: Dict[str, object] = {
+            row: dict[str, object] = {
                 "url": f"http://127.0.0.1:{port}/v1",
                 "healthy": i >= unhealthy,
                 "in_flight": 3 + i,
@@ -109,10 +110,12 @@ class LogBuilder:
             }
             if down_since is not None:
                 down = i < unhealthy
-                row.update(connection_failures=7 if down else 0, rerouted=5 if down else 0,
-                           down_since=self.t0 + down_since if down else None,
-                           last_connection_failure="APIConnectionError: Connection refused (127.0.0.1:8100)"
-                           if down else None)
+                row.update(
+                    connection_failures=7 if down else 0,
+                    rerouted=5 if down else 0,
+                    down_since=self.t0 + down_since if down else None,
+                    last_connection_failure="APIConnectionError: Connection refused (127.0.0.1:8100)" if down else None,
+                )
             servers.append(row)
         self.add(at, rev.ServerStats, phase=phase, servers=servers)
         self.add(at, rev.LoopLag, lag_ms=lag_ms)
@@ -125,7 +128,7 @@ class LogBuilder:
         summary: str,
         *,
         turns: int,
-        reward: Optional[float],
+        reward: float | None,
         phase: int = 1,
         tool_error_every: int = 0,
         running_command: bool = False,
@@ -137,8 +140,14 @@ class LogBuilder:
         rng = self.rng
         t = at
         self.add(t, ev.RolloutStarted, rollout_id=rollout_id, group_id=group_id, item_summary=summary, phase=phase)
-        self.add(t + 0.05, ev.SandboxCreated, task_id=rollout_id, backend="local",
-                 workdir=f"/tmp/hermes/{rollout_id}", lifetime_s=900.0)
+        self.add(
+            t + 0.05,
+            ev.SandboxCreated,
+            task_id=rollout_id,
+            backend="local",
+            workdir=f"/tmp/hermes/{rollout_id}",
+            lifetime_s=900.0,
+        )
         errors = 0
         for turn in range(1, turns + 1):
             t += 0.2
@@ -146,21 +155,42 @@ class LogBuilder:
             t += round(rng.uniform(0.4, 2.5), 2)
             last_turn = turn == turns
             if api_error and last_turn:
-                self.add(t, ev.TurnFinished, rollout_id=rollout_id, turn=turn, latency_s=30.0,
-                         error="APITimeoutError: server did not answer within 30s")
+                self.add(
+                    t,
+                    ev.TurnFinished,
+                    rollout_id=rollout_id,
+                    turn=turn,
+                    latency_s=30.0,
+                    error="APITimeoutError: server did not answer within 30s",
+                )
                 break
             calls = 0 if (last_turn and reward is not None) else 1
             reasoning = REASONING[(turn + len(rollout_id)) % len(REASONING)] if turn % 2 else None
             content = REPLIES[(turn - 1) % len(REPLIES)] if (calls == 0 or turn % 3 == 1) else ""
-            self.add(t, ev.TurnFinished, rollout_id=rollout_id, turn=turn, latency_s=round(rng.uniform(0.3, 2.4), 2),
-                     content=content, reasoning=reasoning, tool_calls=calls)
+            self.add(
+                t,
+                ev.TurnFinished,
+                rollout_id=rollout_id,
+                turn=turn,
+                latency_s=round(rng.uniform(0.3, 2.4), 2),
+                content=content,
+                reasoning=reasoning,
+                tool_calls=calls,
+            )
             if not calls:
                 continue
             command = COMMANDS[(turn + len(group_id)) % len(COMMANDS)]
             call_id = f"call_{rollout_id}_{turn}"
             args = json.dumps({"command": command})
-            self.add(t + 0.01, ev.ToolCallStarted, rollout_id=rollout_id, turn=turn, call_id=call_id,
-                     tool_name="terminal", args_head=args)
+            self.add(
+                t + 0.01,
+                ev.ToolCallStarted,
+                rollout_id=rollout_id,
+                turn=turn,
+                call_id=call_id,
+                tool_name="terminal",
+                args_head=args,
+            )
             self.add(t + 0.02, ev.SandboxCommandStarted, task_id=rollout_id, command=command, timeout_s=180.0)
             if running_command and turn == turns:
                 return t  # the command is still running
@@ -170,28 +200,72 @@ class LogBuilder:
                 timed_out = turn % (2 * tool_error_every) == 0
                 exit_code = 124 if timed_out else 1
                 error = "Command timed out after 180 seconds" if timed_out else "grep: logs/app.log: No such file"
-                self.add(t + d, ev.SandboxCommandFinished, task_id=rollout_id, command=command, exit_code=exit_code,
-                         duration_s=d, output_head=error, timed_out=timed_out)
-                self.add(t + d + 0.01, ev.ToolCallFinished, rollout_id=rollout_id, turn=turn, call_id=call_id,
-                         tool_name="terminal", duration_s=d, result_head=json.dumps({"error": error}),
-                         error=error, error_kind="timeout" if timed_out else "tool_error", exit_code=exit_code)
+                self.add(
+                    t + d,
+                    ev.SandboxCommandFinished,
+                    task_id=rollout_id,
+                    command=command,
+                    exit_code=exit_code,
+                    duration_s=d,
+                    output_head=error,
+                    timed_out=timed_out,
+                )
+                self.add(
+                    t + d + 0.01,
+                    ev.ToolCallFinished,
+                    rollout_id=rollout_id,
+                    turn=turn,
+                    call_id=call_id,
+                    tool_name="terminal",
+                    duration_s=d,
+                    result_head=json.dumps({"error": error}),
+                    error=error,
+                    error_kind="timeout" if timed_out else "tool_error",
+                    exit_code=exit_code,
+                )
                 errors += 1
             else:
                 out = f"{rng.randint(1, 9999)}"
-                self.add(t + d, ev.SandboxCommandFinished, task_id=rollout_id, command=command, exit_code=0,
-                         duration_s=d, output_head=out)
-                self.add(t + d + 0.01, ev.ToolCallFinished, rollout_id=rollout_id, turn=turn, call_id=call_id,
-                         tool_name="terminal", duration_s=d,
-                         result_head=json.dumps({"output": out, "exit_code": 0, "error": None}), exit_code=0)
+                self.add(
+                    t + d,
+                    ev.SandboxCommandFinished,
+                    task_id=rollout_id,
+                    command=command,
+                    exit_code=0,
+                    duration_s=d,
+                    output_head=out,
+                )
+                self.add(
+                    t + d + 0.01,
+                    ev.ToolCallFinished,
+                    rollout_id=rollout_id,
+                    turn=turn,
+                    call_id=call_id,
+                    tool_name="terminal",
+                    duration_s=d,
+                    result_head=json.dumps({"output": out, "exit_code": 0, "error": None}),
+                    exit_code=0,
+                )
             t += d + 0.02
         if reward is None:
             return t
         t += 0.3
-        self.add(t, ev.RolloutFinished, rollout_id=rollout_id, group_id=group_id, reward=reward, turns_used=turns,
-                 finished_naturally=not api_error, tool_error_count=errors, duration_s=round(t - at, 2),
-                 token_count=380 * turns + rng.randint(0, 300), phase=phase, node_count=1 if phase == 2 else 0,
-                 reward_error="ZeroDivisionError: division by zero" if reward_error else None,
-                 error="APITimeoutError: server did not answer within 30s" if api_error else None)
+        self.add(
+            t,
+            ev.RolloutFinished,
+            rollout_id=rollout_id,
+            group_id=group_id,
+            reward=reward,
+            turns_used=turns,
+            finished_naturally=not api_error,
+            tool_error_count=errors,
+            duration_s=round(t - at, 2),
+            token_count=380 * turns + rng.randint(0, 300),
+            phase=phase,
+            node_count=1 if phase == 2 else 0,
+            reward_error="ZeroDivisionError: division by zero" if reward_error else None,
+            error="APITimeoutError: server did not answer within 30s" if api_error else None,
+        )
         self.add(t + 0.1, ev.SandboxClosed, task_id=rollout_id, reason="cleanup")
         return t + 0.1
 
@@ -199,19 +273,36 @@ class LogBuilder:
         group_id = f"g{index:04d}"
         summary = TASKS[index % len(TASKS)]
         self.add(at, rev.ItemReceived, group_id=group_id, item_summary=summary)
-        self.add(at + 0.01, ev.GroupStarted, group_id=group_id, item_summary=summary, group_size=4, phase=phase,
-                 toolsets=["terminal", "file"])
+        self.add(
+            at + 0.01,
+            ev.GroupStarted,
+            group_id=group_id,
+            item_summary=summary,
+            group_size=4,
+            phase=phase,
+            toolsets=["terminal", "file"],
+        )
         identical = index % 5 == 3
-        scores: List[float] = []
+        scores: list[float] = []
         end = at
         for r in range(4):
             reward = 1.0 if identical else round(min(1.0, max(0.0, self.rng.gauss(0.55 + index * 0.01, 0.3))), 2)
             failing = error_rate > 0 and self.rng.random() < error_rate
-            end = max(end, self.rollout(
-                at + 0.02 + r * 0.1, group_id, f"{group_id}-r{r}", summary, turns=2 + (index + r) % 4, reward=reward,
-                phase=phase, tool_error_every=2 if failing else 0,
-                api_error=failing and r == 3, reward_error=failing and r == 2,
-            ))
+            end = max(
+                end,
+                self.rollout(
+                    at + 0.02 + r * 0.1,
+                    group_id,
+                    f"{group_id}-r{r}",
+                    summary,
+                    turns=2 + (index + r) % 4,
+                    reward=reward,
+                    phase=phase,
+                    tool_error_every=2 if failing else 0,
+                    api_error=failing and r == 3,
+                    reward_error=failing and r == 2,
+                ),
+            )
             scores.append(reward)
         self.add(end + 0.2, ev.GroupFinished, group_id=group_id, scores=scores, duration_s=round(end - at, 2))
         if identical:
@@ -221,17 +312,33 @@ class LogBuilder:
             self.add(end + 0.3, rev.ItemCompleted, group_id=group_id, scores=scores, step=self.steps)
         return end + 0.3
 
-    def active_group(self, at: float, index: int, *, turns_done: int, rollouts_finished: int = 0,
-                     phase: int = 1) -> None:
+    def active_group(
+        self, at: float, index: int, *, turns_done: int, rollouts_finished: int = 0, phase: int = 1
+    ) -> None:
         group_id = f"g{index:04d}"
         summary = TASKS[index % len(TASKS)]
         self.add(at, rev.ItemReceived, group_id=group_id, item_summary=summary)
-        self.add(at + 0.01, ev.GroupStarted, group_id=group_id, item_summary=summary, group_size=4, phase=phase,
-                 toolsets=["terminal", "file"])
+        self.add(
+            at + 0.01,
+            ev.GroupStarted,
+            group_id=group_id,
+            item_summary=summary,
+            group_size=4,
+            phase=phase,
+            toolsets=["terminal", "file"],
+        )
         for r in range(4):
             done = r < rollouts_finished
-            self.rollout(at + 0.02 + r * 0.1, group_id, f"{group_id}-r{r}", summary, turns=turns_done + r % 2,
-                         reward=0.75 if done else None, phase=phase, running_command=not done and r % 2 == 0)
+            self.rollout(
+                at + 0.02 + r * 0.1,
+                group_id,
+                f"{group_id}-r{r}",
+                summary,
+                turns=turns_done + r % 2,
+                reward=0.75 if done else None,
+                phase=phase,
+                running_command=not done and r % 2 == 0,
+            )
 
 
 # ---------------------------------------------------------------------- scenarios
@@ -246,7 +353,7 @@ def _active_set(b: LogBuilder, first_index: int, phase: int = 1) -> None:
         b.active_group(END - age, first_index + i, turns_done=1 + i % 3, rollouts_finished=i % 3, phase=phase)
 
 
-def main_run(finished: int = 30) -> List[Event]:
+def main_run(finished: int = 30) -> list[Event]:
     """A healthy run under load: 30 finished groups, 5 in flight, rewards trending up."""
     b = LogBuilder(seed=7)
     b.run_header()
@@ -261,7 +368,7 @@ def main_run(finished: int = 30) -> List[Event]:
     return b.events()
 
 
-def error_run() -> List[Event]:
+def error_run() -> list[Event]:
     """An error-heavy run: tool timeouts, API errors, reward errors, failed and dropped items."""
     b = LogBuilder(seed=11)
     b.run_header()
@@ -271,8 +378,9 @@ def error_run() -> List[Event]:
     b.add(t, ev.ItemFailed, group_id="g0100", error="RuntimeError: dataset row 17 has no 'task' field")
     b.add(t - 1, rev.ItemReceived, group_id="g0100", item_summary="(unparseable row 17)")
     b.add(t + 1, rev.ItemReceived, group_id="g0101", item_summary=TASKS[1])
-    b.add(t + 2, ev.ItemFailed, group_id="g0101", error="worker_timeout: group ran longer than 600s",
-          error_kind="timeout")
+    b.add(
+        t + 2, ev.ItemFailed, group_id="g0101", error="worker_timeout: group ran longer than 600s", error_kind="timeout"
+    )
     b.add(t + 3, ev.ItemDropped, group_id="g0005x", reason="too_long")
     b.add(t + 2.5, rev.ItemReceived, group_id="g0005x", item_summary=TASKS[5])
     b.add(t + 4, rev.LogRecord, level="ERROR", logger="atroposlib.envs.base", message="collect_trajectories raised")
@@ -281,7 +389,7 @@ def error_run() -> List[Event]:
     return b.events()
 
 
-def phase_switch_run() -> List[Event]:
+def phase_switch_run() -> list[Event]:
     """Intake drained for a Phase 1 → 2 switch; three groups still in flight."""
     b = LogBuilder(seed=13)
     b.run_header()
@@ -298,7 +406,7 @@ def phase_switch_run() -> List[Event]:
     return b.events()
 
 
-def evaluation_run() -> List[Event]:
+def evaluation_run() -> list[Event]:
     """A run with one finished evaluation (for the results screen)."""
     b = LogBuilder(seed=17)
     b.run_header()
@@ -308,18 +416,28 @@ def evaluation_run() -> List[Event]:
     b.add(t, rev.EvalStarted, eval_id="eval-0001", intake_paused=False)
     for done in range(0, 41, 8):
         b.add(t + done * 0.5, rev.EvalProgress, eval_id="eval-0001", done=done, total=40)
-    b.add(t + 21, rev.EvalFinished, eval_id="eval-0001", duration_s=21.0,
-          samples_path="runs/terminal_tasks/eval/eval-0001/samples.jsonl",
-          metrics={"eval/percent_correct": 0.625, "eval/mean_reward": 0.611, "eval/avg_turns": 3.4,
-                   "eval/tool_error_rate": 0.05, "eval/n_samples": 40})
+    b.add(
+        t + 21,
+        rev.EvalFinished,
+        eval_id="eval-0001",
+        duration_s=21.0,
+        samples_path="runs/terminal_tasks/eval/eval-0001/samples.jsonl",
+        metrics={
+            "eval/percent_correct": 0.625,
+            "eval/mean_reward": 0.611,
+            "eval/avg_turns": 3.4,
+            "eval/tool_error_rate": 0.05,
+            "eval/n_samples": 40,
+        },
+    )
     _active_set(b, 30)
     b.health(END)
     return b.events()
 
 
-def flood(n: int, t0: float = T0 + 1_000.0) -> List[Event]:
+def flood(n: int, t0: float = T0 + 1_000.0) -> list[Event]:
     """``n`` cheap events (turns and tool calls over many rollouts) for the responsiveness test."""
-    out: List[Event] = [rev.RuntimeStatus(ts=t0, status="running")]
+    out: list[Event] = [rev.RuntimeStatus(ts=t0, status="running")]
     per = 8
     for i in range(n // per):
         t = t0 + i * 0.001
@@ -329,8 +447,9 @@ def flood(n: int, t0: float = T0 + 1_000.0) -> List[Event]:
             ev.TurnStarted(ts=t, rollout_id=rid, turn=i),
             ev.TurnFinished(ts=t, rollout_id=rid, turn=i, latency_s=0.1, content=f"step {i}", tool_calls=1),
             ev.ToolCallStarted(ts=t, rollout_id=rid, turn=i, call_id=f"c{i}", tool_name="terminal", args_head="ls"),
-            ev.ToolCallFinished(ts=t, rollout_id=rid, turn=i, call_id=f"c{i}", tool_name="terminal",
-                                duration_s=0.01, result_head="ok"),
+            ev.ToolCallFinished(
+                ts=t, rollout_id=rid, turn=i, call_id=f"c{i}", tool_name="terminal", duration_s=0.01, result_head="ok"
+            ),
             ev.SandboxCommandStarted(ts=t, task_id=rid, command="ls", timeout_s=10.0),
             ev.SandboxCommandFinished(ts=t, task_id=rid, command="ls", exit_code=0, duration_s=0.01),
             rev.ItemReceived(ts=t, group_id=f"{gid}-{i}"),
@@ -339,7 +458,7 @@ def flood(n: int, t0: float = T0 + 1_000.0) -> List[Event]:
     return out
 
 
-def serve_run(group_size: int = 4) -> List[Event]:
+def serve_run(group_size: int = 4) -> list[Event]:
     """Serve mode against a trainer: trainer status over the steps, one of two servers down
     since step 2. ``group_size=1`` adds the runtime's under-counted-queue warning."""
     b = LogBuilder(seed=5)
@@ -347,16 +466,33 @@ def serve_run(group_size: int = 4) -> List[Event]:
     b.add(1.5, rev.TrainerStatus, state="waiting", detail="waiting for the trainer to start (POST /register)")
     warning = GROUP_SIZE_ONE_WARNING if group_size == 1 else None
     t = 6.0
-    went_down: Optional[float] = None
+    went_down: float | None = None
     for i in range(18):
         t = b.finished_group(t, i) + 1.0
         step = i // 3
-        b.add(t, rev.TrainerStatus, state="backpressure" if i == 12 else "running", current_step=step, total_steps=20,
-              queue_size=2 + i % 4, self_queue_size=1 + i % 3, total_queue_size=4 + i % 5, batch_size=16,
-              group_size=group_size, max_group_size=group_size, env_id=0, env_weight=0.5, unallocated_fraction=0.25,
-              groups_sent=i + 1, groups_sent_this_step=1 + i % 3, groups_per_step=3.0,
-              backpressure=i == 12, wait_trainer_s=round(0.8 * i, 1), wait_inference_s=round(2.5 * i, 1),
-              warning=warning)
+        b.add(
+            t,
+            rev.TrainerStatus,
+            state="backpressure" if i == 12 else "running",
+            current_step=step,
+            total_steps=20,
+            queue_size=2 + i % 4,
+            self_queue_size=1 + i % 3,
+            total_queue_size=4 + i % 5,
+            batch_size=16,
+            group_size=group_size,
+            max_group_size=group_size,
+            env_id=0,
+            env_weight=0.5,
+            unallocated_fraction=0.25,
+            groups_sent=i + 1,
+            groups_sent_this_step=1 + i % 3,
+            groups_per_step=3.0,
+            backpressure=i == 12,
+            wait_trainer_s=round(0.8 * i, 1),
+            wait_inference_s=round(2.5 * i, 1),
+            warning=warning,
+        )
         if i % 4 == 0:
             if i >= 8 and went_down is None:
                 went_down = t
@@ -366,12 +502,12 @@ def serve_run(group_size: int = 4) -> List[Event]:
     return b.events()
 
 
-def small_run() -> List[Event]:
+def small_run() -> list[Event]:
     """The main run with fewer finished groups: same active set, cheaper for behaviour tests."""
     return main_run(finished=6)
 
 
-SCENARIOS: Dict[str, Callable[[], List[Event]]] = {
+SCENARIOS: dict[str, Callable[[], list[Event]]] = {
     "main": main_run,
     "small": small_run,
     "errors": error_run,
@@ -381,19 +517,19 @@ SCENARIOS: Dict[str, Callable[[], List[Event]]] = {
 }
 
 
-def write_log(events: List[Event], path: Path) -> None:
+def write_log(events: list[Event], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         for event in events:
             fh.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
 
 
-def read_log(path: Path) -> List[Event]:
+def read_log(path: Path) -> list[Event]:
     with path.open(encoding="utf-8") as fh:
         return [event_from_dict(json.loads(line)) for line in fh if line.strip()]
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else FIXTURES
     for name, build in SCENARIOS.items():
         if name == "small":

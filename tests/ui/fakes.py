@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import Any, Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 from environments.events import Event
 from hermes_console.runtime.api import CommandUnavailable
 
-DEFAULT_RESULTS: Dict[str, Any] = {
+DEFAULT_RESULTS: dict[str, Any] = {
     "cancel_in_flight": 3,
     "evaluate": {"eval/percent_correct": 0.5},
     "kill_sandbox": True,
@@ -30,8 +31,13 @@ DEFAULT_RESULTS: Dict[str, Any] = {
         ],
         "recent_commands": [
             {"command": "ls -la", "started_at": 0.0, "duration_s": 0.02, "exit_code": 0, "output_head": "calc.py"},
-            {"command": "cat calc.py", "started_at": 1.0, "duration_s": 0.01, "exit_code": 0,
-             "output_head": "def add(a, b): return a - b"},
+            {
+                "command": "cat calc.py",
+                "started_at": 1.0,
+                "duration_s": 0.01,
+                "exit_code": 0,
+                "output_head": "def add(a, b): return a - b",
+            },
         ],
         "lifetime_s": 300.0,
     },
@@ -46,22 +52,22 @@ class FakeRuntime:
         events: Iterable[Event] = (),
         *,
         live: bool = True,
-        fail: Optional[Dict[str, BaseException]] = None,
+        fail: dict[str, BaseException] | None = None,
         hold: Iterable[str] = (),
-        results: Optional[Dict[str, Any]] = None,
+        results: dict[str, Any] | None = None,
     ) -> None:
-        self._queue: Deque[Event] = deque(events)
+        self._queue: deque[Event] = deque(events)
         self._lock = threading.Lock()
         self._live = live
         self.fail = dict(fail or {})
         self.hold = set(hold)
         self.results = {**DEFAULT_RESULTS, **(results or {})}
-        self.calls: List[Tuple[str, tuple, dict]] = []
-        self.pending: Dict[str, Future] = {}
+        self.calls: list[tuple[str, tuple, dict]] = []
+        self.pending: dict[str, Future] = {}
         self.drain_calls = 0
-        self.drains_at_call: List[int] = []  # drain_calls when each command arrived (parallel to calls)
+        self.drains_at_call: list[int] = []  # drain_calls when each command arrived (parallel to calls)
         self.started = False
-        self.fatal: Optional[BaseException] = None
+        self.fatal: BaseException | None = None
         self._finished: Future = Future()  # resolved when a stop command resolves
 
     # ------------------------------------------------------------------ test helpers
@@ -74,10 +80,10 @@ class FakeRuntime:
     def backlog(self) -> int:
         return len(self._queue)
 
-    def names(self) -> List[str]:
+    def names(self) -> list[str]:
         return [name for name, _, _ in self.calls]
 
-    def resolve(self, name: str, result: Any = None, error: Optional[BaseException] = None) -> None:
+    def resolve(self, name: str, result: Any = None, error: BaseException | None = None) -> None:
         future = self.pending.pop(name)
         if error is not None:
             future.set_exception(error)
@@ -86,7 +92,7 @@ class FakeRuntime:
 
     # ------------------------------------------------------------------ RuntimeAPI
 
-    def drain(self, max_events: Optional[int] = None) -> List[Event]:
+    def drain(self, max_events: int | None = None) -> list[Event]:
         self.drain_calls += 1
         with self._lock:
             n = len(self._queue) if max_events is None else min(max_events, len(self._queue))
@@ -105,7 +111,7 @@ class FakeRuntime:
     def done(self) -> Future:
         return self._finished
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         return True
 
     def _command(self, name: str, *args: Any, **kwargs: Any) -> Future:

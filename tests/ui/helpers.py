@@ -6,21 +6,19 @@ addressed from the repo root, which ``python -m pytest`` puts on sys.path.)"""
 from __future__ import annotations
 
 import time
-from typing import List, Optional
 
 from textual.pilot import Pilot
 
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
-
-from tests.ui.eventlog import END, T0, SCENARIOS
+from tests.ui.eventlog import END, SCENARIOS, T0
 from tests.ui.fakes import FakeRuntime
 
 NOW = T0 + END  # every scenario's last event: ages render the same on every run
 
 
-def make_app(runtime: FakeRuntime, *, config: Optional[ConsoleConfig] = None) -> ConsoleApp:
+def make_app(runtime: FakeRuntime, *, config: ConsoleConfig | None = None) -> ConsoleApp:
     return ConsoleApp(runtime, now=NOW, config=config or ConsoleConfig(tick_hz=20.0))
 
 
@@ -32,7 +30,7 @@ async def settle(pilot: Pilot, rounds: int = 3) -> None:
         await pilot.pause(0.01)
 
 
-def messages(app: ConsoleApp, severity: Optional[str] = None) -> List[str]:
+def messages(app: ConsoleApp, severity: str | None = None) -> list[str]:
     return [n.message for n in app._notifications if severity is None or n.severity == severity]
 
 

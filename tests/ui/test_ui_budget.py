@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 import pytest
 
 from hermes_console.ui.budget import UiBudget
@@ -20,8 +18,16 @@ class Clocks:
 
 
 def make(clocks: Clocks, share: float = 0.05) -> UiBudget:
-    return UiBudget(share, 0.25, 0.05, max_redraw_s=2.0, max_drain_s=0.5, window_s=1.0,
-                    cpu=lambda: clocks.cpu, wall=lambda: clocks.wall)
+    return UiBudget(
+        share,
+        0.25,
+        0.05,
+        max_redraw_s=2.0,
+        max_drain_s=0.5,
+        window_s=1.0,
+        cpu=lambda: clocks.cpu,
+        wall=lambda: clocks.wall,
+    )
 
 
 def window(b: UiBudget, clocks: Clocks, cpu_share: float, events: int) -> None:
@@ -34,7 +40,7 @@ def test_busy_and_over_budget_spaces_redraws_out_up_to_the_cap_and_says_so() -> 
     clocks = Clocks()
     b = make(clocks)
     assert not b.throttled and b.note() == ""
-    seen: List[float] = []
+    seen: list[float] = []
     for _ in range(10):
         window(b, clocks, 0.40, events=10_000)  # the UI used 40% of a core while events arrived
         seen.append(b.redraw_s)

@@ -14,7 +14,6 @@ from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import RunSpec, resolve
 from hermes_console.runtime.config_rows import config_rows
 from hermes_console.ui.screens.config_view import ConfigScreen
-
 from tests.ui.eventlog import T0
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, settle
@@ -22,15 +21,22 @@ from tests.ui.helpers import make_app, settle
 
 def _rows(tmp_path):
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(textwrap.dedent("""
+    cfg.write_text(
+        textwrap.dedent("""
         env:
           max_agent_turns: 5
         openai:
           base_url: http://127.0.0.1:9999/v1
           api_key: sk-do-not-show-1234567890
-    """))
-    spec = RunSpec(env=TerminalTasksEnv, mode="process", flags=["--env.group_size", "3"], config_path=str(cfg),
-                   runs_dir=str(tmp_path / "runs"))
+    """)
+    )
+    spec = RunSpec(
+        env=TerminalTasksEnv,
+        mode="process",
+        flags=["--env.group_size", "3"],
+        config_path=str(cfg),
+        runs_dir=str(tmp_path / "runs"),
+    )
     resolved = resolve(spec, TerminalTasksEnv)
     return resolved, config_rows(resolved)
 
@@ -54,8 +60,18 @@ def test_config_rows_carry_each_values_source_and_hide_secrets(tmp_path, tokeniz
 
 async def test_config_view_filters_and_sorts(tmp_path, tokenizer_path) -> None:
     _, rows = _rows(tmp_path)
-    events = [rev.RunConfigured(ts=T0, env_name="terminal_tasks", mode="process", phase=1, group_size=3,
-                                max_in_flight=4, worker_timeout_s=600.0, config=rows)]
+    events = [
+        rev.RunConfigured(
+            ts=T0,
+            env_name="terminal_tasks",
+            mode="process",
+            phase=1,
+            group_size=3,
+            max_in_flight=4,
+            worker_timeout_s=600.0,
+            config=rows,
+        )
+    ]
     app = make_app(FakeRuntime(events))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
@@ -67,8 +83,9 @@ async def test_config_view_filters_and_sorts(tmp_path, tokenizer_path) -> None:
         await pilot.press("slash", *"flags", "enter")
         await settle(pilot)
         shown = [table.get_row_at(i) for i in range(table.row_count)]
-        assert [r[0].plain for r in shown] == [r["key"] for r in rows if "flags" in
-                                               f"{r['key']} {r['value']} {r['source']}".lower()]
+        assert [r[0].plain for r in shown] == [
+            r["key"] for r in rows if "flags" in f"{r['key']} {r['value']} {r['source']}".lower()
+        ]
         assert "env.group_size" in [r[0].plain for r in shown]
         await pilot.click("#config-table", offset=(40, 0))  # the value header: sort by value
         await settle(pilot)

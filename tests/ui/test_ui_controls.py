@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from hermes_console.runtime import events as rev
 from hermes_console.runtime.api import CommandUnavailable
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-
-from hermes_console.runtime import events as rev
-
-from tests.ui.helpers import NOW, make_app, messages, settle
 from tests.ui.fakes import FakeRuntime
+from tests.ui.helpers import NOW, make_app, messages, settle
 
 
 async def test_pause_then_resume_follows_runtime_status(main_events) -> None:
@@ -61,8 +59,12 @@ async def test_phase_switch_confirms_and_targets_other_phase(main_events) -> Non
         name, args, kwargs = runtime.calls[-1]
         assert (name, args) == ("switch_phase", (2,))
         # Drain progress from the runtime's events shows in the status bar.
-        runtime.feed([rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=4),
-                      rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=1)])
+        runtime.feed(
+            [
+                rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=4),
+                rev.PhaseSwitch(ts=NOW, stage="draining", from_phase=1, to_phase=2, in_flight=1),
+            ]
+        )
         await settle(pilot)
         status = str(app.screen.query_one("#status").render())
         assert "phase switch 1 → 2: draining" in status and "1 in flight" in status
@@ -81,12 +83,23 @@ async def test_evaluate_opens_results_when_the_evaluation_finishes(main_events) 
         await pilot.press("e")
         await settle(pilot)
         assert runtime.names()[-1] == "evaluate"
-        runtime.feed([rev.EvalStarted(ts=NOW, eval_id="ev-9"), rev.EvalProgress(ts=NOW, eval_id="ev-9", done=3, total=10)])
+        runtime.feed(
+            [rev.EvalStarted(ts=NOW, eval_id="ev-9"), rev.EvalProgress(ts=NOW, eval_id="ev-9", done=3, total=10)]
+        )
         await settle(pilot)
         assert "evaluation ev-9" in str(app.screen.query_one("#status").render())
         assert isinstance(app.screen, MainScreen)
-        runtime.feed([rev.EvalFinished(ts=NOW, eval_id="ev-9", metrics={"eval/acc": 0.75},
-                                       samples_path="/tmp/ev-9/samples.jsonl", duration_s=4.0)])
+        runtime.feed(
+            [
+                rev.EvalFinished(
+                    ts=NOW,
+                    eval_id="ev-9",
+                    metrics={"eval/acc": 0.75},
+                    samples_path="/tmp/ev-9/samples.jsonl",
+                    duration_s=4.0,
+                )
+            ]
+        )
         runtime.resolve("evaluate", {"eval/acc": 0.75})
         await settle(pilot)
         assert isinstance(app.screen, EvaluationScreen)
@@ -277,8 +290,11 @@ def test_serve_mode_status_shows_the_trainers_step_not_groups_sent() -> None:
     from hermes_console.ui.widgets.status_bar import StatusBar
 
     s = ConsoleState()
-    s.apply(rev.RunConfigured(env_name="e", mode="serve", phase=1, group_size=4, max_in_flight=4,
-                              worker_timeout_s=60.0, total_steps=6))
+    s.apply(
+        rev.RunConfigured(
+            env_name="e", mode="serve", phase=1, group_size=4, max_in_flight=4, worker_timeout_s=60.0, total_steps=6
+        )
+    )
     for i in range(12):  # 12 groups sent over 3 trainer steps
         s.apply(rev.ItemReceived(group_id=f"g{i}"))
         s.apply(rev.ItemCompleted(group_id=f"g{i}", step=i + 1))

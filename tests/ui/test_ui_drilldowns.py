@@ -11,9 +11,8 @@ from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
-
-from tests.ui.helpers import make_app, messages, scenario, settle
 from tests.ui.fakes import FakeRuntime
+from tests.ui.helpers import make_app, messages, scenario, settle
 
 
 def log_text(log: RichLog) -> str:
@@ -134,8 +133,14 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
     from tests.ui.fakes import DEFAULT_RESULTS
 
     details = dict(DEFAULT_RESULTS["sandbox_details"])
-    details["shell"] = {"shell_pid": 4242, "shell_uptime_s": 75.0, "shell_restarts": 1, "machine_restarts": 0,
-                        "busy": True, "agent_processes_stopped": 2}
+    details["shell"] = {
+        "shell_pid": 4242,
+        "shell_uptime_s": 75.0,
+        "shell_restarts": 1,
+        "machine_restarts": 0,
+        "busy": True,
+        "agent_processes_stopped": 2,
+    }
     details["overrides"] = {"cwd": "/app", "docker_image": "tb2/task:1\x1b]52;c;x\x07"}
     runtime = FakeRuntime(main_events, results={"sandbox_details": details})
     app = make_app(runtime)
@@ -184,18 +189,29 @@ async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_e
     from hermes_console.ui.screens.evaluation import EvaluationScreen
     from tests.ui.eventlog import T0
 
-    samples = [{"task_id": "fizzbuzz", "reward": 1.0, "passed": True, "turns_used": 3},
-               {"task_id": "calc", "reward": 0.25, "passed": False, "turns_used": 7},
-               {"task_id": "grep", "reward": 0.0, "passed": False, "turns_used": 2}]
+    samples = [
+        {"task_id": "fizzbuzz", "reward": 1.0, "passed": True, "turns_used": 3},
+        {"task_id": "calc", "reward": 0.25, "passed": False, "turns_used": 7},
+        {"task_id": "grep", "reward": 0.0, "passed": False, "turns_used": 2},
+    ]
     path = tmp_path / "samples.jsonl"
     path.write_text("".join(json.dumps(s) + "\n" for s in samples))
     runtime = FakeRuntime(main_events)
     app = make_app(runtime)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        runtime.feed([rev.EvalStarted(ts=T0, eval_id="ev-7"),
-                      rev.EvalFinished(ts=T0 + 1, eval_id="ev-7", samples_path=str(path), duration_s=1.0,
-                                       metrics={"eval/total_tasks": 3.0, "eval/pass_rate": 1 / 3, "eval/n": 3})])
+        runtime.feed(
+            [
+                rev.EvalStarted(ts=T0, eval_id="ev-7"),
+                rev.EvalFinished(
+                    ts=T0 + 1,
+                    eval_id="ev-7",
+                    samples_path=str(path),
+                    duration_s=1.0,
+                    metrics={"eval/total_tasks": 3.0, "eval/pass_rate": 1 / 3, "eval/n": 3},
+                ),
+            ]
+        )
         await settle(pilot)
         app.push_screen(EvaluationScreen("ev-7"))
         await settle(pilot)
@@ -204,8 +220,15 @@ async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_e
         assert metrics.get_row("eval/pass_rate")[1] == "0.3333"
         tasks = app.screen.query_one("#eval-tasks")
         rows = [tasks.get_row_at(i) for i in range(tasks.row_count)]
-        assert rows == [[s["task_id"], f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
-                         "yes" if s["passed"] else "no", str(s["turns_used"])] for s in samples]
+        assert rows == [
+            [
+                s["task_id"],
+                f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
+                "yes" if s["passed"] else "no",
+                str(s["turns_used"]),
+            ]
+            for s in samples
+        ]
 
 
 async def test_closed_sandbox_keeps_its_last_commands() -> None:
@@ -216,8 +239,12 @@ async def test_closed_sandbox_keeps_its_last_commands() -> None:
     finished = [e for e in events if isinstance(e, ev.SandboxCommandFinished)]
     task_id = max(closed, key=lambda t: sum(1 for e in finished if e.task_id == t))
     # more commands than are kept (late reports of the closed sandbox's commands)
-    extra = [ev.SandboxCommandFinished(ts=events[-1].ts + i, task_id=task_id, command=f"echo extra {i}", exit_code=0,
-                                       duration_s=0.1) for i in range(4)]
+    extra = [
+        ev.SandboxCommandFinished(
+            ts=events[-1].ts + i, task_id=task_id, command=f"echo extra {i}", exit_code=0, duration_s=0.1
+        )
+        for i in range(4)
+    ]
     events = events + extra
     finished += extra
     commands = [e.command for e in finished if e.task_id == task_id]
@@ -230,6 +257,7 @@ async def test_closed_sandbox_keeps_its_last_commands() -> None:
         # recently closed, newest first (the events' order of SandboxClosed, reversed)
         assert [sb.task_id for sb in app.state.closed_sandboxes()] == list(reversed(closed))
         from hermes_console.ui.screens.closed_sandboxes import ClosedSandboxesScreen
+
         await pilot.press("C")  # the list of recently closed sandboxes, newest first
         await settle(pilot)
         assert isinstance(app.screen, ClosedSandboxesScreen)

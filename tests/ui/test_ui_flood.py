@@ -5,7 +5,6 @@ from __future__ import annotations
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.status_bar import StatusBar
-
 from tests.ui.eventlog import flood
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app
@@ -47,8 +46,10 @@ async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_event
             if all(screen._drawn_at.get(p, -1) >= start for p in ("groups", "turns", "tools", "sandboxes")):
                 break
             await pilot.pause(0.05)
-        assert all(screen._drawn_at.get(p, -1) >= start for p in ("groups", "turns", "tools", "sandboxes")), \
-            (start, screen._drawn_at)
+        assert all(screen._drawn_at.get(p, -1) >= start for p in ("groups", "turns", "tools", "sandboxes")), (
+            start,
+            screen._drawn_at,
+        )
         # A modal opens and answers while the flood continues.
         drains_before = runtime.drain_calls
         await pilot.press("c")

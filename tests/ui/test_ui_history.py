@@ -6,8 +6,6 @@ in (scores, drop reasons, prompts), Python's sorted() over the events' values.""
 
 from __future__ import annotations
 
-from typing import List
-
 from textual.widgets import DataTable, RichLog, Static
 
 from environments import events as ev
@@ -18,20 +16,21 @@ from hermes_console.ui.screens.rollouts import RolloutsScreen
 from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
-
 from tests.ui.eventlog import T0
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, messages, scenario, settle
 
 
-def _table_ids(app) -> List[str]:
+def _table_ids(app) -> list[str]:
     table = app.screen.query_one("#rollouts-table", DataTable)
     return [table.get_row_at(i)[0].plain for i in range(table.row_count)]
 
 
-def _column(app, index: int) -> List[str]:
+def _column(app, index: int) -> list[str]:
     table = app.screen.query_one("#rollouts-table", DataTable)
-    return [str(getattr(table.get_row_at(i)[index], "plain", table.get_row_at(i)[index])) for i in range(table.row_count)]
+    return [
+        str(getattr(table.get_row_at(i)[index], "plain", table.get_row_at(i)[index])) for i in range(table.row_count)
+    ]
 
 
 def _transcript_text(app) -> str:
@@ -100,8 +99,10 @@ async def test_history_sort_filter_quick_filters_and_transcript() -> None:
         # diff against the best sibling names it with its reward
         await pilot.press("v")
         await settle(pilot)
-        best = max((e for e in finished if e.group_id == group and e.rollout_id != seen[3]),
-                   key=lambda e: (e.reward, e.rollout_id))
+        best = max(
+            (e for e in finished if e.group_id == group and e.rollout_id != seen[3]),
+            key=lambda e: (e.reward, e.rollout_id),
+        )
         assert f"--- {best.rollout_id} (best sibling, reward {best.reward:.3f})" in _transcript_text(app)
         await pilot.press("escape")
         await settle(pilot)
@@ -154,21 +155,50 @@ def _rollout_with_prompt_and_details() -> list:
         rev.RuntimeStatus(ts=t, status="running"),
         rev.ItemReceived(ts=t, group_id="3f2a9c1d0b7e", item_summary="count lines"),
         ev.GroupStarted(ts=t + 1, group_id="3f2a9c1d0b7e", item_summary="count lines", group_size=2, phase=1),
-        ev.RolloutStarted(ts=t + 1, rollout_id="7d1c-uuid-a", group_id="3f2a9c1d0b7e", item_summary="count lines",
-                          system_prompt="You are a careful shell agent.", prompt="Count the lines in data.txt"),
+        ev.RolloutStarted(
+            ts=t + 1,
+            rollout_id="7d1c-uuid-a",
+            group_id="3f2a9c1d0b7e",
+            item_summary="count lines",
+            system_prompt="You are a careful shell agent.",
+            prompt="Count the lines in data.txt",
+        ),
         ev.RolloutStarted(ts=t + 1, rollout_id="9e0f-uuid-b", group_id="3f2a9c1d0b7e", item_summary="count lines"),
         ev.SandboxCreated(ts=t + 1, task_id="9e0f-uuid-b", backend="local", lifetime_s=300.0),
         ev.TurnStarted(ts=t + 2, rollout_id="7d1c-uuid-a", turn=1),
         ev.TurnFinished(ts=t + 4, rollout_id="7d1c-uuid-a", turn=1, latency_s=2.0, tool_calls=1),
-        ev.ToolCallStarted(ts=t + 4, rollout_id="7d1c-uuid-a", turn=1, call_id="c1", tool_name="terminal",
-                           args_head='{"command": "cat data.txt"}'),
-        ev.ToolCallFinished(ts=t + 7, rollout_id="7d1c-uuid-a", turn=1, call_id="c1", tool_name="terminal",
-                            duration_s=3.0, result_head=long_result[:200], result_text=long_result),
+        ev.ToolCallStarted(
+            ts=t + 4,
+            rollout_id="7d1c-uuid-a",
+            turn=1,
+            call_id="c1",
+            tool_name="terminal",
+            args_head='{"command": "cat data.txt"}',
+        ),
+        ev.ToolCallFinished(
+            ts=t + 7,
+            rollout_id="7d1c-uuid-a",
+            turn=1,
+            call_id="c1",
+            tool_name="terminal",
+            duration_s=3.0,
+            result_head=long_result[:200],
+            result_text=long_result,
+        ),
         ev.TurnStarted(ts=t + 7, rollout_id="7d1c-uuid-a", turn=2),
         ev.TurnFinished(ts=t + 8, rollout_id="7d1c-uuid-a", turn=2, latency_s=1.0, content="300 lines"),
-        ev.RolloutFinished(ts=t + 9, rollout_id="7d1c-uuid-a", group_id="3f2a9c1d0b7e", reward=0.5, turns_used=2,
-                           finished_naturally=True, duration_s=8.0, reward_s=0.5, trainable_tokens=60,
-                           reward_details={"tests passed": "1/2", "format_ok": True}),
+        ev.RolloutFinished(
+            ts=t + 9,
+            rollout_id="7d1c-uuid-a",
+            group_id="3f2a9c1d0b7e",
+            reward=0.5,
+            turns_used=2,
+            finished_naturally=True,
+            duration_s=8.0,
+            reward_s=0.5,
+            trainable_tokens=60,
+            reward_details={"tests passed": "1/2", "format_ok": True},
+        ),
     ]
 
 
@@ -222,6 +252,7 @@ async def test_freeze_keeps_the_screen_while_events_are_read() -> None:
 
 def _status_text(app) -> str:
     from hermes_console.ui.widgets.status_bar import StatusBar
+
     return str(app.screen.query_one(StatusBar).render())
 
 
@@ -235,8 +266,10 @@ async def test_main_tables_sort_by_a_clicked_header_and_keep_the_cursor_on_its_r
         groups.focus()
         await settle(pilot)
         # enter is in the footer while a table has focus
-        assert any(b.binding.key == "enter" and b.binding.show and b.binding.description == "Open"
-                   for b in app.screen.active_bindings.values())
+        assert any(
+            b.binding.key == "enter" and b.binding.show and b.binding.description == "Open"
+            for b in app.screen.active_bindings.values()
+        )
         started = {e.group_id: e.ts for e in events if isinstance(e, rev.ItemReceived)}
         # the age column: click once = ascending age (youngest first), twice = oldest first
         age_x = sum(c.get_render_width(groups) for c in list(groups.columns.values())[:4]) + 2
@@ -296,6 +329,7 @@ async def test_turns_stream_and_tool_calls_show_readable_rollout_ids() -> None:
         await settle(pilot)
         from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
         from hermes_console.ui.widgets.turns_stream import TurnsStream
+
         stream = app.screen.query_one("#turns", TurnsStream)
         text = "\n".join(strip.text for strip in stream.lines)
         assert text.strip()

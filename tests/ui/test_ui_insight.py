@@ -12,7 +12,6 @@ from environments import events as ev
 from hermes_console.runtime.history import BUCKET_S
 from hermes_console.ui.screens.insight import InsightScreen
 from hermes_console.ui.widgets.run_graphs import series
-
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, scenario, settle
 
@@ -27,7 +26,9 @@ async def test_insight_shows_time_split_errors_by_kind_and_graphs() -> None:
         assert isinstance(app.screen, InsightScreen)
         kinds = app.screen.query_one("#insight-errors", DataTable)
         rows = {kinds.get_row_at(i)[0].plain: kinds.get_row_at(i) for i in range(kinds.row_count)}
-        tool_errors = [e for e in events if isinstance(e, ev.ToolCallFinished) and e.error and e.error_kind != "timeout"]
+        tool_errors = [
+            e for e in events if isinstance(e, ev.ToolCallFinished) and e.error and e.error_kind != "timeout"
+        ]
         assert rows["tool"][1] == str(len(tool_errors))
         last = max(tool_errors, key=lambda e: e.ts)
         assert rows["tool"][3].plain == f"{last.tool_name}: {last.error}"
@@ -50,7 +51,7 @@ def test_graph_series_come_from_the_events() -> None:
     state.apply_all(events)
     data = series(list(state.history.buckets))
     finished = [e for e in events if isinstance(e, ev.RolloutFinished)]
-    (_, xs, ys), = data["rate"]
+    ((_, xs, ys),) = data["rate"]
     assert math.isclose(sum(ys) * BUCKET_S, len(finished))
     assert xs[-1] == 0.0 and all(b < a for a, b in zip(xs[1:], xs))  # minutes before now, increasing to 0
     # the mean reward of the latest slice is the mean of the rewards finished in it

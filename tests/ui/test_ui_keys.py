@@ -14,7 +14,6 @@ from hermes_console.ui.bindings import CONTROLS, binding_ids
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config, load_keymap, parse_keymap
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
-
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import NOW, make_app, settle
 
@@ -89,14 +88,21 @@ def test_run_console_refuses_a_bad_default_keymap(monkeypatch, tmp_path: Path, c
 
 
 def test_every_control_has_an_action_the_app_or_a_screen_implements() -> None:
-    from hermes_console.ui.screens.drilldown import DrillDownScreen
     from hermes_console.ui.screens.config_view import ConfigScreen
+    from hermes_console.ui.screens.drilldown import DrillDownScreen
     from hermes_console.ui.screens.rollouts import RolloutsScreen
     from hermes_console.ui.screens.sandbox import SandboxScreen
     from hermes_console.ui.screens.transcript import TranscriptScreen
 
-    owners = {"app": ConsoleApp, "main": MainScreen, "drilldown": DrillDownScreen, "sandbox": SandboxScreen,
-              "rollouts": RolloutsScreen, "transcript": TranscriptScreen, "config": ConfigScreen}
+    owners = {
+        "app": ConsoleApp,
+        "main": MainScreen,
+        "drilldown": DrillDownScreen,
+        "sandbox": SandboxScreen,
+        "rollouts": RolloutsScreen,
+        "transcript": TranscriptScreen,
+        "config": ConfigScreen,
+    }
     for spec in CONTROLS:
         owner = owners[spec.scope]
         assert hasattr(owner, f"action_{spec.action}"), f"{spec.id}: {owner.__name__} lacks action_{spec.action}"
@@ -109,8 +115,13 @@ def test_the_palette_finds_each_screen_s_controls_from_its_bindings() -> None:
     from hermes_console.ui.screens.rollout import RolloutScreen
     from hermes_console.ui.screens.sandbox import SandboxScreen
 
-    expected = {ConsoleApp: {"app"}, MainScreen: {"main"}, SandboxScreen: {"sandbox", "drilldown"},
-                RolloutScreen: {"drilldown"}, EvaluationScreen: {"drilldown"}}
+    expected = {
+        ConsoleApp: {"app"},
+        MainScreen: {"main"},
+        SandboxScreen: {"sandbox", "drilldown"},
+        RolloutScreen: {"drilldown"},
+        EvaluationScreen: {"drilldown"},
+    }
     for cls, scopes in expected.items():
         assert scopes_of(object.__new__(cls)) == scopes, cls.__name__
 

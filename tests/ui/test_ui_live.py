@@ -4,8 +4,8 @@ pause reaches the intake gate, quit stops the runtime and the app exits."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from textual.pilot import Pilot
@@ -29,8 +29,10 @@ async def wait_for(pilot: Pilot, pred: Callable[[ConsoleState], bool], what: str
         if pred(app.state):
             return
         await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}: status={app.state.status} "
-                         f"detail={app.state.status_detail!r} acc={app.state.accounting}")
+    raise AssertionError(
+        f"timed out waiting for {what}: status={app.state.status} "
+        f"detail={app.state.status_detail!r} acc={app.state.accounting}"
+    )
 
 
 @pytest.mark.timeout(600)  # a hang detector: the waits' own ceilings fail first, naming the step
@@ -39,12 +41,18 @@ async def test_console_drives_a_live_runtime(tmp_path: Path) -> None:
     sim.start()
     spec = RunSpec(
         env="environments.terminal_tasks",
-        flags=["--openai.base_url", f"{sim.base_url}/v1",
-               "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl")],
+        flags=[
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.data_path_to_save_groups",
+            str(tmp_path / "run" / "groups.jsonl"),
+        ],
         runs_dir=str(tmp_path),
     )
     host = RuntimeHost(spec, exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0))  # screen follows state at once
+    app = ConsoleApp(
+        host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0)
+    )  # screen follows state at once
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda s: s.rollouts_finished >= 2, "two finished rollouts")
@@ -86,7 +94,9 @@ async def _history_transcript_and_config(pilot: Pilot) -> None:
     await pilot.press("escape", "escape", "d")
     await pilot.pause(0.3)
     assert isinstance(app.screen, ConfigScreen)
-    keys = {app.screen.query_one("#config-table", DataTable).get_row_at(i)[0].plain
-            for i in range(app.screen.query_one("#config-table", DataTable).row_count)}
+    keys = {
+        app.screen.query_one("#config-table", DataTable).get_row_at(i)[0].plain
+        for i in range(app.screen.query_one("#config-table", DataTable).row_count)
+    }
     assert {"env.group_size", "openai[0].base_url", "phase2[0].server_type"} <= keys
     await pilot.press("escape")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -25,7 +26,6 @@ from hermes_console.sim.server import SimServer
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
-from tests.ui.helpers import quit_and_wait
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.filter_modal import FilterModal
 from hermes_console.ui.screens.help import HelpScreen
@@ -33,7 +33,7 @@ from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-
+from tests.ui.helpers import quit_and_wait
 
 # Ceilings, not expectations: the scenario needs ~45 s of CPU, and on a loaded 2-core machine
 # single steps (the first rollout, typing into the filter) took 50-60 s, the whole test ~380 s.
@@ -48,8 +48,9 @@ async def until(pilot: Pilot, pred: Callable[[], bool], what: str, timeout: floa
             return
         await pilot.pause(0.1)
     state: ConsoleState = pilot.app.state  # type: ignore[attr-defined]
-    raise AssertionError(f"timed out waiting for {what}: status={state.status} "
-                         f"detail={state.status_detail!r} acc={state.accounting}")
+    raise AssertionError(
+        f"timed out waiting for {what}: status={state.status} detail={state.status_detail!r} acc={state.accounting}"
+    )
 
 
 class RecordingHost(RuntimeHost):
@@ -57,13 +58,14 @@ class RecordingHost(RuntimeHost):
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
-        self.sent: List[str] = []
-        self.results: Dict[str, Any] = {}
+        self.sent: list[str] = []
+        self.results: dict[str, Any] = {}
 
     def _record(self, name: str, future: Any) -> Any:
         self.sent.append(name)
         future.add_done_callback(
-            lambda f: self.results.__setitem__(name, "cancelled" if f.cancelled() else (f.exception() or f.result())))
+            lambda f: self.results.__setitem__(name, "cancelled" if f.cancelled() else (f.exception() or f.result()))
+        )
         return future
 
     def pause(self):  # type: ignore[override]
@@ -96,12 +98,20 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
     sim.start()
     spec = RunSpec(
         env="environments.terminal_tasks",
-        flags=["--openai.base_url", f"{sim.base_url}/v1", "--env.total_steps", "100000",
-               "--env.data_path_to_save_groups", str(tmp_path / "run" / "groups.jsonl")],
+        flags=[
+            "--openai.base_url",
+            f"{sim.base_url}/v1",
+            "--env.total_steps",
+            "100000",
+            "--env.data_path_to_save_groups",
+            str(tmp_path / "run" / "groups.jsonl"),
+        ],
         runs_dir=str(tmp_path),
     )
     host = RecordingHost(spec, exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0))  # screen follows state at once
+    app = ConsoleApp(
+        host, config=ConsoleConfig(tick_hz=10.0, drain_deadline_s=3.0, ui_cpu_share=0.0)
+    )  # screen follows state at once
     state = lambda: app.state  # noqa: E731 - the app replaces nothing, but read it fresh
     try:
         async with app.run_test(size=(200, 50)) as pilot:
@@ -181,9 +191,13 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
             await pilot.press("y")
             await until(pilot, lambda: state().run.phase == 2, "phase 2")
             done_before = sum(1 for r in state().rollouts.values() if r.phase == 2 and r.status != "running")
-            await until(pilot, lambda: sum(1 for r in state().rollouts.values()
-                                           if r.phase == 2 and r.status != "running") > done_before,
-                        "a phase-2 rollout")
+            await until(
+                pilot,
+                lambda: (
+                    sum(1 for r in state().rollouts.values() if r.phase == 2 and r.status != "running") > done_before
+                ),
+                "a phase-2 rollout",
+            )
 
             # ---- evaluate now: results screen opens with the metrics
             await pilot.press("e")

@@ -5,21 +5,21 @@ from __future__ import annotations
 import threading
 
 from environments import events as ev
-
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console.ui.widgets.turns_stream import TurnsStream
-
-from tests.ui.helpers import NOW, make_app, scenario, settle
 from tests.ui.fakes import FakeRuntime
+from tests.ui.helpers import NOW, make_app, scenario, settle
 
 
 def more_turns(n: int, rollout_id: str = "g0034-r1") -> list:
-    return [ev.TurnFinished(ts=NOW, rollout_id=rollout_id, turn=100 + i, latency_s=0.1, content=f"late line {i}")
-            for i in range(n)]
+    return [
+        ev.TurnFinished(ts=NOW, rollout_id=rollout_id, turn=100 + i, latency_s=0.1, content=f"late line {i}")
+        for i in range(n)
+    ]
 
 
 async def test_stream_stops_following_on_scroll_up_and_counts_new_lines(main_events) -> None:

@@ -11,7 +11,6 @@ from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.status_bar import StatusBar
-
 from tests.ui.eventlog import FIXTURES
 from tests.ui.helpers import settle
 
@@ -42,7 +41,9 @@ async def test_replay_seek_pause_and_speed() -> None:
         assert "REPLAY" in str(status.render()) and "100%" in str(status.render())
         # back 10% of the log's time: the state is exactly that of the log's prefix
         await pilot.press("left_square_bracket")
-        await _wait(pilot, lambda: source.position()["pos"] == app.state.events_applied and isinstance(app.screen, MainScreen))
+        await _wait(
+            pilot, lambda: source.position()["pos"] == app.state.events_applied and isinstance(app.screen, MainScreen)
+        )
         pos = source.position()
         span = pos["last_ts"] - pos["first_ts"]
         assert pos["paused"] and pos["pos"] < len(events)

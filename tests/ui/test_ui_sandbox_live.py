@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from textual.pilot import Pilot
@@ -17,15 +17,16 @@ from environments import sandboxes as sb
 from hermes_console.runtime import sandbox_ops
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, settle
 
 pytestmark = pytest.mark.timeout(400)  # a hang detector; the steps' own ceilings fail first
 REAL = "live-tail-probe"
 # the printed lines are computed, so the command's own text (shown above its output) never matches them
-SLOW = ("echo line-$((0+1)); while [ ! -e go ]; do sleep 0.05; done; echo line-$((1+1)); "
-        "while [ ! -e stop ]; do sleep 0.05; done; echo done")
+SLOW = (
+    "echo line-$((0+1)); while [ ! -e go ]; do sleep 0.05; done; echo line-$((1+1)); "
+    "while [ ! -e stop ]; do sleep 0.05; done; echo done"
+)
 
 
 class RealDetailsRuntime(FakeRuntime):

@@ -3,8 +3,6 @@ something to say, and each is its own tab in the compact layout."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
-
 from rich.text import Text
 from textual.widgets import Tabs
 
@@ -15,7 +13,6 @@ from hermes_console.ui.format import age
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.servers_table import ServersTable
 from hermes_console.ui.widgets.trainer_panel import TrainerPanel
-
 from tests.ui.eventlog import T0, LogBuilder, serve_run
 from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import NOW, make_app, messages, scenario, settle
@@ -24,27 +21,34 @@ SERVER = "http://127.0.0.1:8100/v1"
 
 
 def _servers(*healthy: bool, at: float = 10.0) -> Event:
-    return rev.ServerStats(ts=T0 + at, phase=1, servers=[
-        {"url": f"http://127.0.0.1:{8100 + i}/v1", "healthy": up, "in_flight": 1, "requests": 9, "errors": 0}
-        for i, up in enumerate(healthy)])
+    return rev.ServerStats(
+        ts=T0 + at,
+        phase=1,
+        servers=[
+            {"url": f"http://127.0.0.1:{8100 + i}/v1", "healthy": up, "in_flight": 1, "requests": 9, "errors": 0}
+            for i, up in enumerate(healthy)
+        ],
+    )
 
 
-def _run(mode: str, *extra: Event) -> List[Event]:
+def _run(mode: str, *extra: Event) -> list[Event]:
     b = LogBuilder()
     b.run_header(mode=mode)
     return b.events() + list(extra)
 
 
-def _shown(app: ConsoleApp) -> Dict[str, bool]:
+def _shown(app: ConsoleApp) -> dict[str, bool]:
     screen = app.screen
     return {"trainer": screen.query_one(TrainerPanel).display, "servers": screen.query_one(ServersTable).display}
 
 
-def _visible_tabs(app: ConsoleApp) -> List[str]:
-    return [(t.id or "").removeprefix("tab-") for t in app.screen.query_one(Tabs).query("Tab") if not t.has_class("-hidden")]
+def _visible_tabs(app: ConsoleApp) -> list[str]:
+    return [
+        (t.id or "").removeprefix("tab-") for t in app.screen.query_one(Tabs).query("Tab") if not t.has_class("-hidden")
+    ]
 
 
-async def _state_of(events: List[Event], size: Tuple[int, int] = (200, 50)) -> Tuple[Dict[str, bool], int, str]:
+async def _state_of(events: list[Event], size: tuple[int, int] = (200, 50)) -> tuple[dict[str, bool], int, str]:
     app = make_app(FakeRuntime(events))
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -97,8 +101,13 @@ async def test_group_size_one_warning_is_shown() -> None:
 
 async def test_the_down_server_row_is_red_and_says_for_how_long() -> None:
     events = scenario("serve")
-    down_since = next(row["down_since"] for e in reversed(events) if isinstance(e, rev.ServerStats)
-                      for row in e.servers if not row["healthy"])
+    down_since = next(
+        row["down_since"]
+        for e in reversed(events)
+        if isinstance(e, rev.ServerStats)
+        for row in e.servers
+        if not row["healthy"]
+    )
     app = make_app(FakeRuntime(events))
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)

@@ -10,9 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_console_dev.screenshots import SCENES, build_app
-
 from tests.ui.eventlog import FIXTURES
-
 
 # "errors" renders differently between runs since the time-budgeted drain landed
 # (not yet understood); it is left out of the comparison until that is fixed, and

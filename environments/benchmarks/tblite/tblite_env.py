@@ -7,8 +7,6 @@ Same fields as :class:`TerminalBench2EvalConfig`; ``dataset_name`` defaults to
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field
 
 from environments.benchmarks.terminalbench_2.terminalbench2_env import (
@@ -18,8 +16,9 @@ from environments.benchmarks.terminalbench_2.terminalbench2_env import (
 
 
 class TBLiteEvalConfig(TerminalBench2EvalConfig):
-    dataset_name: Optional[str] = Field(default="NousResearch/openthoughts-tblite",
-                                        description="Hub dataset name or a local JSONL file / dataset dir")
+    dataset_name: str | None = Field(
+        default="NousResearch/openthoughts-tblite", description="Hub dataset name or a local JSONL file / dataset dir"
+    )
     task_timeout: int = Field(default=1200, description="seconds per task (agent + verifier)")
 
 

@@ -12,13 +12,13 @@ import binascii
 import io
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 FIXTURE_PATH = Path(__file__).with_name("fixture_tasks.jsonl")
 REQUIRED_FIELDS = ("task_name", "instruction", "test_sh")
 
 
-def load_items(name_or_path: str, split: str = "train") -> List[Dict[str, Any]]:
+def load_items(name_or_path: str, split: str = "train") -> list[dict[str, Any]]:
     """Rows of a local JSONL file / dataset dir, or a Hub dataset by name (needs network)."""
     import datasets
     from datasets import load_dataset
@@ -39,12 +39,12 @@ def load_items(name_or_path: str, split: str = "train") -> List[Dict[str, Any]]:
     return items
 
 
-def split_names(value: Optional[str]) -> List[str]:
+def split_names(value: str | None) -> list[str]:
     """A comma-separated config value (``task_filter``, ``skip_tasks``) as a list."""
     return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
-def unpack_b64_tar(data: Optional[str], dest: Path, what: str) -> bool:
+def unpack_b64_tar(data: str | None, dest: Path, what: str) -> bool:
     """Unpack a base64 tar(.gz) into ``dest``; False when there is none.
 
     The ``data`` filter refuses absolute paths, ``..``, links out of the tree and devices."""
@@ -63,7 +63,7 @@ def unpack_b64_tar(data: Optional[str], dest: Path, what: str) -> bool:
     return True
 
 
-def parse_reward(text: Optional[str], exit_code: Optional[int]) -> float:
+def parse_reward(text: str | None, exit_code: int | None) -> float:
     """``reward.txt``: "1" / "0" / a float; anything else falls back to the exit code (0 -> 1.0)."""
     value = (text or "").strip()
     if value:

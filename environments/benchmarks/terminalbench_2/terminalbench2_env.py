@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from pydantic import Field
 
@@ -53,17 +53,22 @@ DEFAULT_SKIP = ("qemu-startup", "qemu-alpine-ssh", "crack-7z-hash")
 
 
 class TerminalBench2EvalConfig(HermesAgentEnvConfig):
-    dataset_name: Optional[str] = Field(default="NousResearch/terminal-bench-2",
-                                        description="Hub dataset name or a local JSONL file / dataset dir")
+    dataset_name: str | None = Field(
+        default="NousResearch/terminal-bench-2", description="Hub dataset name or a local JSONL file / dataset dir"
+    )
     test_timeout: int = Field(default=180, description="seconds test.sh may run")
-    force_build: bool = Field(default=False, description="build the task image from its Dockerfile (not supported here)")
-    task_filter: Optional[str] = Field(default=None, description="comma-separated task names to run (all if empty)")
-    skip_tasks: Optional[str] = Field(default=None, description="comma-separated task names to skip")
+    force_build: bool = Field(
+        default=False, description="build the task image from its Dockerfile (not supported here)"
+    )
+    task_filter: str | None = Field(default=None, description="comma-separated task names to run (all if empty)")
+    skip_tasks: str | None = Field(default=None, description="comma-separated task names to skip")
     task_timeout: int = Field(default=1800, description="seconds per task (agent + verifier)")
     max_concurrent_tasks: int = Field(default=8, description="tasks running at once")
     eval_concurrency: int = Field(default=0, description="if > 0, overrides max_concurrent_tasks")
-    results_path: Optional[str] = Field(default=None, description="streaming results JSONL (default: "
-                                        "<data_dir_to_save_evals or logs>/samples_<timestamp>.jsonl)")
+    results_path: str | None = Field(
+        default=None,
+        description="streaming results JSONL (default: <data_dir_to_save_evals or logs>/samples_<timestamp>.jsonl)",
+    )
 
 
 def _default_backend() -> str:
@@ -73,20 +78,21 @@ def _default_backend() -> str:
 class TerminalBench2EvalEnv(HermesAgentBaseEnv):
     name = "terminal-bench-2"
     env_config_cls = TerminalBench2EvalConfig
-    default_skip: Tuple[str, ...] = DEFAULT_SKIP
+    default_skip: tuple[str, ...] = DEFAULT_SKIP
 
-    def __init__(self, config: TerminalBench2EvalConfig, server_configs: Any, slurm: bool = False,
-                 testing: bool = False) -> None:
+    def __init__(
+        self, config: TerminalBench2EvalConfig, server_configs: Any, slurm: bool = False, testing: bool = False
+    ) -> None:
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
-        self.all_eval_items: List[Dict[str, Any]] = []
-        self.eval_items: List[Dict[str, Any]] = []
+        self.all_eval_items: list[dict[str, Any]] = []
+        self.eval_items: list[dict[str, Any]] = []
         self._cursor = 0
-        self.last_eval_metrics: Dict[str, float] = {}
-        self.results_file: Optional[Path] = None
+        self.last_eval_metrics: dict[str, float] = {}
+        self.results_file: Path | None = None
         self._results_lock = threading.Lock()
 
     @classmethod
-    def config_init(cls) -> Tuple[TerminalBench2EvalConfig, List[APIServerConfig]]:
+    def config_init(cls) -> tuple[TerminalBench2EvalConfig, list[APIServerConfig]]:
         config = cls.env_config_cls(
             enabled_toolsets=["terminal", "file"],
             max_agent_turns=60,
@@ -104,13 +110,21 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
             dataset_name=str(FIXTURE_PATH),  # offline fixture; pass a Hub name for the real benchmark
             wandb_name=cls.name,
         )
-        servers = [APIServerConfig(base_url=DEFAULT_BASE_URL, model_name=DEFAULT_MODEL_NAME, api_key="x",
-                                   server_type="openai", health_check=False, timeout=DEFAULT_TIMEOUT_S)]
+        servers = [
+            APIServerConfig(
+                base_url=DEFAULT_BASE_URL,
+                model_name=DEFAULT_MODEL_NAME,
+                api_key="x",
+                server_type="openai",
+                health_check=False,
+                timeout=DEFAULT_TIMEOUT_S,
+            )
+        ]
         return config, servers
 
     # ------------------------------------------------------------------ data
 
-    def _select(self, items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _select(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         wanted = set(split_names(self.config.task_filter))
         skipped = set(split_names(self.config.skip_tasks)) | set(self.default_skip)
         return [i for i in items if (not wanted or i["task_name"] in wanted) and i["task_name"] not in skipped]
@@ -127,12 +141,16 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
 
     async def setup(self) -> None:
         if self.config.force_build:
-            raise ValueError("force_build=True is not supported by hermes-console (task images are not built from "
-                             "their Dockerfiles here); use the prebuilt docker_image of each task (force_build=False)")
+            raise ValueError(
+                "force_build=True is not supported by hermes-console (task images are not built from "
+                "their Dockerfiles here); use the prebuilt docker_image of each task (force_build=False)"
+            )
         if self.config.terminal_backend == "local":
             # Tasks and test.sh use absolute paths (/app, /tests, /logs): on local they would hit the host.
-            raise ValueError("terminal_backend 'local' cannot run TerminalBench tasks (their absolute paths /app, "
-                             "/tests and /logs/verifier would be the host's); use terminal_backend bwrap or docker")
+            raise ValueError(
+                "terminal_backend 'local' cannot run TerminalBench tasks (their absolute paths /app, "
+                "/tests and /logs/verifier would be the host's); use terminal_backend bwrap or docker"
+            )
         # A sandbox must outlive the longest task (the reaper would take it mid-task).
         lifetime = int(self.config.task_timeout) + 120
         self.config.terminal_lifetime = lifetime
@@ -143,46 +161,50 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
         self.all_eval_items = self._select(items)
         self.eval_items = self.all_eval_items  # the console's eval progress reads its length
         if not self.all_eval_items:
-            raise ValueError(f"{source}: no tasks left after task_filter={self.config.task_filter!r} / "
-                             f"skip_tasks={self.config.skip_tasks!r}")
+            raise ValueError(
+                f"{source}: no tasks left after task_filter={self.config.task_filter!r} / "
+                f"skip_tasks={self.config.skip_tasks!r}"
+            )
         logger.info("%s: %d task(s) from %s", self.name, len(self.all_eval_items), source)
 
     # Training is not what this env is for (upstream stubs these too).
-    async def get_next_item(self) -> Dict[str, Any]:
+    async def get_next_item(self) -> dict[str, Any]:
         if not self.all_eval_items:
             raise RuntimeError("get_next_item() called before setup(); no tasks loaded")
         item = self.all_eval_items[self._cursor % len(self.all_eval_items)]
         self._cursor += 1
         return item
 
-    async def collect_trajectories(self, item: Any) -> Tuple[None, List[Any]]:
+    async def collect_trajectories(self, item: Any) -> tuple[None, list[Any]]:
         return None, []
 
     async def score(self, rollout_group_data: Any) -> None:
         return None
 
-    def format_prompt(self, item: Dict[str, Any]) -> str:
+    def format_prompt(self, item: dict[str, Any]) -> str:
         return str(item["instruction"])
 
     # ------------------------------------------------------------------ one task
 
-    def _overrides(self, item: Dict[str, Any]) -> Dict[str, Any]:
-        overrides: Dict[str, Any] = {"cwd": TASK_CWD}
+    def _overrides(self, item: dict[str, Any]) -> dict[str, Any]:
+        overrides: dict[str, Any] = {"cwd": TASK_CWD}
         image = item.get("docker_image")
         if image:
             overrides.update(docker_image=image, modal_image=image)
         return overrides
 
-    def _unpack_environment(self, item: Dict[str, Any], ctx: ToolContext) -> None:
+    def _unpack_environment(self, item: dict[str, Any], ctx: ToolContext) -> None:
         with tempfile.TemporaryDirectory(prefix="tb2-env-") as tmp:
             if not unpack_b64_tar(item.get("environment_tar"), Path(tmp), f"{item['task_name']}: environment_tar"):
                 return
             for res in ctx.upload_dir(tmp, TASK_CWD):
                 if res.get("exit_code") != 0:
-                    raise RuntimeError(f"{item['task_name']}: uploading the environment to {TASK_CWD} failed: "
-                                       f"{str(res.get('output'))[:300]}")
+                    raise RuntimeError(
+                        f"{item['task_name']}: uploading the environment to {TASK_CWD} failed: "
+                        f"{str(res.get('output'))[:300]}"
+                    )
 
-    def _run_tests(self, item: Dict[str, Any], ctx: ToolContext) -> float:
+    def _run_tests(self, item: dict[str, Any], ctx: ToolContext) -> float:
         """The verifier (sync, in a worker thread): upload tests, run test.sh, read reward.txt."""
         name = item["task_name"]
         ctx.terminal(f"mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout=SETUP_TIMEOUT_S)
@@ -197,31 +219,41 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
             up = ctx.upload_file(str(script), f"{TESTS_DIR}/test.sh")
             if up.get("exit_code") != 0:
                 raise RuntimeError(f"{name}: uploading test.sh failed: {str(up.get('output'))[:300]}")
-            run = ctx.terminal(f"chmod +x {TESTS_DIR}/test.sh && bash {TESTS_DIR}/test.sh",
-                               timeout=int(self.config.test_timeout))
+            run = ctx.terminal(
+                f"chmod +x {TESTS_DIR}/test.sh && bash {TESTS_DIR}/test.sh", timeout=int(self.config.test_timeout)
+            )
             reward_file = Path(tmp) / "reward.txt"
             got = ctx.download_file(f"{LOGS_DIR}/reward.txt", str(reward_file))
             text = reward_file.read_text(encoding="utf-8", errors="replace") if got.get("success") else None
         return parse_reward(text, run.get("exit_code"))
 
-    async def compute_reward(self, item: Dict[str, Any], result: Any, ctx: ToolContext) -> float:
+    async def compute_reward(self, item: dict[str, Any], result: Any, ctx: ToolContext) -> float:
         return await asyncio.to_thread(self._run_tests, item, ctx)
 
-    async def rollout_and_score_eval(self, item: Dict[str, Any], task_id: Optional[str] = None) -> Dict[str, Any]:
+    async def rollout_and_score_eval(self, item: dict[str, Any], task_id: str | None = None) -> dict[str, Any]:
         task_id = task_id or f"tb2-{uuid.uuid4().hex[:12]}"
         register_task_env_overrides(task_id, self._overrides(item))
         ctx = ToolContext(task_id)
         loop = asyncio.get_running_loop()
-        out: Dict[str, Any] = {"task_name": item["task_name"], "category": item.get("category") or "uncategorized",
-                               "passed": False, "reward": 0.0}
+        out: dict[str, Any] = {
+            "task_name": item["task_name"],
+            "category": item.get("category") or "uncategorized",
+            "passed": False,
+            "reward": 0.0,
+        }
         try:
             await asyncio.to_thread(self._unpack_environment, item, ctx)
             tools = self._resolve_tools_for_group()
             result, _phase = await self._run_agent(self._build_messages(item), tools, task_id)
             produced = result.turns_used > 0 and any(m.get("role") == "assistant" for m in result.messages)
             reward = float(await self.compute_reward(item, result, ctx)) if produced else 0.0
-            out.update(reward=reward, passed=reward >= 1.0, turns_used=result.turns_used,
-                       finished_naturally=result.finished_naturally, messages=result.messages)
+            out.update(
+                reward=reward,
+                passed=reward >= 1.0,
+                turns_used=result.turns_used,
+                finished_naturally=result.finished_naturally,
+                messages=result.messages,
+            )
             if result.error:
                 out["error"] = str(result.error)[:500]
         except asyncio.CancelledError:
@@ -237,7 +269,7 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
 
     # ------------------------------------------------------------------ evaluation
 
-    def _save_result(self, record: Dict[str, Any]) -> None:
+    def _save_result(self, record: dict[str, Any]) -> None:
         if self.results_file is None:
             return
         line = json.dumps(record, default=str)
@@ -245,32 +277,45 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
             fp.write(line + "\n")
             fp.flush()
 
-    async def _one(self, item: Dict[str, Any], semaphore: asyncio.Semaphore) -> Dict[str, Any]:
+    async def _one(self, item: dict[str, Any], semaphore: asyncio.Semaphore) -> dict[str, Any]:
         async with semaphore:
             started = time.monotonic()
             task_id, group_id = f"tb2-{uuid.uuid4().hex[:12]}", f"eval-{item['task_name']}"
             if events.active:  # the console shows eval tasks like rollouts (progress, drill-down)
-                events.emit(events.RolloutStarted(rollout_id=task_id, group_id=group_id,
-                                                  item_summary=str(item["task_name"])))
+                events.emit(
+                    events.RolloutStarted(rollout_id=task_id, group_id=group_id, item_summary=str(item["task_name"]))
+                )
             try:
-                record = await asyncio.wait_for(self.rollout_and_score_eval(item, task_id),
-                                                timeout=self.config.task_timeout)
-            except asyncio.TimeoutError:
-                record = {"task_name": item["task_name"], "category": item.get("category") or "uncategorized",
-                          "passed": False, "reward": 0.0, "timed_out": True,
-                          "error": f"timeout ({self.config.task_timeout}s)"}
+                record = await asyncio.wait_for(
+                    self.rollout_and_score_eval(item, task_id), timeout=self.config.task_timeout
+                )
+            except TimeoutError:
+                record = {
+                    "task_name": item["task_name"],
+                    "category": item.get("category") or "uncategorized",
+                    "passed": False,
+                    "reward": 0.0,
+                    "timed_out": True,
+                    "error": f"timeout ({self.config.task_timeout}s)",
+                }
             record["duration_s"] = round(time.monotonic() - started, 3)
             if events.active:
-                events.emit(events.RolloutFinished(
-                    rollout_id=task_id, group_id=group_id, reward=float(record["reward"]),
-                    turns_used=int(record.get("turns_used") or 0),
-                    finished_naturally=bool(record.get("finished_naturally")),
-                    duration_s=record["duration_s"], error=record.get("error")))
+                events.emit(
+                    events.RolloutFinished(
+                        rollout_id=task_id,
+                        group_id=group_id,
+                        reward=float(record["reward"]),
+                        turns_used=int(record.get("turns_used") or 0),
+                        finished_naturally=bool(record.get("finished_naturally")),
+                        duration_s=record["duration_s"],
+                        error=record.get("error"),
+                    )
+                )
         await asyncio.to_thread(self._save_result, record)
         return record
 
     @staticmethod
-    def _metrics(samples: List[Dict[str, Any]], seconds: float) -> Dict[str, float]:
+    def _metrics(samples: list[dict[str, Any]], seconds: float) -> dict[str, float]:
         n = len(samples)
         passed = sum(1 for s in samples if s["passed"])
         metrics = {
@@ -280,14 +325,14 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
             "eval/timed_out_tasks": float(sum(1 for s in samples if s.get("timed_out"))),
             "eval/evaluation_time_seconds": seconds,
         }
-        categories: Dict[str, List[bool]] = {}
+        categories: dict[str, list[bool]] = {}
         for s in samples:
             categories.setdefault(str(s["category"]), []).append(bool(s["passed"]))
         for category, results in sorted(categories.items()):
             metrics[f"eval/pass_rate_{category}"] = sum(results) / len(results)
         return metrics
 
-    async def evaluate(self, *args: Any, **kwargs: Any) -> Dict[str, float]:
+    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         if not self.all_eval_items:
             await self.setup()
         # one results file per evaluation (an env can be evaluated more than once in the console)
@@ -309,14 +354,20 @@ class TerminalBench2EvalEnv(HermesAgentBaseEnv):
         metrics = self._metrics(samples, end - start)
         self.last_eval_metrics = {k.split("/", 1)[1]: v for k, v in metrics.items()}
         await self.evaluate_log(
-            metrics, start_time=start, end_time=end, samples=samples, verbose=False,
-            generation_parameters={"temperature": self.config.agent_temperature,
-                                   "max_tokens": self.config.max_token_length,
-                                   "max_agent_turns": self.config.max_agent_turns},
+            metrics,
+            start_time=start,
+            end_time=end,
+            samples=samples,
+            verbose=False,
+            generation_parameters={
+                "temperature": self.config.agent_temperature,
+                "max_tokens": self.config.max_token_length,
+                "max_agent_turns": self.config.max_agent_turns,
+            },
         )
         return metrics
 
-    async def wandb_log(self, wandb_metrics: Optional[Dict[str, Any]] = None) -> None:
+    async def wandb_log(self, wandb_metrics: dict[str, Any] | None = None) -> None:
         wandb_metrics = {} if wandb_metrics is None else wandb_metrics
         wandb_metrics.update({f"eval/{k}": v for k, v in self.last_eval_metrics.items()})
         await super().wandb_log(wandb_metrics)

@@ -7,8 +7,6 @@ Secrets are never shown (the runtime sends only whether they are set).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -32,7 +30,7 @@ def source_style(source: str) -> str:
     return "dim"
 
 
-def select_rows(rows: List[Dict[str, str]], text: str, sort: str, descending: bool) -> List[Dict[str, str]]:
+def select_rows(rows: list[dict[str, str]], text: str, sort: str, descending: bool) -> list[dict[str, str]]:
     """Rows matching every word of ``text``, sorted by ``sort`` (pure, tested without Textual)."""
     words = text.lower().split()
     out = [r for r in rows if all(w in f"{r['key']} {r['value']} {r['source']}".lower() for w in words)]
@@ -51,12 +49,13 @@ class ConfigScreen(DrillDownScreen):
         self.text = ""
         self.sort = "key"
         self.descending = False
-        self._drawn: Optional[Tuple[object, ...]] = None
+        self._drawn: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="config-header", classes="drill-header")
-        yield Input(placeholder="filter: words over key / value / source (enter)", id="config-filter",
-                    classes="-hidden")
+        yield Input(
+            placeholder="filter: words over key / value / source (enter)", id="config-filter", classes="-hidden"
+        )
         yield DataTable(id="config-table", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -77,19 +76,26 @@ class ConfigScreen(DrillDownScreen):
         table = self.query_one("#config-table", DataTable)
         table.clear()
         for row in rows:
-            table.add_row(Text(row["key"], style="bold"), Text(visible(row["value"])),
-                          Text(row["source"], style=source_style(row["source"])), key=row["key"])
+            table.add_row(
+                Text(row["key"], style="bold"),
+                Text(visible(row["value"])),
+                Text(row["source"], style=source_style(row["source"])),
+                key=row["key"],
+            )
         header = Text(f"Config of {state.run.env_name or 'the run'}", style="bold")
         header.append(f"   {len(rows)} of {len(state.run.config)} values", style="dim")
         if self.text:
             header.append(f"   filter “{self.text}”", style="bold cyan")
         header.append(f"   sort {self.sort} {'▼' if self.descending else '▲'}", style="dim")
         if not state.run.config:
-            header.append("\nno config received (a log recorded before the config view existed, or not started yet)",
-                          style="yellow")
+            header.append(
+                "\nno config received (a log recorded before the config view existed, or not started yet)",
+                style="yellow",
+            )
         else:
-            header.append("\nsource: flags / config file / mode default / config_init() (the env's own default)",
-                          style="dim")
+            header.append(
+                "\nsource: flags / config file / mode default / config_init() (the env's own default)", style="dim"
+            )
         self.query_one("#config-header", Static).update(header)
 
     # ------------------------------------------------------------------ keys

@@ -18,7 +18,7 @@ class DrillDownScreen(Screen[None]):
     ready = False  # set by subclasses once composed; the app tick skips them until then
 
     @property
-    def console(self) -> "ConsoleHost":
+    def console(self) -> ConsoleHost:
         return cast("ConsoleHost", self.app)
 
     def refresh_view(self, state: ConsoleState, now: float) -> None:

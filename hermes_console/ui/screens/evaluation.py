@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,11 +16,11 @@ from hermes_console.ui.screens.drilldown import DrillDownScreen
 
 
 class EvaluationScreen(DrillDownScreen):
-    def __init__(self, eval_id: str, fallback_metrics: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, eval_id: str, fallback_metrics: dict[str, Any] | None = None) -> None:
         super().__init__(classes="drilldown")
         self.eval_id = eval_id
         self._fallback = dict(fallback_metrics or {})
-        self._signature: Optional[Tuple[object, ...]] = None
+        self._signature: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="eval-header", classes="drill-header")
@@ -34,8 +34,12 @@ class EvaluationScreen(DrillDownScreen):
         table.add_column("value", key="value", width=16)
         table.border_title = "Metrics"
         tasks = self.query_one("#eval-tasks", DataTable)
-        for key, label, width in (("task", "task", 40), ("reward", "reward", 10), ("passed", "passed", 7),
-                                  ("turns", "turns", 6)):
+        for key, label, width in (
+            ("task", "task", 40),
+            ("reward", "reward", 10),
+            ("passed", "passed", 7),
+            ("turns", "turns", 6),
+        ):
             tasks.add_column(label, key=key, width=width)
         tasks.border_title = "Tasks"
         self.ready = True
@@ -55,7 +59,7 @@ class EvaluationScreen(DrillDownScreen):
             table.add_row(name, _value(value), key=name)
         self._fill_tasks(view)
 
-    def _fill_tasks(self, view: Optional[EvalView]) -> None:
+    def _fill_tasks(self, view: EvalView | None) -> None:
         """One row per evaluated task, from the samples file (written once the evaluation ends)."""
         tasks = self.query_one("#eval-tasks", DataTable)
         tasks.clear()
@@ -64,12 +68,16 @@ class EvaluationScreen(DrillDownScreen):
             task = sample.get("task_id", sample.get("id", i))
             reward = sample.get("reward", sample.get("score"))
             passed = sample.get("passed")
-            tasks.add_row(str(task), "–" if reward is None else _value(reward),
-                          "–" if passed is None else ("yes" if passed else "no"),
-                          _value(sample.get("turns_used", "–")), key=str(i))
+            tasks.add_row(
+                str(task),
+                "–" if reward is None else _value(reward),
+                "–" if passed is None else ("yes" if passed else "no"),
+                _value(sample.get("turns_used", "–")),
+                key=str(i),
+            )
         tasks.border_title = f"Tasks ({len(samples)})" if samples else "Tasks (no samples file)"
 
-    def _header(self, view: Optional[EvalView]) -> Text:
+    def _header(self, view: EvalView | None) -> Text:
         text = Text(f"Evaluation {self.eval_id}", style="bold")
         if view is None:
             text.append("\nno evaluation events received for this id yet", style="dim")
@@ -92,9 +100,9 @@ class EvaluationScreen(DrillDownScreen):
 MAX_SAMPLES = 2_000  # rows of the per-task table (an eval set larger than this is cut)
 
 
-def _read_samples(path: str) -> List[Dict[str, Any]]:
+def _read_samples(path: str) -> list[dict[str, Any]]:
     """The samples atroposlib's evaluate_log wrote (one JSON object a line); [] when unreadable."""
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     try:
         with Path(path).open(encoding="utf-8") as fp:
             for line in fp:

@@ -10,9 +10,15 @@ from textual.widgets import DataTable, Label
 
 from hermes_console.ui.bindings import unique_controls
 
-SCOPE_NAMES = {"app": "everywhere", "main": "main screen", "drilldown": "drill-downs", "sandbox": "sandbox screen",
-               "rollouts": "rollouts history", "transcript": "transcript",
-               "config": "config view"}
+SCOPE_NAMES = {
+    "app": "everywhere",
+    "main": "main screen",
+    "drilldown": "drill-downs",
+    "sandbox": "sandbox screen",
+    "rollouts": "rollouts history",
+    "transcript": "transcript",
+    "config": "config view",
+}
 
 
 class HelpScreen(ModalScreen[None]):
@@ -20,8 +26,9 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-dialog"):
-            yield Label("hermes-console — key bindings (rebind by id in ~/.config/hermes-console/keys.yaml)",
-                        id="help-title")
+            yield Label(
+                "hermes-console — key bindings (rebind by id in ~/.config/hermes-console/keys.yaml)", id="help-title"
+            )
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:

@@ -10,7 +10,6 @@ below with where they happened. Graphs over time sit beside them.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -41,7 +40,7 @@ ERROR_HELP = {
 class InsightScreen(DrillDownScreen):
     def __init__(self) -> None:
         super().__init__(classes="drilldown")
-        self._drawn: Optional[Tuple[object, ...]] = None
+        self._drawn: tuple[object, ...] | None = None
         self._throttle = Throttle()
 
     def compose(self) -> ComposeResult:
@@ -56,13 +55,22 @@ class InsightScreen(DrillDownScreen):
     def on_mount(self) -> None:
         kinds = self.query_one("#insight-errors", DataTable)
         kinds.border_title = "Errors by kind"
-        for key, label, width in (("kind", "kind", 8), ("count", "count", 6), ("rate", "/min (1m)", 9),
-                                  ("last", "last cause", None)):
+        for key, label, width in (
+            ("kind", "kind", 8),
+            ("count", "count", 6),
+            ("rate", "/min (1m)", 9),
+            ("last", "last cause", None),
+        ):
             kinds.add_column(label, key=key, width=width)
         recent = self.query_one("#insight-recent", DataTable)
         recent.border_title = f"Last {RECENT_ERRORS} errors"
-        for key, label, width in (("time", "time", 8), ("kind", "kind", 8), ("where", "where", 16),
-                                  ("detail", "detail", 18), ("cause", "cause", None)):
+        for key, label, width in (
+            ("time", "time", 8),
+            ("kind", "kind", 8),
+            ("where", "where", 16),
+            ("detail", "detail", 18),
+            ("cause", "cause", None),
+        ):
             recent.add_column(label, key=key, width=width)
         self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         self.ready = True
@@ -105,8 +113,14 @@ class InsightScreen(DrillDownScreen):
         recent = self.query_one("#insight-recent", DataTable)
         recent.clear()
         for i, record in enumerate(reversed(list(h.errors)[-RECENT_ERRORS:])):
-            recent.add_row(clock(record.ts), record.kind, head(visible(record.where), 16), head(record.detail, 18),
-                           head(visible(record.cause), 300), key=str(i))
+            recent.add_row(
+                clock(record.ts),
+                record.kind,
+                head(visible(record.where), 16),
+                head(record.detail, 18),
+                head(visible(record.cause), 300),
+                key=str(i),
+            )
 
 
 def time_text(h: History, state: ConsoleState) -> Text:
@@ -120,7 +134,9 @@ def time_text(h: History, state: ConsoleState) -> Text:
         share = split[name] / busy if busy > 0 else 0.0
         mean = split[name] / n if n else math.nan
         text.append(f"\n{name:<11}", style="dim")
-        text.append(bar(share, 20), style={"generation": "cyan", "tool": "yellow", "reward": "magenta"}.get(name, "dim"))
+        text.append(
+            bar(share, 20), style={"generation": "cyan", "tool": "yellow", "reward": "magenta"}.get(name, "dim")
+        )
         text.append(f" {share:>4.0%}  {duration(mean)} per rollout")
     text.append("\nqueue wait ", style="dim")
     text.append(f"{duration(split['queue'] / n if n else math.nan)} per rollout (item received → rollout started)")

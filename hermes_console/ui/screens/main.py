@@ -8,7 +8,8 @@ servers, or one that is down) and Trainer (serve mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Hashable, List, Optional, Tuple, cast
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -22,8 +23,8 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.screens.filter_modal import FilterModal
 from hermes_console.ui.screens.rollouts import RolloutQuery, RolloutsScreen, bin_query
-from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
+from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
@@ -37,8 +38,15 @@ from hermes_console.ui.widgets.turns_stream import TurnsStream
 if TYPE_CHECKING:
     from hermes_console.ui.console_api import ConsoleHost
 
-PANELS = [("groups", "Groups"), ("turns", "Turns"), ("tools", "Tools"), ("sandboxes", "Sandboxes"),
-          ("rewards", "Rewards"), ("trainer", "Trainer"), ("servers", "Servers")]
+PANELS = [
+    ("groups", "Groups"),
+    ("turns", "Turns"),
+    ("tools", "Tools"),
+    ("sandboxes", "Sandboxes"),
+    ("rewards", "Rewards"),
+    ("trainer", "Trainer"),
+    ("servers", "Servers"),
+]
 OPTIONAL_PANELS = ("trainer", "servers")
 COMPACT_WIDTH = 120
 MEDIUM_WIDTH = 166  # below: tool calls and sandboxes stack (each full width) instead of side by side
@@ -53,20 +61,20 @@ class MainScreen(Screen[None]):
         self.filter = StreamFilter()
         self.compact = False
         self.ready = False  # the app tick skips screens that are not composed yet
-        self._present: Dict[str, bool] = {}
+        self._present: dict[str, bool] = {}
         self._shown_panel = "groups"  # the one panel drawn in compact mode
         # Change key each panel was last drawn with: an unchanged panel is not touched
         # (any DataTable update drops its render cache and redraws every visible cell).
-        self._drawn: Dict[str, Hashable] = {}
+        self._drawn: dict[str, Hashable] = {}
         # While the UI is throttling, a redraw updates only a few panels (least recently drawn
         # first) and the rest follow on the next ticks: no single tick blocks keys for long.
-        self._pending: Optional[List[Tuple[str, Hashable, Callable[[], None]]]] = None
-        self._drawn_at: Dict[str, int] = {}
+        self._pending: list[tuple[str, Hashable, Callable[[], None]]] | None = None
+        self._drawn_at: dict[str, int] = {}
         self._redraws = 0
-        self._owed: Optional[set] = None  # panels a throttled redraw still owes (drawn on the next ticks)
+        self._owed: set | None = None  # panels a throttled redraw still owes (drawn on the next ticks)
 
     @property
-    def console(self) -> "ConsoleHost":
+    def console(self) -> ConsoleHost:
         return cast("ConsoleHost", self.app)
 
     def compose(self) -> ComposeResult:
@@ -109,18 +117,28 @@ class MainScreen(Screen[None]):
     def _collect_draws(self, state: ConsoleState, now: float) -> None:
         lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
-        self.query_one(StatusBar).update_from(state, now, live=self.console.runtime.is_live,
-                                              stopping=self.console.stopping, switch_peak=self.console.switch_peak,
-                                              stop_note=self.console.stop_note(), ui_note=self.console.ui_note())
+        self.query_one(StatusBar).update_from(
+            state,
+            now,
+            live=self.console.runtime.is_live,
+            stopping=self.console.stopping,
+            switch_peak=self.console.switch_peak,
+            stop_note=self.console.stop_note(),
+            ui_note=self.console.ui_note(),
+        )
         self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
-        self._draw("groups", (state.groups_version, state.run.worker_timeout_s, second),
-                   lambda: groups.update_from(state, now))
+        self._draw(
+            "groups", (state.groups_version, state.run.worker_timeout_s, second), lambda: groups.update_from(state, now)
+        )
         stream = self.query_one(TurnsStream)
         self._draw("turns", state.stream_seq, lambda: stream.update_from(state, max_new=lines))
         # Running calls show a live duration; finished rows change only with tool events.
-        self._draw("tools", (state.tools_version, second if tools.has_running else None),
-                   lambda: tools.update_from(state, now, max_new=lines))
+        self._draw(
+            "tools",
+            (state.tools_version, second if tools.has_running else None),
+            lambda: tools.update_from(state, now, max_new=lines),
+        )
         sandboxes = self.query_one(SandboxesTable)
         self._draw("sandboxes", (state.sandboxes_version, second), lambda: sandboxes.update_from(state, now))
         rewards = self.query_one(RewardsPanel)
@@ -139,7 +157,7 @@ class MainScreen(Screen[None]):
         update()
         self._drawn[panel_id] = key
 
-    def _flush_draws(self, pending: List[Tuple[str, Hashable, Callable[[], None]]]) -> None:
+    def _flush_draws(self, pending: list[tuple[str, Hashable, Callable[[], None]]]) -> None:
         limit = self.console.panels_per_redraw()
         if limit is None:
             self._owed = None
@@ -148,8 +166,9 @@ class MainScreen(Screen[None]):
             # that arrive meanwhile wait for the next redraw (else a flood would redraw every tick).
             changed = {item[0] for item in pending}
             owed = changed if self._owed is None else self._owed & changed
-            pending = sorted((item for item in pending if item[0] in owed),
-                             key=lambda item: self._drawn_at.get(item[0], -1))  # least recently drawn first
+            pending = sorted(
+                (item for item in pending if item[0] in owed), key=lambda item: self._drawn_at.get(item[0], -1)
+            )  # least recently drawn first
             pending = pending[:limit]
             self._owed = owed - {item[0] for item in pending} or None
             if self._owed:
@@ -166,6 +185,7 @@ class MainScreen(Screen[None]):
         if present != self._present:
             self._set_present(present)
         if present["servers"]:
+
             def update_servers() -> None:
                 # Wide: exactly as tall as the list; compact: the whole tab.
                 row_height = "1fr" if self.compact else ServersTable.rows_height(state)
@@ -174,10 +194,13 @@ class MainScreen(Screen[None]):
 
             self._draw("servers", (state.servers_version, self.compact, int(now)), update_servers)
         if present["trainer"]:
-            self._draw("trainer", (state.trainer.ts if state.trainer else None, len(state.trainer_history)),
-                       lambda: trainer.update_from(state))
+            self._draw(
+                "trainer",
+                (state.trainer.ts if state.trainer else None, len(state.trainer_history)),
+                lambda: trainer.update_from(state),
+            )
 
-    def _set_present(self, present: Dict[str, bool]) -> None:
+    def _set_present(self, present: dict[str, bool]) -> None:
         """Show or hide the optional panels (and their rows and tabs)."""
         self._present = present
         current = self._current_panel_id()
@@ -219,16 +242,16 @@ class MainScreen(Screen[None]):
         if was_compact and not self.compact and self.ready:
             self.refresh_view(self.console.state, self.console.now())  # panels hidden in compact mode
 
-    def _panels(self) -> List[Widget]:
+    def _panels(self) -> list[Widget]:
         return list(self.query(".panel").results(Widget))
 
-    def _panel_of(self, widget: Optional[Widget]) -> Optional[Widget]:
+    def _panel_of(self, widget: Widget | None) -> Widget | None:
         while widget is not None and not widget.has_class("panel"):
             parent = widget.parent
             widget = parent if isinstance(parent, Widget) else None
         return widget
 
-    def _current_panel_id(self) -> Optional[str]:
+    def _current_panel_id(self) -> str | None:
         panel = self._panel_of(self.focused)
         return panel.id if panel is not None else None
 
@@ -284,7 +307,7 @@ class MainScreen(Screen[None]):
         event.stop()
         self._drill_from(event.data_table)
 
-    def _drill_from(self, panel: Optional[Widget]) -> None:
+    def _drill_from(self, panel: Widget | None) -> None:
         state = self.console.state
         if isinstance(panel, GroupsTable):
             group = state.groups.get(panel.selected_key() or "")
@@ -305,13 +328,18 @@ class MainScreen(Screen[None]):
             server = panel.selected_server(state)
             if server is not None:  # the table crops the error; show it whole
                 error = last_error(server) or "no error recorded"
-                self.app.notify(f"{server.get('url', '?')}: {error}", title="server",
-                                severity="information" if server.get("healthy", True) else "error")
+                self.app.notify(
+                    f"{server.get('url', '?')}: {error}",
+                    title="server",
+                    severity="information" if server.get("healthy", True) else "error",
+                )
         elif isinstance(panel, RewardsPanel):
             self.app.push_screen(RolloutsScreen(bin_query(*panel.selected_bin())))
         elif isinstance(panel, TurnsStream):
-            latest = next((e for e in reversed(state.stream) if e.rollout_id and self.filter.matches(
-                e.rollout_id, e.group_id)), None)
+            latest = next(
+                (e for e in reversed(state.stream) if e.rollout_id and self.filter.matches(e.rollout_id, e.group_id)),
+                None,
+            )
             if latest is not None:
                 self.app.push_screen(TranscriptScreen(latest.rollout_id))
         else:
@@ -334,11 +362,11 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------------ sandbox controls
 
-    def _selected_sandbox(self) -> Optional[str]:
+    def _selected_sandbox(self) -> str | None:
         """The sandbox the focused row points at: a Sandboxes row, or a tool call's rollout
         (a rollout's sandbox has its id). Never a row of a panel that does not have focus."""
         panel = self._panel_of(self.focused)
-        task_id: Optional[str] = None
+        task_id: str | None = None
         if isinstance(panel, SandboxesTable):
             task_id = panel.selected_key()
         elif isinstance(panel, ToolCallsTable):
@@ -365,7 +393,7 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ stream / table toggles
 
     def action_filter(self) -> None:
-        def apply(text: Optional[str]) -> None:
+        def apply(text: str | None) -> None:
             if text is None:
                 return
             self.set_filter(text)

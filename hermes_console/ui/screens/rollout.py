@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,7 +19,7 @@ class RolloutScreen(DrillDownScreen):
     def __init__(self, rollout_id: str) -> None:
         super().__init__(classes="drilldown")
         self.rollout_id = rollout_id
-        self._signature: Optional[Tuple[object, ...]] = None
+        self._signature: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rollout-header", classes="drill-header")
@@ -40,8 +40,9 @@ class RolloutScreen(DrillDownScreen):
         header = self.query_one("#rollout-header", Static)
         log = self.query_one("#transcript", RichLog)
         if rollout is None:
-            header.update(Text(f"Rollout {self.rollout_id} is no longer in memory; its group is in the jsonl.",
-                               style="yellow"))
+            header.update(
+                Text(f"Rollout {self.rollout_id} is no longer in memory; its group is in the jsonl.", style="yellow")
+            )
             log.clear()
             return
         header.update(self._header(rollout, state, now))
@@ -50,13 +51,20 @@ class RolloutScreen(DrillDownScreen):
             log.write(line)
 
     @staticmethod
-    def _signature_of(rollout: Optional[RolloutView], now: float) -> Tuple[object, ...]:
+    def _signature_of(rollout: RolloutView | None, now: float) -> tuple[object, ...]:
         if rollout is None:
             return ("gone",)
         last_tool = rollout.tool_calls[-1].status if rollout.tool_calls else None
         ticking = int(now) if rollout.status == "running" else 0  # the running age changes each second
-        return (rollout.status, len(rollout.turns), rollout.turn, len(rollout.tool_calls), last_tool,
-                rollout.turns[-1].latency_s if rollout.turns else None, ticking)
+        return (
+            rollout.status,
+            len(rollout.turns),
+            rollout.turn,
+            len(rollout.tool_calls),
+            last_tool,
+            rollout.turns[-1].latency_s if rollout.turns else None,
+            ticking,
+        )
 
     @staticmethod
     def _header(r: RolloutView, state: ConsoleState, now: float) -> Text:
@@ -70,18 +78,24 @@ class RolloutScreen(DrillDownScreen):
         age = r.duration_s if r.duration_s is not None else max(0.0, now - r.started_at)
         text.append("reward ", style="dim")
         text.append(reward, style="bold magenta")
-        text.append(f"   turns {r.turns_used or r.turn}   tokens {r.token_count}   nodes {r.node_count}"
-                    f"   tool errors {r.tool_errors}   duration {duration(age)}")
+        text.append(
+            f"   turns {r.turns_used or r.turn}   tokens {r.token_count}   nodes {r.node_count}"
+            f"   tool errors {r.tool_errors}   duration {duration(age)}"
+        )
         if r.placeholder_tokens:
             text.append("   placeholder tokens", style="yellow")
         if r.assistant_turns:
             short = r.trainable_turns < r.assistant_turns or r.drift_count
-            text.append(f"\ntrained {r.trainable_tokens}/{r.token_count} tokens, "
-                        f"turns {r.trainable_turns}/{r.assistant_turns}, drift {r.drift_count}",
-                        style="bold red" if short else "green")
+            text.append(
+                f"\ntrained {r.trainable_tokens}/{r.token_count} tokens, "
+                f"turns {r.trainable_turns}/{r.assistant_turns}, drift {r.drift_count}",
+                style="bold red" if short else "green",
+            )
             if r.trained_run_tokens:  # which turns train: tokens per trained run (+ mean logprob in Phase 2)
-                per_turn = [str(n) if i >= len(r.trained_run_logprob) else f"{n} (lp {r.trained_run_logprob[i]:.2f})"
-                            for i, n in enumerate(r.trained_run_tokens)]
+                per_turn = [
+                    str(n) if i >= len(r.trained_run_logprob) else f"{n} (lp {r.trained_run_logprob[i]:.2f})"
+                    for i, n in enumerate(r.trained_run_tokens)
+                ]
                 text.append("\ntrained per turn: " + " · ".join(per_turn), style="dim")
         text.append("\nitem ", style="dim")
         text.append(visible(r.item_summary or "–"))
@@ -91,8 +105,8 @@ class RolloutScreen(DrillDownScreen):
         return text
 
     @staticmethod
-    def _transcript(r: RolloutView, state: ConsoleState) -> List[Text]:
-        lines: List[Text] = []
+    def _transcript(r: RolloutView, state: ConsoleState) -> list[Text]:
+        lines: list[Text] = []
         group = state.groups.get(r.group_id)
         toolsets = ", ".join(group.toolsets) if group and group.toolsets else "–"
         lines.append(Text(f"system  agent with toolsets: {toolsets}", style="dim"))
@@ -102,16 +116,21 @@ class RolloutScreen(DrillDownScreen):
         return lines
 
 
-def turn_lines(r: RolloutView, result_lines: Callable[[ToolCallView], List[Text]]) -> List[Text]:
+def turn_lines(r: RolloutView, result_lines: Callable[[ToolCallView], list[Text]]) -> list[Text]:
     """A rollout's turns, each followed by its tool calls; ``result_lines`` draws a call's result."""
-    lines: List[Text] = []
-    calls_by_turn: Dict[int, List[ToolCallView]] = {}
+    lines: list[Text] = []
+    calls_by_turn: dict[int, list[ToolCallView]] = {}
     for call in r.tool_calls:
         calls_by_turn.setdefault(call.turn, []).append(call)
     for turn in r.turns:
         latency = "…" if turn.latency_s is None else duration(turn.latency_s)
-        lines.append(Text(f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
-                          + (" · tool calls parsed from text" if turn.parsed_from_text else ""), style="dim"))
+        lines.append(
+            Text(
+                f"\n── turn {turn.turn} · {clock(turn.started_at)} · {latency}"
+                + (" · tool calls parsed from text" if turn.parsed_from_text else ""),
+                style="dim",
+            )
+        )
         if turn.reasoning:
             lines.append(Text("reasoning  ", style="dim") + shown(turn.reasoning, style="dim italic"))
         if turn.content:
@@ -124,7 +143,7 @@ def turn_lines(r: RolloutView, result_lines: Callable[[ToolCallView], List[Text]
     return lines
 
 
-def reward_lines(r: RolloutView) -> List[Text]:
+def reward_lines(r: RolloutView) -> list[Text]:
     """The reward line of a finished rollout (nothing while it runs)."""
     if r.status == "running":
         return []
@@ -132,7 +151,7 @@ def reward_lines(r: RolloutView) -> List[Text]:
     return [Text(f"\n★ reward {reward}" + ("" if r.finished_naturally else " (did not finish)"), style="bold magenta")]
 
 
-def _brief_result(call: ToolCallView) -> List[Text]:
+def _brief_result(call: ToolCallView) -> list[Text]:
     if call.status == "running":
         return [Text("result     … running", style="cyan")]
     if call.status == "error":

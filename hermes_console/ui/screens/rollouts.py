@@ -9,8 +9,9 @@ record of every group is on disk (groups.jsonl / dropped.jsonl in the run dir).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -26,7 +27,7 @@ from hermes_console.ui.screens.drilldown import DrillDownScreen
 from hermes_console.ui.throttle import Throttle
 
 # (key, label, width, sort key)
-COLUMNS: List[Tuple[str, str, Optional[int], Callable[[RolloutRecord], Any]]] = [
+COLUMNS: list[tuple[str, str, int | None, Callable[[RolloutRecord], Any]]] = [
     ("id", "rollout", 11, lambda r: r.label),
     ("item", "item / task", 30, lambda r: r.item.lower()),
     ("score", "score", 6, lambda r: -math.inf if r.score is None else r.score),
@@ -47,9 +48,9 @@ class RolloutQuery:
     """What the table shows: every field narrows the rows."""
 
     text: str = ""
-    group_id: Optional[str] = None
-    score_bin: Optional[Tuple[int, int, float, float]] = None  # index, bins, lo, hi of the reward histogram
-    quick: Optional[str] = None  # zero | errors | dropped
+    group_id: str | None = None
+    score_bin: tuple[int, int, float, float] | None = None  # index, bins, lo, hi of the reward histogram
+    quick: str | None = None  # zero | errors | dropped
     sort: str = "finished"
     descending: bool = True
 
@@ -88,7 +89,7 @@ class RolloutQuery:
         return " · ".join(parts) or "all"
 
 
-def select(records: List[RolloutRecord], query: RolloutQuery) -> List[RolloutRecord]:
+def select(records: list[RolloutRecord], query: RolloutQuery) -> list[RolloutRecord]:
     """The records the query shows, in its order (pure: tested without Textual)."""
     column = next(c for c in COLUMNS if c[0] == query.sort)
     rows = [r for r in records if query.matches(r)]
@@ -98,8 +99,14 @@ def select(records: List[RolloutRecord], query: RolloutQuery) -> List[RolloutRec
 
 
 def outcome_cell(r: RolloutRecord) -> Text:
-    style = {"kept": "green", "dropped": "yellow", "failed": "bold red", "cancelled": "dim",
-             "pending": "cyan", "evaluated": "blue"}.get(r.outcome, "")
+    style = {
+        "kept": "green",
+        "dropped": "yellow",
+        "failed": "bold red",
+        "cancelled": "dim",
+        "pending": "cyan",
+        "evaluated": "blue",
+    }.get(r.outcome, "")
     text = Text(r.outcome, style=style)
     if r.drop_reason:
         text.append(f" {r.drop_reason}", style="dim")
@@ -116,17 +123,20 @@ def score_cell(r: RolloutRecord) -> Text:
 class RolloutsScreen(DrillDownScreen):
     BINDINGS = bindings_for("rollouts")
 
-    def __init__(self, query: Optional[RolloutQuery] = None) -> None:
+    def __init__(self, query: RolloutQuery | None = None) -> None:
         super().__init__(classes="drilldown")
         self.query_spec = query or RolloutQuery()
-        self._drawn: Optional[Tuple[object, ...]] = None
+        self._drawn: tuple[object, ...] | None = None
         self._throttle = Throttle()
-        self.shown: List[str] = []  # rollout ids in table order
+        self.shown: list[str] = []  # rollout ids in table order
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rollouts-header", classes="drill-header")
-        yield Input(placeholder="filter: words over task / item / ids / errors (enter to apply, esc to close)",
-                    id="rollouts-filter", classes="-hidden")
+        yield Input(
+            placeholder="filter: words over task / item / ids / errors (enter to apply, esc to close)",
+            id="rollouts-filter",
+            classes="-hidden",
+        )
         yield DataTable(id="rollouts-table", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -169,7 +179,7 @@ class RolloutsScreen(DrillDownScreen):
         self._fill(records)
         self.query_one("#rollouts-header", Static).update(self._header(state, records))
 
-    def _fill(self, records: List[RolloutRecord]) -> None:
+    def _fill(self, records: list[RolloutRecord]) -> None:
         table = self.query_one("#rollouts-table", DataTable)
         selected = self.selected_rollout()
         table.clear()
@@ -188,7 +198,7 @@ class RolloutsScreen(DrillDownScreen):
                     column.label = Text(label + arrow, style="bold" if arrow else "")
 
     @staticmethod
-    def _cells(r: RolloutRecord) -> Tuple[object, ...]:
+    def _cells(r: RolloutRecord) -> tuple[object, ...]:
         from hermes_console.ui.format import clock
 
         return (
@@ -204,7 +214,7 @@ class RolloutsScreen(DrillDownScreen):
             Text(head(visible(r.error), 120), style="red") if r.error else Text("", style="dim"),
         )
 
-    def _header(self, state: ConsoleState, records: List[RolloutRecord]) -> Text:
+    def _header(self, state: ConsoleState, records: list[RolloutRecord]) -> Text:
         q = self.query_spec
         total = len(state.history.records)
         text = Text("Rollouts", style="bold")
@@ -222,7 +232,7 @@ class RolloutsScreen(DrillDownScreen):
 
     # ------------------------------------------------------------------ queries
 
-    def selected_rollout(self) -> Optional[str]:
+    def selected_rollout(self) -> str | None:
         table = self.query_one("#rollouts-table", DataTable)
         if not table.row_count:
             return None

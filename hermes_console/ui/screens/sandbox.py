@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -32,8 +33,8 @@ class SandboxScreen(DrillDownScreen):
     def __init__(self, task_id: str) -> None:
         super().__init__(classes="drilldown")
         self.task_id = task_id
-        self.details: Optional[Dict[str, Any]] = None
-        self._signature: Optional[Tuple[object, ...]] = None
+        self.details: dict[str, Any] | None = None
+        self._signature: tuple[object, ...] | None = None
         self._details_pending = False  # one details request at a time (the live refresh polls)
         self._details_asked = 0.0  # monotonic, for the poll interval
         self._details_wall = 0.0  # wall clock of the last request (state times are wall clock)
@@ -46,15 +47,21 @@ class SandboxScreen(DrillDownScreen):
                 yield RichLog(id="recent-commands", wrap=True, markup=False, auto_scroll=False)
             with Vertical(id="sandbox-right"):
                 yield RichLog(id="live-output", wrap=True, markup=False, auto_scroll=True)
-                yield Input(placeholder="diagnostic command, e.g. ps aux  (enter to run; d to focus)",
-                            id="diagnostic-input")
+                yield Input(
+                    placeholder="diagnostic command, e.g. ps aux  (enter to run; d to focus)", id="diagnostic-input"
+                )
                 yield RichLog(id="diagnostic-output", wrap=True, markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         tree = self.query_one("#process-tree", DataTable)
-        for key, label, width in (("pid", "pid", 7), ("ppid", "ppid", 7), ("state", "st", 3),
-                                  ("elapsed", "elapsed", 8), ("command", "command", None)):
+        for key, label, width in (
+            ("pid", "pid", 7),
+            ("ppid", "ppid", 7),
+            ("state", "st", 3),
+            ("elapsed", "elapsed", 8),
+            ("command", "command", None),
+        ):
             tree.add_column(label, key=key, width=width)
         tree.border_title = "Process tree"
         self.query_one("#recent-commands", RichLog).border_title = "Recent commands"
@@ -82,18 +89,22 @@ class SandboxScreen(DrillDownScreen):
             return
         sandbox = self.console.state.sandboxes.get(self.task_id)
         live = bool(self.details and _get(self.details, "live_output"))
-        started_since = (sandbox is not None and sandbox.state == "running" and sandbox.running_since is not None
-                         and sandbox.running_since > self._details_wall)
+        started_since = (
+            sandbox is not None
+            and sandbox.state == "running"
+            and sandbox.running_since is not None
+            and sandbox.running_since > self._details_wall
+        )
         if live or started_since:
             self.action_refresh_details()
 
     @staticmethod
-    def _signature_of(sb: Optional[SandboxView], now: float) -> Tuple[object, ...]:
+    def _signature_of(sb: SandboxView | None, now: float) -> tuple[object, ...]:
         if sb is None:
             return ("gone",)
         return (sb.state, sb.running_command, sb.lifetime_s, sb.last_activity, sb.commands, int(now))
 
-    def _header(self, sb: Optional[SandboxView], now: float) -> Text:
+    def _header(self, sb: SandboxView | None, now: float) -> Text:
         text = Text(f"Sandbox {visible(self.task_id)}", style="bold")
         label = self.console.state.history.label_of(self.task_id)
         if label != self.task_id:  # its rollout's readable id (t opens the transcript)
@@ -104,8 +115,10 @@ class SandboxScreen(DrillDownScreen):
         text.append(f"   backend {sb.backend}   ")
         style = {"running": "bold cyan", "idle": "bold green", "closed": "bold"}.get(sb.state, "")
         text.append(f" {sb.state.upper()} ", style=style + " reverse")
-        text.append(f"\nworkdir {sb.workdir or '–'}   created {clock(sb.created_at)}   commands {sb.commands}"
-                    f"   timeouts {sb.timeouts}   last exit {sb.last_exit_code if sb.last_exit_code is not None else '–'}")
+        text.append(
+            f"\nworkdir {sb.workdir or '–'}   created {clock(sb.created_at)}   commands {sb.commands}"
+            f"   timeouts {sb.timeouts}   last exit {sb.last_exit_code if sb.last_exit_code is not None else '–'}"
+        )
         text.append("\n")
         if sb.state == "closed":
             text.append(f"closed ({sb.closed_reason}) at {clock(sb.closed_at or now)}", style="dim")
@@ -119,8 +132,10 @@ class SandboxScreen(DrillDownScreen):
             used = idle / sb.lifetime_s
             text.append("idle → reaped  ", style="dim")
             text.append(bar(1.0 - used, 20), style=level_style(used) or "green")
-            text.append(f"  {duration(max(0.0, sb.lifetime_s - idle))} left of {duration(sb.lifetime_s)}",
-                        style=level_style(used))
+            text.append(
+                f"  {duration(max(0.0, sb.lifetime_s - idle))} left of {duration(sb.lifetime_s)}",
+                style=level_style(used),
+            )
         if self.details and _get(self.details, "cwd"):
             text.append(f"\ncwd {visible(str(_get(self.details, 'cwd')))}")
         limits = _get(self.details, "limits") if self.details else None
@@ -129,12 +144,16 @@ class SandboxScreen(DrillDownScreen):
             text.append(f"\nlimits {shown_limits}", style="dim")
         shell = _get(self.details, "shell") if self.details else None
         if shell and shell.get("shell_pid"):  # the persistent machine's shell
-            text.append(f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
-                        f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
-                        f"  {'busy' if shell.get('busy') else 'idle'}", style="dim")
+            text.append(
+                f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
+                f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
+                f"  {'busy' if shell.get('busy') else 'idle'}",
+                style="dim",
+            )
             if shell.get("agent_processes_stopped"):  # killed before the verifier's first command
-                text.append(f"  {shell['agent_processes_stopped']} agent process(es) stopped before verification",
-                            style="dim")
+                text.append(
+                    f"  {shell['agent_processes_stopped']} agent process(es) stopped before verification", style="dim"
+                )
         overrides = _get(self.details, "overrides") if self.details else None
         if overrides:  # the task's register_task_env_overrides(...)
             shown = "  ".join(f"{k}={visible(str(v))}" for k, v in sorted(overrides.items()))
@@ -146,8 +165,12 @@ class SandboxScreen(DrillDownScreen):
     def action_refresh_details(self) -> None:
         self._details_asked, self._details_wall = time.monotonic(), time.time()
         self._details_pending = self.console.send(
-            "sandbox details", lambda: self.console.runtime.sandbox_details(self.task_id),
-            on_result=self.show_details, on_error=self._details_failed, quiet_replay=True)
+            "sandbox details",
+            lambda: self.console.runtime.sandbox_details(self.task_id),
+            on_result=self.show_details,
+            on_error=self._details_failed,
+            quiet_replay=True,
+        )
 
     def _details_failed(self, exc: BaseException) -> None:
         self._details_pending = False  # the app has shown the error
@@ -162,22 +185,29 @@ class SandboxScreen(DrillDownScreen):
         log = self.query_one("#recent-commands", RichLog)
         log.clear()
         log.border_title = "Last commands (as seen by the console)"
-        for record in (sb.last_commands if sb is not None else []):
+        for record in sb.last_commands if sb is not None else []:
             for line in self._command_lines(record):
                 log.write(line)
 
     def show_details(self, details: Any) -> None:
         self._details_pending = False
-        self.details = details if isinstance(details, dict) else {
-            k: _get(details, k) for k in ("cwd", "process_tree", "recent_commands", "lifetime_s")
-        }
+        self.details = (
+            details
+            if isinstance(details, dict)
+            else {k: _get(details, k) for k in ("cwd", "process_tree", "recent_commands", "lifetime_s")}
+        )
         self._show_live(_get(self.details, "live_output"))
         tree = self.query_one("#process-tree", DataTable)
         tree.clear()
         processes: Iterable[Any] = _get(self.details, "process_tree") or []
         for proc in processes:
-            tree.add_row(str(_get(proc, "pid", "")), str(_get(proc, "ppid", "")), str(_get(proc, "state", "")),
-                         duration(_get(proc, "elapsed_s")), head(str(_get(proc, "command", "")), 200))
+            tree.add_row(
+                str(_get(proc, "pid", "")),
+                str(_get(proc, "ppid", "")),
+                str(_get(proc, "state", "")),
+                duration(_get(proc, "elapsed_s")),
+                head(str(_get(proc, "command", "")), 200),
+            )
         log = self.query_one("#recent-commands", RichLog)
         log.clear()
         for record in _get(self.details, "recent_commands") or []:
@@ -193,14 +223,15 @@ class SandboxScreen(DrillDownScreen):
             log.write(Text("no command running", style="dim"))
             return
         log.write(Text("$ ", style="bold") + shown(head(str(_get(live, "command", "")), 200), style="bold"))
-        log.write(Text(f"running {duration(_get(live, 'running_s'))}, {_get(live, 'bytes', 0)} bytes so far",
-                       style="cyan"))
+        log.write(
+            Text(f"running {duration(_get(live, 'running_s'))}, {_get(live, 'bytes', 0)} bytes so far", style="cyan")
+        )
         tail = str(_get(live, "tail", "") or "")
         if tail:
             log.write(shown(tail))
 
     @staticmethod
-    def _command_lines(record: Any) -> List[Text]:
+    def _command_lines(record: Any) -> list[Text]:
         exit_code = _get(record, "exit_code")
         ok = exit_code == 0
         line = Text("$ ", style="bold") + shown(str(_get(record, "command", "")), style="bold")
@@ -232,8 +263,12 @@ class SandboxScreen(DrillDownScreen):
         exit_code = _get(result, "exit_code")
         if text:
             output.write(shown(text))
-        output.write(Text(f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
-                          style="green" if exit_code == 0 else "bold red"))
+        output.write(
+            Text(
+                f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
+                style="green" if exit_code == 0 else "bold red",
+            )
+        )
 
     def action_open_transcript(self) -> None:
         """A sandbox belongs to the rollout of the same id (its task id): open that transcript."""

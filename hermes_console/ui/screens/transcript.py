@@ -9,7 +9,6 @@ step through its group's siblings and `v` for a diff against the best sibling.
 from __future__ import annotations
 
 import difflib
-from typing import List, Optional, Tuple
 
 from rich.text import Text
 
@@ -41,10 +40,16 @@ class TranscriptScreen(RolloutScreen):
         # Redrawn only when something it shows changed: its own events, its group's fate, its
         # siblings' scores (not on every event of the run: the operator may be scrolling).
         record = state.history.records.get(self.rollout_id)
-        siblings = tuple(getattr(state.history.records.get(sid), "score", None)
-                         for sid in state.history.siblings(self.rollout_id))
-        signature = (self._signature_of(rollout, now), self.expanded, self.diffing,
-                     (record.outcome, record.drop_reason) if record else None, siblings)
+        siblings = tuple(
+            getattr(state.history.records.get(sid), "score", None) for sid in state.history.siblings(self.rollout_id)
+        )
+        signature = (
+            self._signature_of(rollout, now),
+            self.expanded,
+            self.diffing,
+            (record.outcome, record.drop_reason) if record else None,
+            siblings,
+        )
         if signature == self._signature:
             return
         self._signature = signature
@@ -69,18 +74,20 @@ class TranscriptScreen(RolloutScreen):
     # ------------------------------------------------------------------ header
 
     @staticmethod
-    def _gone(label: str, record: Optional[RolloutRecord]) -> Text:
+    def _gone(label: str, record: RolloutRecord | None) -> Text:
         text = Text(f"Rollout {label} is no longer in memory", style="yellow")
         if record is not None:
             score = "–" if record.score is None else f"{record.score:.3f}"
             text.append(f"\nscore {score}   turns {record.turns}   {record.outcome} {record.drop_reason}", style="")
-        text.append("\nOn disk in the run dir: rollouts.jsonl (its line), groups.jsonl / dropped.jsonl "
-                    "(its group's sequences).",
-                    style="dim")
+        text.append(
+            "\nOn disk in the run dir: rollouts.jsonl (its line), groups.jsonl / dropped.jsonl "
+            "(its group's sequences).",
+            style="dim",
+        )
         return text
 
     @staticmethod
-    def _extra_header(r: RolloutView, record: Optional[RolloutRecord], state: ConsoleState) -> Text:
+    def _extra_header(r: RolloutView, record: RolloutRecord | None, state: ConsoleState) -> Text:
         text = Text()
         siblings = state.history.siblings(r.rollout_id)
         if len(siblings) > 1:
@@ -94,9 +101,11 @@ class TranscriptScreen(RolloutScreen):
             text.append("(n / N: next / previous, v: diff against the best)", style="dim")
         if record is not None:
             text.append("\ntime ", style="dim")
-            text.append(f"generation {duration(record.generation_s)} ({record.llm_calls} calls)   "
-                        f"tools {duration(record.tool_s)}   reward {duration(record.reward_s)}   "
-                        f"other {duration(record.other_s)}   queue wait {duration(record.queue_s)}")
+            text.append(
+                f"generation {duration(record.generation_s)} ({record.llm_calls} calls)   "
+                f"tools {duration(record.tool_s)}   reward {duration(record.reward_s)}   "
+                f"other {duration(record.other_s)}   queue wait {duration(record.queue_s)}"
+            )
             if record.generated_tokens and record.generation_s > 0:
                 text.append(f"   {record.tokens_per_s:.0f} tok/s")
             outcome_style = {"kept": "green", "dropped": "yellow", "failed": "red"}.get(record.outcome, "dim")
@@ -104,15 +113,16 @@ class TranscriptScreen(RolloutScreen):
             text.append(f"{record.outcome} {record.drop_reason}".strip(), style=outcome_style)
             if record.reward_details:
                 text.append("\nreward details ", style="dim")
-                text.append("   ".join(f"{k}: {visible(str(v))}" for k, v in record.reward_details.items()),
-                            style="magenta")
+                text.append(
+                    "   ".join(f"{k}: {visible(str(v))}" for k, v in record.reward_details.items()), style="magenta"
+                )
         return text
 
     # ------------------------------------------------------------------ body
 
     @staticmethod
-    def _lines(r: RolloutView, state: ConsoleState, expanded: bool) -> List[Text]:
-        lines: List[Text] = []
+    def _lines(r: RolloutView, state: ConsoleState, expanded: bool) -> list[Text]:
+        lines: list[Text] = []
         if r.system_prompt:
             lines.append(Text("system     ", style="bold dim") + shown(r.system_prompt, style="dim"))
         else:
@@ -127,7 +137,7 @@ class TranscriptScreen(RolloutScreen):
                 lines.append(shown(f"  compute_reward raised: {r.reward_error}", style="bold red"))
         return lines
 
-    def _diff(self, r: RolloutView, state: ConsoleState) -> List[Text]:
+    def _diff(self, r: RolloutView, state: ConsoleState) -> list[Text]:
         best = self._best_sibling(r.rollout_id, state)
         if best is None:
             return [Text("No finished sibling in memory to compare with.", style="yellow")]
@@ -135,9 +145,10 @@ class TranscriptScreen(RolloutScreen):
         mine = [line.plain for line in self._lines(r, state, True)]
         theirs = [line.plain for line in self._lines(other, state, True)]
         me, them = state.history.label_of(r.rollout_id), state.history.label_of(best)
-        out: List[Text] = [Text(f"--- {them} (best sibling, reward {other.reward:.3f})", style="bold green"),
-                           Text(f"+++ {me} (this rollout, reward "
-                                f"{'–' if r.reward is None else f'{r.reward:.3f}'})", style="bold red")]
+        out: list[Text] = [
+            Text(f"--- {them} (best sibling, reward {other.reward:.3f})", style="bold green"),
+            Text(f"+++ {me} (this rollout, reward {'–' if r.reward is None else f'{r.reward:.3f}'})", style="bold red"),
+        ]
         body = list(difflib.unified_diff(theirs, mine, lineterm="", n=2))[2:]
         if not body:
             out.append(Text("(identical transcripts)", style="dim"))
@@ -147,9 +158,9 @@ class TranscriptScreen(RolloutScreen):
         return out
 
     @staticmethod
-    def _best_sibling(rollout_id: str, state: ConsoleState) -> Optional[str]:
+    def _best_sibling(rollout_id: str, state: ConsoleState) -> str | None:
         """The highest-reward finished sibling still in memory (not this rollout)."""
-        candidates: List[Tuple[float, str]] = []
+        candidates: list[tuple[float, str]] = []
         for sid in state.history.siblings(rollout_id):
             sib = state.rollouts.get(sid)
             if sid != rollout_id and sib is not None and sib.reward is not None:
@@ -184,7 +195,7 @@ class TranscriptScreen(RolloutScreen):
         self.refresh_view(self.console.state, self.console.now())
 
 
-def _result_lines(call: ToolCallView, expanded: bool) -> List[Text]:
+def _result_lines(call: ToolCallView, expanded: bool) -> list[Text]:
     if call.status == "running":
         return [Text("result     … running", style="cyan")]
     if call.status == "cancelled":

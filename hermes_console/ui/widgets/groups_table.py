@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Dict
-
 from rich.text import Text
 
 from hermes_console.runtime.state import ConsoleState, GroupView
@@ -26,7 +24,7 @@ class GroupsTable(KeyedTable):
 
     def update_from(self, state: ConsoleState, now: float) -> None:
         timeout = state.run.worker_timeout_s
-        rows: Dict[str, Row] = {}
+        rows: dict[str, Row] = {}
         for group in state.active_groups():
             rows[group.group_id] = self._row(group, now, timeout, state.history.group_label_of(group.group_id))
         self.sync(rows)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
 Cell = Text | str
-Row = Tuple[Cell, ...]
+Row = tuple[Cell, ...]
 
 
 class HostColumn(Protocol):
@@ -21,7 +22,7 @@ class HostColumn(Protocol):
     def host_of(self, key: str) -> str: ...
 
 
-def host_column_of(app: object) -> Optional[HostColumn]:
+def host_column_of(app: object) -> HostColumn | None:
     """The app's host column source: None in a local console (and attached to one host)."""
     return getattr(app, "host_column", None)
 
@@ -40,7 +41,7 @@ class KeyedTable(DataTable):
     for cells whose rendered value changed — never a full rebuild per tick.
     """
 
-    COLUMNS: Sequence[Tuple[str, str, Optional[int]]] = ()  # (key, label, width)
+    COLUMNS: Sequence[tuple[str, str, int | None]] = ()  # (key, label, width)
     # Rows keyed by an id of the console's state: attached to several hosts, the table
     # gets a leading "host" column filled from the key (see host_column_of).
     HOSTED = False
@@ -49,10 +50,10 @@ class KeyedTable(DataTable):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self._shown: Dict[str, Tuple[object, ...]] = {}
-        self.sort_column: Optional[str] = None  # a header click sorts by it; again: reverse
+        self._shown: dict[str, tuple[object, ...]] = {}
+        self.sort_column: str | None = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
-        self.host_column: Optional[HostColumn] = None
+        self.host_column: HostColumn | None = None
 
     def on_mount(self) -> None:
         if self.HOSTED:
@@ -128,7 +129,7 @@ class KeyedTable(DataTable):
                 self._clear_caches()
                 self.refresh()
 
-    def selected_key(self) -> Optional[str]:
+    def selected_key(self) -> str | None:
         """Key of the row under the cursor, if any."""
         if not self.row_count:
             return None
@@ -138,7 +139,7 @@ class KeyedTable(DataTable):
             return None
         return row_key.value
 
-    def keys(self) -> List[str]:
+    def keys(self) -> list[str]:
         return list(self._shown)
 
 
@@ -148,7 +149,7 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?(?=$|[\s/])")
 
 
-def _leading_seconds(text: str) -> Optional[float]:
+def _leading_seconds(text: str) -> float | None:
     """A cell that starts with a duration as ui.format writes it (850ms, 4.2s, 3m05s, 2h04m)."""
     m = _DURATION.match(text.strip())
     if not m or not any(m.groups()):
@@ -157,17 +158,17 @@ def _leading_seconds(text: str) -> Optional[float]:
     return int(h or 0) * 3600 + int(mins or 0) * 60 + float(secs or 0) + int(ms or 0) / 1000
 
 
-def sort_value(cell: object) -> Tuple[object, ...]:
+def sort_value(cell: object) -> tuple[object, ...]:
     """Natural order of a cell's text: durations and numbers compare as numbers
     ("9/10" < "10/10", "45s" < "2m05s")."""
     text = cell.plain if isinstance(cell, Text) else str(cell)
     seconds = _leading_seconds(text)
     if seconds is not None:
         return ((0, seconds), (1, text.lower()))
-    parts: List[object] = []
+    parts: list[object] = []
     pos = 0
     for match in _NUMBER.finditer(text):
-        parts += [(1, text[pos:match.start()].lower()), (0, float(match.group()))]
+        parts += [(1, text[pos : match.start()].lower()), (0, float(match.group()))]
         pos = match.end()
     parts.append((1, text[pos:].lower()))
     return tuple(parts)

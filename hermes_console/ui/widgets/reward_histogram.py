@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 from rich.text import Text
 from textual.widget import Widget
 
@@ -13,7 +11,7 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 class RewardHistogram(Widget):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.counts: List[int] = []
+        self.counts: list[int] = []
         self.lo = 0.0
         self.hi = 1.0
         self.selected = 0  # the bin `enter` opens (highlighted while the panel has focus)
@@ -31,7 +29,7 @@ class RewardHistogram(Widget):
             self.show_selection = shown
             self.refresh()
 
-    def set_counts(self, counts: List[int], lo: float, hi: float) -> None:
+    def set_counts(self, counts: list[int], lo: float, hi: float) -> None:
         if counts != self.counts or (lo, hi) != (self.lo, self.hi):
             self.counts, self.lo, self.hi = list(counts), lo, hi
             self.refresh()
@@ -44,7 +42,7 @@ class RewardHistogram(Widget):
         bins = len(self.counts)
         col = max(1, min(4, width // bins))  # characters per bin
         peak = max(self.counts)
-        rows: List[Text] = []
+        rows: list[Text] = []
         for level in range(height, 0, -1):
             row = Text()
             for index, count in enumerate(self.counts):

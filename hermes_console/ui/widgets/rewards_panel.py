@@ -4,7 +4,6 @@ and the share of groups whose scores were all identical (no learning signal)."""
 from __future__ import annotations
 
 import math
-from typing import List
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -63,7 +62,7 @@ class RewardsPanel(Horizontal):
         self.query_one(RewardHistogram).set_counts(state.reward_histogram(HIST_BINS, lo, hi), lo, hi)
         steps = list(state.reward_steps)[-SPARK_STEPS:]
         for name in ("mean", "p50", "p90"):
-            data: List[float] = [getattr(s, name) for s in steps]
+            data: list[float] = [getattr(s, name) for s in steps]
             self.query_one(f"#spark-{name}", Sparkline).data = data
         self.query_one("#reward-summary", Static).update(self._summary(state))
         self.border_title = f"Rewards (last {len(rewards)} rollouts, {len(steps)} steps)"

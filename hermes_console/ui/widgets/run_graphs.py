@@ -8,7 +8,6 @@ before the latest slice, so a replayed log draws the same graphs.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -17,22 +16,26 @@ from textual_plotext import PlotextPlot
 from hermes_console.runtime.history import BUCKET_S, Bucket
 from hermes_console.runtime.state import ConsoleState, percentile
 
-GRAPHS = (("rate", "rollouts/s"), ("reward", "reward mean / p50 / p90"), ("errors", "errors/s"),
-          ("latency", "LLM latency p50 / p95 (s)"))
+GRAPHS = (
+    ("rate", "rollouts/s"),
+    ("reward", "reward mean / p50 / p90"),
+    ("errors", "errors/s"),
+    ("latency", "LLM latency p50 / p95 (s)"),
+)
 
 
-def series(buckets: List[Bucket]) -> Dict[str, List[Tuple[str, List[float], List[float]]]]:
+def series(buckets: list[Bucket]) -> dict[str, list[tuple[str, list[float], list[float]]]]:
     """Per graph: (name, xs, ys) lines. xs are minutes before the latest bucket (pure, tested)."""
     if not buckets:
         return {key: [] for key, _ in GRAPHS}
     last = buckets[-1].start
     xs = [(b.start - last) / 60.0 for b in buckets]
 
-    def line(values: List[float]) -> Tuple[List[float], List[float]]:
+    def line(values: list[float]) -> tuple[list[float], list[float]]:
         pts = [(x, v) for x, v in zip(xs, values) if not math.isnan(v)]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    def stat(field: str, q: float) -> List[float]:
+    def stat(field: str, q: float) -> list[float]:
         out = []
         for b in buckets:
             values = sorted(getattr(b, field))
@@ -41,8 +44,11 @@ def series(buckets: List[Bucket]) -> Dict[str, List[Tuple[str, List[float], List
 
     return {
         "rate": [("rollouts/s", *line([b.rollouts / BUCKET_S for b in buckets]))],
-        "reward": [("mean", *line(stat("rewards", -1))), ("p50", *line(stat("rewards", 50))),
-                   ("p90", *line(stat("rewards", 90)))],
+        "reward": [
+            ("mean", *line(stat("rewards", -1))),
+            ("p50", *line(stat("rewards", 50))),
+            ("p90", *line(stat("rewards", 90))),
+        ],
         "errors": [("errors/s", *line([b.errors / BUCKET_S for b in buckets]))],
         "latency": [("p50", *line(stat("latencies", 50))), ("p95", *line(stat("latencies", 95)))],
     }

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Dict
-
 from rich.text import Text
 
 from hermes_console.runtime.state import ConsoleState, SandboxView
@@ -23,7 +21,7 @@ class SandboxesTable(KeyedTable):
     )
 
     def update_from(self, state: ConsoleState, now: float) -> None:
-        rows: Dict[str, Row] = {}
+        rows: dict[str, Row] = {}
         for sandbox in state.live_sandboxes():
             rows[sandbox.task_id] = self._row(sandbox, now, state.history.label_of(sandbox.task_id))
         self.sync(rows)

@@ -3,7 +3,7 @@ says for how long; ServerManager routes around it)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from rich.text import Text
 
@@ -12,13 +12,23 @@ from hermes_console.ui.format import age, clock, head
 from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 
 # What an operator scans for comes first, so 80 columns show it without scrolling.
-COLUMNS = ("server", "health", "down for", "in flight", "p50 ms", "conn fails", "errors", "requests", "rerouted",
-           "last error")
+COLUMNS = (
+    "server",
+    "health",
+    "down for",
+    "in flight",
+    "p50 ms",
+    "conn fails",
+    "errors",
+    "requests",
+    "rerouted",
+    "last error",
+)
 DOWN_STYLE = "bold red"
 MAX_VISIBLE_ROWS = 8  # beyond this the table scrolls instead of squeezing the other panels
 
 
-def last_error(row: Dict[str, Any]) -> str:
+def last_error(row: dict[str, Any]) -> str:
     return str(row.get("last_connection_failure") or row.get("last_error") or row.get("last_transport_error") or "")
 
 
@@ -28,7 +38,7 @@ def short_url(url: str) -> str:
     return short[:-3] if short.endswith("/v1") else short
 
 
-def down_for(row: Dict[str, Any], now: Optional[float]) -> str:
+def down_for(row: dict[str, Any], now: float | None) -> str:
     since = row.get("down_since")
     if row.get("healthy", True) or since is None:
         return "–"
@@ -36,7 +46,7 @@ def down_for(row: Dict[str, Any], now: Optional[float]) -> str:
     return clock(float(since)) if now is None else age(now - float(since))
 
 
-def server_cells(row: Dict[str, Any], now: Optional[float] = None) -> Tuple[Any, ...]:
+def server_cells(row: dict[str, Any], now: float | None = None) -> tuple[Any, ...]:
     healthy = bool(row.get("healthy", True))
     down = "" if healthy else DOWN_STYLE
     health = Text("up", style="green") if healthy else Text("DOWN", style="bold white on red")
@@ -80,16 +90,16 @@ class ServersTable(KeyedTable):
         """Outer height that shows every server (up to a cap): rows + header + border."""
         return min(len(state.servers), MAX_VISIBLE_ROWS) + 3
 
-    def update_from(self, state: ConsoleState, now: Optional[float] = None) -> None:
+    def update_from(self, state: ConsoleState, now: float | None = None) -> None:
         # Keyed by position as well as url: two entries may point at the same url.
-        rows: Dict[str, Row] = {f"{i}:{r.get('url', '')}": server_cells(r, now) for i, r in enumerate(state.servers)}
+        rows: dict[str, Row] = {f"{i}:{r.get('url', '')}": server_cells(r, now) for i, r in enumerate(state.servers)}
         self.sync(rows)
         down = len(state.unhealthy_servers())
         title = f"Servers ({len(rows)}, {down} down)" if down else f"Servers ({len(rows)})"
         if self.border_title != title:
             self.border_title = title
 
-    def selected_server(self, state: ConsoleState) -> Optional[Dict[str, Any]]:
+    def selected_server(self, state: ConsoleState) -> dict[str, Any] | None:
         key = self.selected_key()
         index = int(key.split(":", 1)[0]) if key else -1
         return state.servers[index] if 0 <= index < len(state.servers) else None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 from rich.text import Text
 from textual.widgets import Static
 
@@ -31,8 +29,17 @@ class StatusBar(Static):
         super().__init__("", **kwargs)
         self._rendered: tuple = ()
 
-    def update_from(self, state: ConsoleState, now: float, *, live: bool, stopping: bool,
-                    switch_peak: int = 0, stop_note: str = "", ui_note: str = "") -> None:
+    def update_from(
+        self,
+        state: ConsoleState,
+        now: float,
+        *,
+        live: bool,
+        stopping: bool,
+        switch_peak: int = 0,
+        stop_note: str = "",
+        ui_note: str = "",
+    ) -> None:
         lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
         if stopping and stop_note:
             lines.append(Text(f" {stop_note}", style="bold magenta"))
@@ -43,8 +50,12 @@ class StatusBar(Static):
             lines.append(progress)
         if not live:
             note = getattr(self.app, "replay_note", lambda: "")()
-            lines.append(Text(note or "REPLAY — read-only: pause, cancel, phase, eval and sandbox controls are disabled",
-                              style="bold black on yellow"))
+            lines.append(
+                Text(
+                    note or "REPLAY — read-only: pause, cancel, phase, eval and sandbox controls are disabled",
+                    style="bold black on yellow",
+                )
+            )
         text = Text("\n").join(lines)
         key = (text.plain, tuple(text.spans))
         if key != self._rendered:
@@ -113,8 +124,10 @@ class StatusBar(Static):
         line.append(f"completed {acc.completed}", style="green")
         line.append("  ·  ", style="dim")
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(acc.dropped.items()))
-        line.append(f"dropped {acc.dropped_total}" + (f" ({dropped})" if dropped else ""),
-                    style="yellow" if acc.dropped_total else "")
+        line.append(
+            f"dropped {acc.dropped_total}" + (f" ({dropped})" if dropped else ""),
+            style="yellow" if acc.dropped_total else "",
+        )
         line.append("  ·  ", style="dim")
         line.append(f"failed {acc.failed}", style="bold red" if acc.failed else "")
         line.append("  ·  ", style="dim")
@@ -130,8 +143,10 @@ class StatusBar(Static):
         if dh.assistant_turns or dh.placeholder:  # nothing to say before a rollout reports health
             line.append(*SEP)
             figures = f"data trained {dh.trained_share:.0%} turns {dh.trainable_turns}/{dh.assistant_turns}"
-            line.append(figures if dh.healthy else f"DATA UNHEALTHY {figures}",
-                        style="green" if dh.healthy else "bold white on red")
+            line.append(
+                figures if dh.healthy else f"DATA UNHEALTHY {figures}",
+                style="green" if dh.healthy else "bold white on red",
+            )
         if state.trainer is not None:
             tr = state.trainer
             line.append(*SEP)
@@ -152,8 +167,8 @@ class StatusBar(Static):
             text.append(f" ({w.log_errors} log errors)", style="bold red")
         return text
 
-    def _progress_line(self, state: ConsoleState, switch_peak: int) -> Optional[Text]:
-        parts: List[Text] = []
+    def _progress_line(self, state: ConsoleState, switch_peak: int) -> Text | None:
+        parts: list[Text] = []
         switch = state.phase_switch
         if switch is not None and switch.stage not in ("done", "failed"):
             peak = max(switch_peak, switch.in_flight)
@@ -161,8 +176,9 @@ class StatusBar(Static):
             # move the accounting, so the bar follows the live count.
             live = min(switch.in_flight, state.accounting.in_flight)
             drained = 1.0 - (live / peak if peak else 0.0)
-            text = Text(f" ⇄ phase switch {switch.from_phase} → {switch.to_phase}: {switch.stage} ",
-                        style="bold magenta")
+            text = Text(
+                f" ⇄ phase switch {switch.from_phase} → {switch.to_phase}: {switch.stage} ", style="bold magenta"
+            )
             text.append(bar(drained, 20), style="magenta")
             text.append(f" {live} in flight", style="magenta")
             if switch.detail:

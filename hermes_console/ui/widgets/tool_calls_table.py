@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque, Dict, List, Optional
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -26,12 +25,12 @@ class ToolCallsTable(DataTable):
         self.errors_only = False
         self.filter = StreamFilter()
         self._last_seq = 0
-        self._open: Dict[int, ToolCallView] = {}
-        self._order: Deque[int] = deque()
-        self._rollout_of: Dict[int, str] = {}
-        self._running_cells: Dict[int, str] = {}  # last drawn duration of still-running calls
-        self.host_column: Optional[HostColumn] = None
-        self._history: Optional[History] = None  # readable rollout ids (g0033-r2)
+        self._open: dict[int, ToolCallView] = {}
+        self._order: deque[int] = deque()
+        self._rollout_of: dict[int, str] = {}
+        self._running_cells: dict[int, str] = {}  # last drawn duration of still-running calls
+        self.host_column: HostColumn | None = None
+        self._history: History | None = None  # readable rollout ids (g0033-r2)
 
     def on_mount(self) -> None:
         self.host_column = host_column_of(self.app)  # attached to several hosts: which one ran the call
@@ -91,7 +90,7 @@ class ToolCallsTable(DataTable):
         self._rollout_of.clear()
         self._running_cells.clear()
 
-    def selected_rollout(self) -> Optional[str]:
+    def selected_rollout(self) -> str | None:
         if not self.row_count:
             return None
         row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
@@ -183,7 +182,7 @@ class ToolCallsTable(DataTable):
         return Text(f"ok{exit_code}", style="green")
 
     def _set_title(self, state: ConsoleState) -> None:
-        flags: List[str] = []
+        flags: list[str] = []
         if self.errors_only:
             flags.append("errors only")
         if self.filter:
@@ -194,9 +193,9 @@ class ToolCallsTable(DataTable):
             self.border_title = title
 
 
-def _newer_than(rows: "Deque[ToolCallView]", seq: int) -> List[ToolCallView]:
+def _newer_than(rows: deque[ToolCallView], seq: int) -> list[ToolCallView]:
     """Rows with a sequence number above ``seq``, oldest first, without scanning the whole deque."""
-    out: List[ToolCallView] = []
+    out: list[ToolCallView] = []
     for view in reversed(rows):
         if view.seq <= seq:
             break

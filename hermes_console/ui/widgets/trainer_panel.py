@@ -3,8 +3,6 @@ and where the time goes (waiting on the trainer vs on inference)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -13,8 +11,15 @@ from textual.widgets import Sparkline, Static
 from hermes_console.runtime.events import TrainerStatus
 from hermes_console.runtime.state import ConsoleState
 
-STATE_STYLE = {"running": "bold green", "finished": "bold cyan", "backpressure": "bold yellow",
-               "waiting": "yellow", "registered": "green", "unreachable": "bold red", "error": "bold red"}
+STATE_STYLE = {
+    "running": "bold green",
+    "finished": "bold cyan",
+    "backpressure": "bold yellow",
+    "waiting": "yellow",
+    "registered": "green",
+    "unreachable": "bold red",
+    "error": "bold red",
+}
 MIN_WAIT_S = 1.0  # below this neither side has held anything up yet
 
 
@@ -33,7 +38,7 @@ def bottleneck(t: TrainerStatus) -> Text:
     return text
 
 
-def render_trainer(t: Optional[TrainerStatus]) -> Text:
+def render_trainer(t: TrainerStatus | None) -> Text:
     """Plain text of the panel (also used by tests)."""
     if t is None:
         return Text("no trainer (process/evaluate mode)", style="dim")
@@ -76,7 +81,7 @@ class TrainerPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Trainer"
         self.border_subtitle = "queue per step"
-        self._seen: Optional[float] = None
+        self._seen: float | None = None
 
     @staticmethod
     def wanted(state: ConsoleState) -> bool:

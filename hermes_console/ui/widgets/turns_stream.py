@@ -8,7 +8,7 @@ follows again. Reasoning is collapsed to one line unless toggled open.
 from __future__ import annotations
 
 import textwrap
-from typing import Deque, List, Optional
+from collections import deque
 
 from rich.text import Text
 from textual import events
@@ -43,7 +43,7 @@ class TurnsStream(RichLog):
         self.show_reasoning = False
         self.filter = StreamFilter()
         self._last_seq = 0
-        self._history: Optional[History] = None  # readable ids (g0033-r2) once a state was seen
+        self._history: History | None = None  # readable ids (g0033-r2) once a state was seen
 
     # ------------------------------------------------------------------ feeding
 
@@ -62,8 +62,12 @@ class TurnsStream(RichLog):
         skipped = arrived - len(fresh)
         if skipped > 0:
             # A flood: show the newest lines and say how many were not drawn.
-            self._write(Text(f"… {skipped} earlier lines not shown (flood); open a rollout for its transcript",
-                             style="dim yellow"))
+            self._write(
+                Text(
+                    f"… {skipped} earlier lines not shown (flood); open a rollout for its transcript",
+                    style="dim yellow",
+                )
+            )
         for entry in fresh:
             if self.filter.matches(entry.rollout_id, entry.group_id):
                 for line in self.render_entry(entry):
@@ -100,7 +104,7 @@ class TurnsStream(RichLog):
             return h.group_label_of(entry.group_id) if h is not None else entry.group_id
         return "runtime"
 
-    def render_entry(self, entry: StreamEntry) -> List[Text]:
+    def render_entry(self, entry: StreamEntry) -> list[Text]:
         icon, style = KIND_STYLES.get(entry.kind, ("·", ""))
         line = Text(f"{clock(entry.ts)} ", style="dim")
         who = self._who(entry)
@@ -163,14 +167,14 @@ class TurnsStream(RichLog):
         else:
             state = f"paused — {self.new_lines} new (f to follow)"
         self.border_title = f"Agent turns — {state}"
-        flags: List[str] = ["reasoning shown" if self.show_reasoning else "reasoning collapsed (r)"]
+        flags: list[str] = ["reasoning shown" if self.show_reasoning else "reasoning collapsed (r)"]
         if self.filter:
             flags.append(f"filter: {self.filter.text}")
         self.border_subtitle = " · ".join(flags)
 
 
-def _newer_than(entries: "Deque[StreamEntry]", seq: int) -> List[StreamEntry]:
-    out: List[StreamEntry] = []
+def _newer_than(entries: deque[StreamEntry], seq: int) -> list[StreamEntry]:
+    out: list[StreamEntry] = []
     for entry in reversed(entries):
         if entry.seq <= seq:
             break

@@ -14,21 +14,26 @@ import re
 import uuid
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from model_tools import get_tool_definitions, handle_function_call
 from openai.types.chat import ChatCompletionMessageToolCall
+from tools.budget_config import BudgetConfig
+from tools.terminal_tool import (  # noqa: F401
+    cleanup_all_environments,
+    cleanup_vm,
+    clear_task_env_overrides,
+    get_active_env,
+    register_task_env_overrides,
+)
+from tools.todo_tool import TodoStore, todo_tool
+from tools.tool_result_storage import maybe_persist_tool_result
+from toolset_distributions import get_distribution, sample_toolsets_from_distribution
+from toolsets import resolve_toolset, validate_toolset
 
 from environments import HermesAgentBaseEnv, HermesAgentEnvConfig, ToolContext
 from environments.agent_loop import AgentResult, HermesAgentLoop, ToolError  # noqa: F401 - upstream names
 from environments.tool_call_parsers import ToolCallParser, get_parser, list_parsers, register_parser
 from environments.tool_call_parsers.hermes_parser import HermesToolCallParser
 from environments.tool_call_parsers.qwen_parser import QwenToolCallParser
-from model_tools import get_tool_definitions, handle_function_call
-from tools.budget_config import BudgetConfig
-from tools.terminal_tool import (cleanup_all_environments, cleanup_vm, clear_task_env_overrides,  # noqa: F401
-                                 get_active_env, register_task_env_overrides)
-from tools.todo_tool import TodoStore, todo_tool
-from tools.tool_result_storage import maybe_persist_tool_result
-from toolset_distributions import get_distribution, sample_toolsets_from_distribution
-from toolsets import resolve_toolset, validate_toolset
 
 PARSER_NAME = "compat_upstream_xml"
 _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
@@ -47,20 +52,26 @@ class UpstreamStyleParser(ToolCallParser):
         calls = []
         for m in matches:
             obj = json.loads(m.group(1))
-            calls.append(ChatCompletionMessageToolCall(
-                id=f"call_{uuid.uuid4().hex[:8]}", type="function",
-                function={"name": obj["name"], "arguments": json.dumps(obj.get("arguments", {}))}))
+            calls.append(
+                ChatCompletionMessageToolCall(
+                    id=f"call_{uuid.uuid4().hex[:8]}",
+                    type="function",
+                    function={"name": obj["name"], "arguments": json.dumps(obj.get("arguments", {}))},
+                )
+            )
         type(self).parsed_calls += len(calls)
         _report({"parser_calls": [tc.function.name for tc in calls]})
-        content = text[:matches[0].start()].strip()
+        content = text[: matches[0].start()].strip()
         return content or None, calls
 
 
 TASKS = [
-    {"prompt": "Create a file named greeting.txt containing exactly: hello world", "path": "greeting.txt",
-     "expected": "hello world"},
-    {"prompt": "Create a file named result.txt containing only the number 42.", "path": "result.txt",
-     "expected": "42"},
+    {
+        "prompt": "Create a file named greeting.txt containing exactly: hello world",
+        "path": "greeting.txt",
+        "expected": "hello world",
+    },
+    {"prompt": "Create a file named result.txt containing only the number 42.", "path": "result.txt", "expected": "42"},
 ]
 
 
@@ -105,21 +116,25 @@ class UpstreamNamesEnv(HermesAgentBaseEnv):
         _, qwen_calls = QwenToolCallParser().parse(sample)
         _, hermes_calls = get_parser("hermes").parse(sample)
         schemas = get_tool_definitions(enabled_toolsets=["terminal", "file"], quiet_mode=True)
-        todo = json.loads(todo_tool(todos=[{"id": "1", "content": "solve", "status": "in_progress"}], store=TodoStore()))
-        _report({
-            "setup": True,
-            "qwen": [tc.function.name for tc in qwen_calls],
-            "qwen_is_openai": all(isinstance(tc, ChatCompletionMessageToolCall) for tc in qwen_calls),
-            "hermes_class": type(get_parser("hermes")).__name__ == HermesToolCallParser.__name__,
-            "parser_listed": PARSER_NAME in list_parsers(),
-            "schemas": sorted(s["function"]["name"] for s in schemas),
-            "toolset_terminal": resolve_toolset("terminal"),
-            "valid_file": validate_toolset("file"),
-            "distribution": get_distribution("terminal_only") is not None,
-            "sampled": sorted(sample_toolsets_from_distribution("terminal_only")),
-            "todo_total": todo["summary"]["total"],
-            "budget": BudgetConfig().preview_size,
-        })
+        todo = json.loads(
+            todo_tool(todos=[{"id": "1", "content": "solve", "status": "in_progress"}], store=TodoStore())
+        )
+        _report(
+            {
+                "setup": True,
+                "qwen": [tc.function.name for tc in qwen_calls],
+                "qwen_is_openai": all(isinstance(tc, ChatCompletionMessageToolCall) for tc in qwen_calls),
+                "hermes_class": type(get_parser("hermes")).__name__ == HermesToolCallParser.__name__,
+                "parser_listed": PARSER_NAME in list_parsers(),
+                "schemas": sorted(s["function"]["name"] for s in schemas),
+                "toolset_terminal": resolve_toolset("terminal"),
+                "valid_file": validate_toolset("file"),
+                "distribution": get_distribution("terminal_only") is not None,
+                "sampled": sorted(sample_toolsets_from_distribution("terminal_only")),
+                "todo_total": todo["summary"]["total"],
+                "budget": BudgetConfig().preview_size,
+            }
+        )
 
     async def get_next_item(self):
         item = TASKS[self.iter % len(TASKS)]
@@ -142,17 +157,23 @@ class UpstreamNamesEnv(HermesAgentBaseEnv):
         out = json.loads(raw)
         direct = json.loads(handle_function_call("terminal", {"command": "echo direct"}, task_id=ctx.task_id))
         stored = maybe_persist_tool_result("x" * 10, "terminal", "call_compat", ctx.task_id, BudgetConfig())
-        tool_names = [tc["function"]["name"] for m in result.messages if m.get("role") == "assistant"
-                      for tc in m.get("tool_calls") or []]
-        _report({
-            "reward": True,
-            "overrides": overrides,
-            "active_env": get_active_env(ctx.task_id) is not None,
-            "raw_is_str": isinstance(raw, str),
-            "direct": direct.get("output"),
-            "stored": stored,
-            "tool_names": tool_names,
-        })
+        tool_names = [
+            tc["function"]["name"]
+            for m in result.messages
+            if m.get("role") == "assistant"
+            for tc in m.get("tool_calls") or []
+        ]
+        _report(
+            {
+                "reward": True,
+                "overrides": overrides,
+                "active_env": get_active_env(ctx.task_id) is not None,
+                "raw_is_str": isinstance(raw, str),
+                "direct": direct.get("output"),
+                "stored": stored,
+                "tool_names": tool_names,
+            }
+        )
         return 1.0 if out.get("exit_code") == 0 and out.get("output", "").strip() == item["expected"] else 0.0
 
     async def evaluate(self, *args, **kwargs):
