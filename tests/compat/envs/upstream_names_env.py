@@ -14,8 +14,14 @@ import re
 import uuid
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-from model_tools import get_tool_definitions, handle_function_call
 from openai.types.chat import ChatCompletionMessageToolCall
+
+from environments import HermesAgentBaseEnv, HermesAgentEnvConfig, ToolContext
+from environments.agent_loop import AgentResult, HermesAgentLoop, ToolError  # noqa: F401 - upstream names
+from environments.tool_call_parsers import ToolCallParser, get_parser, list_parsers, register_parser
+from environments.tool_call_parsers.hermes_parser import HermesToolCallParser
+from environments.tool_call_parsers.qwen_parser import QwenToolCallParser
+from model_tools import get_tool_definitions, handle_function_call
 from tools.budget_config import BudgetConfig
 from tools.terminal_tool import (  # noqa: F401
     cleanup_all_environments,
@@ -28,12 +34,6 @@ from tools.todo_tool import TodoStore, todo_tool
 from tools.tool_result_storage import maybe_persist_tool_result
 from toolset_distributions import get_distribution, sample_toolsets_from_distribution
 from toolsets import resolve_toolset, validate_toolset
-
-from environments import HermesAgentBaseEnv, HermesAgentEnvConfig, ToolContext
-from environments.agent_loop import AgentResult, HermesAgentLoop, ToolError  # noqa: F401 - upstream names
-from environments.tool_call_parsers import ToolCallParser, get_parser, list_parsers, register_parser
-from environments.tool_call_parsers.hermes_parser import HermesToolCallParser
-from environments.tool_call_parsers.qwen_parser import QwenToolCallParser
 
 PARSER_NAME = "compat_upstream_xml"
 _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
