@@ -34,6 +34,7 @@ from environments import events as ev
 from hermes_console.runtime import events as rev
 from hermes_console.runtime import state as st
 from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import TurnView
 
 COALESCABLE = frozenset(
     {
@@ -143,12 +144,8 @@ class Coalesced:
         self.turns[e.rollout_id] = (started if started is not None and started.turn == e.turn else None, e)
         if e.error:
             self._error("api_error")
-            self._line(e.ts, e.rollout_id, "error", f"turn {e.turn}: {e.error}")
-            return True
-        if e.reasoning:
-            self._line(e.ts, e.rollout_id, "reasoning", e.reasoning)
-        if e.content or not e.tool_calls:
-            self._line(e.ts, e.rollout_id, "turn", e.content or "(empty reply)")
+        for kind, text in st.turn_lines(e):
+            self._line(e.ts, e.rollout_id, kind, text)
         return True
 
     def _fold_tool_started(self, e: ev.ToolCallStarted) -> bool:
@@ -266,18 +263,9 @@ class Coalesced:
                 continue
             if started is not None:
                 r.turn = started.turn
-                r.turns.append(st.TurnView(turn=started.turn, started_at=started.ts))
+                r.turns.append(TurnView(turn=started.turn, started_at=started.ts))
             if finished is not None:
-                t = r.turns[-1] if r.turns and r.turns[-1].turn == finished.turn else None
-                if t is None:
-                    t = st.TurnView(turn=finished.turn, started_at=finished.ts - finished.latency_s)
-                    r.turns.append(t)
-                t.latency_s = finished.latency_s
-                t.content = finished.content
-                t.reasoning = finished.reasoning
-                t.tool_calls = finished.tool_calls
-                t.parsed_from_text = finished.parsed_from_text
-                t.error = finished.error
+                st.apply_turn_finished(r, finished)
 
     def _apply_tools(self, s: ConsoleState) -> None:
         not_kept = self.closed_calls - len(self.kept_rows)

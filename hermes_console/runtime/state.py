@@ -12,17 +12,31 @@ from __future__ import annotations
 import math
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.history import History
+from hermes_console.runtime.views import (
+    Accounting,
+    DataHealth,
+    EvalView,
+    GroupView,
+    PhaseSwitchView,
+    RolloutView,
+    RunInfo,
+    SandboxView,
+    StepRewards,
+    StreamEntry,
+    ToolCallView,
+    TrainerPoint,
+    TurnView,
+)
 
 # Bounds. Finished things are evicted oldest-first beyond these.
 MAX_FINISHED_GROUPS = 500
 MAX_FINISHED_ROLLOUTS = 2_000
-MAX_TURNS_PER_ROLLOUT = 200
 MAX_TOOL_CALLS_PER_ROLLOUT = 500
 MAX_CLOSED_SANDBOXES = 200
 LAST_COMMANDS_PER_SANDBOX = 5  # kept in memory: a closed sandbox's last commands stay readable
@@ -34,250 +48,6 @@ MAX_LOGS = 1_000
 MAX_EVALS = 50
 THROUGHPUT_WINDOW_S = 10.0
 MAX_TRAINER_STEPS = 1_000
-
-
-@dataclass
-class TurnView:
-    turn: int
-    started_at: float
-    latency_s: float | None = None
-    content: str = ""
-    reasoning: str | None = None
-    tool_calls: int = 0
-    parsed_from_text: bool = False
-    error: str | None = None
-
-
-@dataclass
-class ToolCallView:
-    seq: int
-    ts: float
-    rollout_id: str
-    group_id: str
-    turn: int
-    call_id: str
-    tool_name: str
-    args_head: str = ""
-    status: str = "running"  # running | ok | error | cancelled
-    duration_s: float | None = None
-    result_head: str = ""
-    error: str | None = None
-    error_kind: str | None = None
-    exit_code: int | None = None
-    result_text: str = ""  # longer than result_head; kept for the latest rollouts only (history.py)
-
-
-@dataclass
-class RolloutView:
-    rollout_id: str
-    group_id: str
-    phase: int
-    started_at: float
-    item_summary: str = ""
-    status: str = "running"  # running | done | error | cancelled (its group was cancelled or failed)
-    turn: int = 0
-    turns: deque[TurnView] = field(default_factory=lambda: deque(maxlen=MAX_TURNS_PER_ROLLOUT))
-    tool_calls: list[ToolCallView] = field(default_factory=list)
-    tool_errors: int = 0
-    current_tool: str | None = None
-    finished_at: float | None = None
-    reward: float | None = None
-    turns_used: int = 0
-    finished_naturally: bool = False
-    duration_s: float | None = None
-    token_count: int = 0
-    node_count: int = 0
-    placeholder_tokens: bool = False
-    trainable_tokens: int = 0
-    trainable_turns: int = 0
-    assistant_turns: int = 0
-    drift_count: int = 0
-    trained_run_tokens: list[int] = field(default_factory=list)
-    trained_run_logprob: list[float] = field(default_factory=list)
-    error: str | None = None
-    reward_error: str | None = None
-    system_prompt: str = ""
-    prompt: str = ""
-
-
-@dataclass
-class DataHealth:
-    """What the trainer gets, summed over finished rollouts (README "The data contract")."""
-
-    rollouts: int = 0
-    tokens: int = 0
-    trainable_tokens: int = 0
-    assistant_turns: int = 0
-    trainable_turns: int = 0
-    drift: int = 0  # prefix breaks / re-render mismatches, summed
-    multi_node: int = 0  # Phase 2 rollouts that needed more than one ManagedServer node
-    placeholder: int = 0  # rollouts with placeholder (untrainable) tokens
-    missing_turns: int = 0  # rollouts with an assistant turn that trains nothing
-
-    def add(self, e: ev.RolloutFinished) -> None:
-        self.rollouts += 1
-        self.tokens += e.token_count
-        self.trainable_tokens += e.trainable_tokens
-        self.assistant_turns += e.assistant_turns
-        self.trainable_turns += min(e.trainable_turns, e.assistant_turns)
-        self.drift += e.drift_count
-        self.multi_node += 1 if e.node_count > 1 else 0
-        self.placeholder += 1 if e.placeholder_tokens else 0
-        self.missing_turns += 1 if e.trainable_turns < e.assistant_turns else 0
-
-    @property
-    def trained_share(self) -> float:
-        """Share of sequence positions that are trained on."""
-        return self.trainable_tokens / self.tokens if self.tokens else 0.0
-
-    def problems(self) -> list[str]:
-        """Short reasons the data is unhealthy; empty when it is fine."""
-        out = []
-        if self.placeholder:
-            out.append(f"{self.placeholder} rollout(s) with placeholder tokens")
-        if self.missing_turns:
-            out.append(f"{self.missing_turns} rollout(s) with untrained assistant turns")
-        if self.drift:
-            out.append(f"{self.drift} drift(s) (re-rendered text differs from the sampled text)")
-        if self.multi_node:
-            out.append(f"{self.multi_node} Phase 2 rollout(s) split over several nodes")
-        return out
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems()
-
-
-@dataclass
-class GroupView:
-    group_id: str
-    item_summary: str
-    started_at: float
-    group_size: int = 0
-    phase: int = 1
-    toolsets: list[str] = field(default_factory=list)
-    status: str = "running"  # running | completed | dropped | failed | cancelled | evaluated
-    stage: str = "queued"  # queued | rolling out | scoring | sending | done
-    rollout_ids: list[str] = field(default_factory=list)
-    rollouts_done: int = 0
-    scores: list[float] = field(default_factory=list)
-    finished_at: float | None = None
-    reason: str | None = None
-
-
-@dataclass
-class SandboxView:
-    task_id: str
-    backend: str
-    workdir: str
-    created_at: float
-    lifetime_s: float
-    last_activity: float
-    state: str = "idle"  # idle | running | closed
-    running_command: str | None = None
-    running_since: float | None = None
-    running_timeout_s: float | None = None
-    commands: int = 0
-    timeouts: int = 0
-    last_exit_code: int | None = None
-    closed_reason: str | None = None
-    closed_at: float | None = None
-    last_commands: list[dict[str, Any]] = field(default_factory=list)  # newest last, bounded
-
-
-@dataclass
-class StreamEntry:
-    """One line of the agent-turns stream."""
-
-    seq: int
-    ts: float
-    rollout_id: str
-    group_id: str
-    kind: str  # turn | reasoning | tool | result | reward | error
-    text: str
-
-
-@dataclass
-class Accounting:
-    """Items received and how each one ended; ``in_flight`` is what has not ended yet."""
-
-    received: int = 0
-    completed: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    failed: int = 0
-    cancelled: int = 0
-
-    @property
-    def dropped_total(self) -> int:
-        return sum(self.dropped.values())
-
-    @property
-    def in_flight(self) -> int:
-        # A remainder, so the sum above holds by definition: tests check it against an
-        # item-by-item count of the events (tests/runtime/runtime_helpers.identity).
-        return self.received - self.completed - self.dropped_total - self.failed - self.cancelled
-
-
-@dataclass
-class StepRewards:
-    step: int
-    n: int
-    mean: float
-    p50: float
-    p90: float
-    identical: bool
-
-
-@dataclass
-class EvalView:
-    eval_id: str
-    started_at: float
-    status: str = "running"  # running | done | error
-    done: int = 0
-    total: int = 0
-    metrics: dict[str, Any] = field(default_factory=dict)
-    samples_path: str | None = None
-    error: str | None = None
-    duration_s: float = 0.0
-
-
-@dataclass
-class PhaseSwitchView:
-    stage: str
-    from_phase: int
-    to_phase: int
-    in_flight: int
-    detail: str
-    ts: float
-
-
-@dataclass
-class TrainerPoint:
-    """Serve mode, one per trainer step: the queue and what this host had sent by then."""
-
-    ts: float
-    current_step: int
-    queue_size: int
-    self_queue_size: int
-    groups_sent: int
-
-
-@dataclass
-class RunInfo:
-    env_name: str = ""
-    mode: str = ""
-    phase: int = 1
-    group_size: int = 0
-    max_in_flight: int = 0
-    worker_timeout_s: float = 0.0
-    terminal_backend: str = ""
-    terminal_timeout_s: float = 0.0
-    terminal_lifetime_s: float = 0.0
-    total_steps: int = 0
-    jsonl_path: str | None = None
-    servers: list[str] = field(default_factory=list)
-    shard: str = ""
-    config: list[dict[str, str]] = field(default_factory=list)  # the config view's rows
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -671,28 +441,43 @@ def _on_turn_started(s: ConsoleState, e: ev.TurnStarted) -> None:
         r.turns.append(TurnView(turn=e.turn, started_at=e.ts))
 
 
+def apply_turn_finished(r: RolloutView, e: ev.TurnFinished) -> None:
+    """Record a finished turn on its rollout (its started turn, or a new one when the start was not seen).
+    Shared with the coalesced path (coalesce.py), so both give the same turns."""
+    t = r.turns[-1] if r.turns and r.turns[-1].turn == e.turn else None
+    if t is None:
+        t = TurnView(turn=e.turn, started_at=e.ts - e.latency_s)
+        r.turns.append(t)
+    t.latency_s = e.latency_s
+    t.content = e.content
+    t.reasoning = e.reasoning
+    t.tool_calls = e.tool_calls
+    t.parsed_from_text = e.parsed_from_text
+    t.error = e.error
+
+
+def turn_lines(e: ev.TurnFinished) -> list[tuple[str, str]]:
+    """The stream lines ``(kind, text)`` of a finished turn (an error line alone when it failed).
+    Shared with the coalesced path, so both show the same lines."""
+    if e.error:
+        return [("error", f"turn {e.turn}: {e.error}")]
+    lines: list[tuple[str, str]] = []
+    if e.reasoning:
+        lines.append(("reasoning", e.reasoning))
+    if e.content or not e.tool_calls:
+        lines.append(("turn", e.content or "(empty reply)"))
+    return lines
+
+
 def _on_turn_finished(s: ConsoleState, e: ev.TurnFinished) -> None:
     r = s.rollouts.get(e.rollout_id)
-    group_id = r.group_id if r else ""
     if r is not None:
-        t = r.turns[-1] if r.turns and r.turns[-1].turn == e.turn else None
-        if t is None:
-            t = TurnView(turn=e.turn, started_at=e.ts - e.latency_s)
-            r.turns.append(t)
-        t.latency_s = e.latency_s
-        t.content = e.content
-        t.reasoning = e.reasoning
-        t.tool_calls = e.tool_calls
-        t.parsed_from_text = e.parsed_from_text
-        t.error = e.error
+        apply_turn_finished(r, e)
     if e.error:
         s.errors_by_kind["api_error"] += 1
-        s._push_stream(e.ts, e.rollout_id, group_id, "error", f"turn {e.turn}: {e.error}")
-        return
-    if e.reasoning:
-        s._push_stream(e.ts, e.rollout_id, group_id, "reasoning", e.reasoning)
-    if e.content or not e.tool_calls:
-        s._push_stream(e.ts, e.rollout_id, group_id, "turn", e.content or "(empty reply)")
+    group_id = r.group_id if r else ""
+    for kind, text in turn_lines(e):
+        s._push_stream(e.ts, e.rollout_id, group_id, kind, text)
 
 
 def _new_tool_row(s: ConsoleState, e: Any, args_head: str = "") -> ToolCallView:

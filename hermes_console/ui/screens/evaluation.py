@@ -10,7 +10,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Static
 
-from hermes_console.runtime.state import ConsoleState, EvalView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import EvalView
 from hermes_console.ui.format import bar, duration
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 

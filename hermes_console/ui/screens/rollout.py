@@ -8,7 +8,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Footer, RichLog, Static
 
-from hermes_console.runtime.state import ConsoleState, RolloutView, ToolCallView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import RolloutView, ToolCallView
 from hermes_console.ui.format import clock, duration, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 

@@ -11,7 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
-from hermes_console.runtime.state import ConsoleState, SandboxView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import SandboxView
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import bar, budget, clock, duration, head, level_style, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen

@@ -13,7 +13,8 @@ import difflib
 from rich.text import Text
 
 from hermes_console.runtime.history import RolloutRecord
-from hermes_console.runtime.state import ConsoleState, RolloutView, ToolCallView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import RolloutView, ToolCallView
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import duration, shown, visible
 from hermes_console.ui.screens.rollout import RolloutScreen, reward_lines, turn_lines

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from hermes_console.runtime.state import ConsoleState, GroupView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import GroupView
 from hermes_console.ui.format import budget, head
 from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
 

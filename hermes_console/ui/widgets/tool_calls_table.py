@@ -8,7 +8,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from hermes_console.runtime.history import History
-from hermes_console.runtime.state import ConsoleState, ToolCallView
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import ToolCallView
 from hermes_console.ui.format import age, clock, duration, head
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of

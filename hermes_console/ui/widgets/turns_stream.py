@@ -15,7 +15,8 @@ from textual import events
 from textual.widgets import RichLog
 
 from hermes_console.runtime.history import History
-from hermes_console.runtime.state import ConsoleState, StreamEntry
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.runtime.views import StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.keyed_table import host_column_of
