@@ -13,7 +13,9 @@ Fixed without changing that contract:
 * Phase 1 tokens are the real chat-template tokens with the prompt masked
   (upstream used unusable placeholders), Phase 2 logprobs are forwarded;
 * atroposlib traps are fixed in one place (``environments.atropos_compat``);
-* groups atroposlib drops silently emit ``ItemDropped``.
+* groups atroposlib drops silently emit ``ItemDropped``;
+* each rollout's failure reaches the runner that accounts for its group directly
+  (``environments.verdicts``), not through the event bus.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from atroposlib.envs.server_handling.server_manager import ServerManager  # noqa
 from atroposlib.type_definitions import Item  # noqa: E402
 from pydantic import Field, field_validator  # noqa: E402
 
-from environments import events  # noqa: E402
+from environments import events, verdicts  # noqa: E402
 from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
 from environments.atropos_compat import (  # noqa: E402
     complete_to_rendering,
@@ -141,6 +143,20 @@ class HermesAgentEnvConfig(BaseEnvConfig):
 
             raise ValueError(str(unavailable_backend(value.strip().lower())))
         return value
+
+
+_SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # environments.sandboxes.records.SandboxUnavailable, as tools report it
+
+
+def _rollout_failure(rollout_error: str | None, result: AgentResult | None) -> str | None:
+    """Why a rollout gave no usable data: it raised or its loop stopped on an error, or the sandbox
+    backend itself failed under one of its tool calls (not the model's command)."""
+    if rollout_error:
+        return safe_head(rollout_error, 500)
+    for err in result.tool_errors if result is not None else []:
+        if _SANDBOX_UNAVAILABLE in err.error:
+            return safe_head(err.error, 500)
+    return None
 
 
 def _item_summary(item: Any) -> str:
@@ -735,6 +751,7 @@ class HermesAgentBaseEnv(BaseEnv):
             extras = _rollout_extras.get()
             if extras is not None:
                 extras[id(scored["tokens"])] = tok["logprobs"]
+        verdicts.report_rollout(task_id, _rollout_failure(rollout_error, result))
         if events.active:
             events.emit(
                 events.RolloutFinished(
@@ -773,9 +790,12 @@ class HermesAgentBaseEnv(BaseEnv):
         abort_on_any_max_length_exceeded: bool = True,
     ) -> None:
         groups = scored_data if isinstance(scored_data, list) else [scored_data]
+        # A runner that accounts for the group (the console's driver) judged it with the same rule
+        # before handing it here; on our own, atroposlib drops it silently, so say so.
+        judged = verdicts.runner_judges()
         for group in groups:
             group_id = self._group_ids.pop(id(group), None) if group is not None else None
-            if not events.active:
+            if judged or not events.active:
                 continue
             dropped = drop_reason(group, self.config, self.max_token_len, abort_on_any_max_length_exceeded)
             if dropped is not None:

@@ -3,8 +3,15 @@ pause, drain, cancel, switch phase and evaluate while it runs.
 
 Every item it takes is accounted exactly once: ItemReceived, then one of
 ItemCompleted (kept), ItemDropped (not kept; also written to ``dropped.jsonl``),
-ItemFailed (raised or timed out) or ItemCancelled. Everything here runs on the
-host's loop thread; public coroutines are called through the host's commands.
+ItemFailed (raised or timed out) or ItemCancelled. The driver emits these events
+and is their only source; it decides from what the env *returns* (the group, and
+the rollout failures written into the group's ``environments.verdicts.GroupReport``),
+never from events it hears on the bus.
+
+Whether the next item may start is the :class:`~hermes_console.runtime.intake.IntakeGate`'s
+call (the driver owns it; the trainer link and evaluation hold it). Evaluation lives in
+``evaluation.py``. Everything here runs on the host's loop thread; public coroutines are
+called through the host's commands.
 """
 
 from __future__ import annotations
@@ -16,29 +23,25 @@ import io
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from environments import events
+from environments import events, verdicts
 from environments.atropos_compat import drop_reason
 from environments.redact import safe_head
 from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import ResolvedRun
-from hermes_console.runtime.errors import EvalBusy, IntakeStopped, first_line
+from hermes_console.runtime.errors import IntakeStopped, first_line
+from hermes_console.runtime.evaluation import Evaluations, current_eval_id
+from hermes_console.runtime.intake import OPERATOR, PHASE_SWITCH, IntakeGate
 from hermes_console.runtime.servers import build_server_manager, close_server_manager
-from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError, dumps_strict, jsonable
+from hermes_console.runtime.sinks import DroppedWriter, GroupWriter, SinkError
 
 logger = logging.getLogger(__name__)
 
-# Set inside an on-demand evaluation's task: lets the observer count its rollouts.
-current_eval_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("hermes_current_eval_id", default=None)
-
 DEFAULT_MAX_IN_FLIGHT = 8
-MAX_INFRA_ERRORS = 4_096  # bounded: rollouts cancelled before finishing never pop theirs
-_SANDBOX_UNAVAILABLE = "SandboxUnavailable"  # environments.sandboxes.records.SandboxUnavailable, as tools report it
 FATAL_ERROR_STREAK = 8  # rollouts failing in a row, none succeeding, before intake stops (at least 2 groups' worth)
 
 
@@ -47,6 +50,7 @@ class GroupRecord:
     group_id: str
     item: Any
     started: float
+    report: verdicts.GroupReport
     task: asyncio.Task[None] | None = None
     accounted: bool = False
 
@@ -90,33 +94,20 @@ class Driver:
         self.received = 0
         self.get_next_item_calls = 0
         self._sequence_pos = 0  # position in the env's item sequence (sharding)
-        self.status = "loading"
         self.last_metrics: dict[str, Any] = {}
-        self._intake_open = True  # operator gate
-        self._trainer_open = self.mode != "serve"  # serve-mode back-pressure gate
-        self._stopping = False
-        self._finished = False
-        self._intake_error: str | None = None  # set once: no more items can be taken or stored
-        self._wake = asyncio.Event()
+        self.gate = IntakeGate(lambda: len(self.in_flight), self.max_in_flight)
         # Set by shutdown() once the drain has ended (groups finished or cancelled): until then
         # the jsonl and the trainer link stay open for groups finishing in the drain.
         self._drained = asyncio.Event()
         self._cut = asyncio.Event()  # a forced stop: end the drain now (see cut_drain)
         # Rollouts that ended in an error (server call failed after retries, sandbox or setup
-        # failure): their group is no training data. A long unbroken run of them means the
-        # backend is unusable (garbage server, broken sandbox root): intake stops, fatally.
-        self._rollout_errors: dict[str, str] = {}
-        self._infra_errors: OrderedDict[str, str] = OrderedDict()  # rollout id -> sandbox backend failure
+        # failure; the env reports each in the group's report): their group is no training data.
+        # A long unbroken run of them means the backend is unusable (garbage server, broken
+        # sandbox root): intake stops, fatally.
         self._error_streak = 0
         self._last_rollout_error = ""
         group_size = int(getattr(cfg, "group_size", 1) or 1)
         self.fatal_error_streak = max(FATAL_ERROR_STREAK, 2 * group_size)
-        self._seen_drops: dict[str, str] = {}
-        self._seen_failed: dict[str, str] = {}
-        self._eval_task: asyncio.Task[dict[str, Any]] | None = None
-        self._eval_rollouts = 0
-        self._eval_seq = 0
-        self._switching = False
         self._trainer: Any | None = None  # serve mode: TrainerLink
         self.wandb: Any | None = None  # WandbLink, set by the host when the run has one
         self.run_dir = Path(resolved.run_dir)
@@ -126,8 +117,8 @@ class Driver:
         self.dropped = DroppedWriter(
             str(Path(jsonl).with_name("dropped.jsonl") if jsonl else self.run_dir / "dropped.jsonl")
         )
+        self.evaluations = Evaluations(env, self.gate, self.run_dir)
         self._install_writer()
-        events.add_observer(self._watch)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -147,52 +138,25 @@ class Driver:
         rec = self.in_flight.get(group_id)
         return safe_head(_summary_of(rec.item), 200) if rec is not None else None
 
-    def _watch(self, event: events.Event) -> None:
-        """Observer (any thread): remember drops/failures the env reported itself."""
-        kind = event.kind
-        if kind == "item_dropped":
-            self._seen_drops[event.group_id] = event.reason  # type: ignore[attr-defined]
-        elif kind == "item_failed":
-            self._seen_failed[event.group_id] = event.error  # type: ignore[attr-defined]
-        elif kind == "rollout_finished" and current_eval_id.get() is not None:
-            self._eval_rollouts += 1
-        elif kind == "tool_call_finished" and _SANDBOX_UNAVAILABLE in (getattr(event, "error", None) or ""):
-            # The sandbox backend itself failed (not the model's command): the rollout is no data.
-            self._infra_errors[event.rollout_id] = event.error  # type: ignore[attr-defined]
-            while len(self._infra_errors) > MAX_INFRA_ERRORS:
-                self._infra_errors.popitem(last=False)
-        elif kind == "rollout_finished":
-            error = getattr(event, "error", None) or self._infra_errors.pop(event.rollout_id, None)  # type: ignore[attr-defined]
-            if error:
-                self._rollout_errors.setdefault(event.group_id, error)  # type: ignore[attr-defined]
-                self._error_streak += 1
-                self._last_rollout_error = error
-            else:
-                self._error_streak = 0
-
-    def detach(self) -> None:
-        events.remove_observer(self._watch)
-
-    def _set_status(self, status: str, detail: str = "") -> None:
-        if status != self.status:
-            self.status = status
-            _emit(rev.RuntimeStatus(status=status, detail=detail))
-
-    def _poke(self) -> None:
-        self._wake.set()
-
-    async def _wait_wake(self) -> None:
-        self._wake.clear()
-        await self._wake.wait()
+    def _rollout_ended(self, failure: str | None) -> None:
+        """A rollout of a running group ended (the env's report): the "every rollout fails" streak."""
+        if failure:
+            self._error_streak += 1
+            self._last_rollout_error = failure
+        else:
+            self._error_streak = 0
 
     @property
-    def intake_open(self) -> bool:
-        if not (self._intake_open and self._trainer_open and not self._stopping and not self._switching):
-            return False
-        if self._intake_error is not None:
-            return False
-        # serve mode: the trainer's queue paces us (back-pressure, total_steps), checked per admission
-        return self._trainer is None or self._trainer.admits(len(self.in_flight))
+    def status(self) -> str:
+        return self.gate.status
+
+    def mark_stopped(self) -> None:
+        """The host stopped the run: "stopped" with the summary, unless it finished or failed first."""
+        if not self.gate.finished and self.gate.status != "error":
+            self.gate.set_status("stopped", self._summary())
+
+    def mark_error(self, detail: str) -> None:
+        self.gate.set_status("error", detail)
 
     # ------------------------------------------------------------------ main loop
 
@@ -200,33 +164,33 @@ class Driver:
         """setup(), then the intake loop (or one evaluation) until done or stopped."""
         await self.env.setup()
         if self.mode == "evaluate":
-            self._set_status("running", "evaluating")
+            self.gate.set_status("running", "evaluating")
             result = await self.evaluate(pause_intake=False)
-            self._set_status("finished", f"evaluation done: {len(result)} metric(s)")
-            self._finished = True
+            self.gate.set_status("finished", f"evaluation done: {len(result)} metric(s)")
+            self.gate.finished = True
             return
         trainer: asyncio.Task[None] | None = None
         if self.mode == "serve":
             from hermes_console.runtime.trainer import TrainerLink
 
-            self._trainer = TrainerLink(self)
+            self._trainer = TrainerLink(self.env, self.gate, self.run_dir, wandb=self.wandb)
             trainer = asyncio.get_running_loop().create_task(self._trainer.run(), name="hermes-trainer")
-        self._set_status("running" if self._intake_open else "paused")
+        self.gate.set_status("paused" if self.gate.held_by(OPERATOR) else "running")
         try:
             await self._intake_loop()
-            if self._stopping:
+            if self.gate.stopping:
                 await self._drained.wait()
         finally:
             if trainer is not None:
                 trainer.cancel()
                 with contextlib.suppress(BaseException):
                     await trainer
-        if self._trainer is not None and self._trainer.error is not None and not self._stopping:
+        if self._trainer is not None and self._trainer.error is not None and not self.gate.stopping:
             raise self._trainer.error  # e.g. group_size > batch_size: the host reports it as the run's error
-        await self._finish_outputs()
-        if not self._stopping:
-            self._finished = True
-            self._set_status("finished", self._summary())
+        await self.finish_outputs()
+        if not self.gate.stopping:
+            self.gate.finished = True
+            self.gate.set_status("finished", self._summary())
 
     def _summary(self) -> str:
         return f"{self.done} group(s) done ({self.completed} kept); jsonl: {self.jsonl_path or '-'}"
@@ -236,22 +200,23 @@ class Driver:
 
     async def _intake_loop(self) -> None:
         exhausted = False
-        while not self._stopping:
-            if self._intake_error is not None:
+        gate = self.gate
+        while not gate.stopping:
+            if gate.closed_reason is not None:
                 await self.drain()  # in-flight groups are not at fault: let them finish
-                raise IntakeStopped(f"{self._intake_error}; intake stopped after {self.received} item(s)")
+                raise IntakeStopped(f"{gate.closed_reason}; intake stopped after {self.received} item(s)")
             if self._process_target_reached() and not self.in_flight:
                 return
             if self._trainer is not None and self._trainer.finished and not self.in_flight:
                 return
-            if not self.intake_open or len(self.in_flight) >= self.max_in_flight:
-                await self._wait_wake()
+            if not gate.open or not gate.has_room:
+                await gate.wait()
                 continue
             if self.mode == "process" and self.total_steps > 0 and self.done + len(self.in_flight) >= self.total_steps:
-                await self._wait_wake()
+                await gate.wait()
                 continue
             if exhausted and self.in_flight and not self.env.backlog:
-                await self._wait_wake()
+                await gate.wait()
                 exhausted = False
                 continue
             try:
@@ -287,13 +252,15 @@ class Driver:
 
     def _start_group(self, item: Any) -> None:
         group_id = uuid.uuid4().hex[:12]
-        rec = GroupRecord(group_id=group_id, item=item, started=time.monotonic())
+        report = verdicts.GroupReport(group_id, on_rollout=self._rollout_ended)
+        rec = GroupRecord(group_id=group_id, item=item, started=time.monotonic(), report=report)
         self.received += 1
         _emit(rev.ItemReceived(group_id=group_id, item_summary=safe_head(_summary_of(item), 120)))
         ctx = contextvars.copy_context()
         ctx.run(events.current_group_id.set, group_id)
         ctx.run(events.current_phase.set, self.phase)
         ctx.run(current_eval_id.set, None)
+        ctx.run(verdicts.current_report.set, report)  # the env writes its rollouts' outcomes here
         self.in_flight[group_id] = rec
         rec.task = asyncio.get_running_loop().create_task(self._run_group(rec), name=f"group-{group_id}", context=ctx)
 
@@ -317,21 +284,13 @@ class Driver:
             if backlog:
                 self.env.backlog.extend(backlog)
             self._check_error_streak()
-            rollout_error = self._rollout_errors.get(rec.group_id)
-            if scored and rollout_error is not None and rec.group_id not in self._seen_failed:
+            rollout_error = rec.report.first_failure
+            if scored and rollout_error is not None:
                 groups = scored if isinstance(scored, list) else [scored]
                 self._drop_all(rec, groups, [("rollout_error", f"a rollout failed: {rollout_error}")] * len(groups))
                 return
             if not scored:
-                if rec.group_id in self._seen_failed:
-                    self._account(
-                        rec, events.ItemFailed(group_id=rec.group_id, error=self._seen_failed[rec.group_id]), emit=False
-                    )
-                else:
-                    seen = self._seen_drops.get(rec.group_id)
-                    self._account(
-                        rec, events.ItemDropped(group_id=rec.group_id, reason=seen or "empty_group"), emit=seen is None
-                    )
+                self._account(rec, events.ItemDropped(group_id=rec.group_id, reason="empty_group"))
                 return
             processed = await self.env.postprocess_histories(scored)
             await self._send(rec, processed)
@@ -346,12 +305,7 @@ class Driver:
             self._fail(rec, first_line(exc) or type(exc).__name__, "exception")
         finally:
             self.in_flight.pop(rec.group_id, None)
-            self._seen_drops.pop(rec.group_id, None)
-            self._seen_failed.pop(rec.group_id, None)
-            self._rollout_errors.pop(rec.group_id, None)
-            if not self.in_flight and self.status == "draining":
-                self._set_status("paused")
-            self._poke()
+            self.gate.group_ended()
 
     def _check_error_streak(self) -> None:
         """Stop intake when the last rollouts all failed: the backend cannot produce data."""
@@ -363,9 +317,8 @@ class Driver:
 
     def _stop_intake(self, reason: str) -> None:
         """Close intake for good and say why; the intake loop ends the run once in-flight groups finish."""
-        if self._intake_error is not None:
+        if not self.gate.close(reason):
             return
-        self._intake_error = reason
         _emit(
             rev.LogRecord(
                 level="ERROR",
@@ -373,24 +326,22 @@ class Driver:
                 message=f"{reason}; intake stopped, finishing {len(self.in_flight)} in-flight group(s)",
             )
         )
-        self._poke()
 
-    def _account(self, rec: GroupRecord, event: events.Event, emit: bool = True) -> bool:
-        """Count ``rec`` as terminal exactly once; ``emit=False`` when the env already reported it."""
+    def _account(self, rec: GroupRecord, event: events.Event) -> bool:
+        """Count ``rec`` as terminal exactly once, and say so (the only source of item-end events)."""
         if rec.accounted:
             return False
         rec.accounted = True
         if not isinstance(event, rev.ItemCancelled):
             self.done += 1
-        if emit:
-            _emit(event)
+        _emit(event)
         return True
 
     def _fail(self, rec: GroupRecord, error: str, kind: str) -> None:
-        already = rec.group_id in self._seen_failed  # the env reported it itself
-        self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind), emit=not already)
+        self._account(rec, events.ItemFailed(group_id=rec.group_id, error=error, error_kind=kind))
 
     def _drop_reason(self, group: Any) -> tuple[str, str] | None:
+        # The one judgement of the group's data (the env leaves it to us: a report is open).
         # Over-long sequences are never kept (nor sent): the same rule as atroposlib's own serve path.
         return drop_reason(group, self.env.config, getattr(self.env, "max_token_len", -1), True)
 
@@ -413,10 +364,8 @@ class Driver:
             after = self.writer.settle(rec.group_id) if self.writer else 0
         # handle_send_to_api swallows send errors; our sender (serve mode) recorded them per group.
         send_error = self._trainer.pop_send_error(rec.group_id) if self._trainer is not None else None
-        if self.writer is not None:
-            kept = after > before
-        else:
-            kept = rec.group_id not in self._seen_drops
+        # With our writer, kept means written; without one, the groups passed the checks atroposlib applies.
+        kept = after > before if self.writer is not None else True
         if not kept:
             self._drop_all(rec, groups, reasons)
             return
@@ -435,16 +384,13 @@ class Driver:
         self._account(rec, rev.ItemCompleted(group_id=rec.group_id, scores=scores, step=self.completed))
 
     def _drop_all(self, rec: GroupRecord, groups: list[Any], reasons: list[tuple[str, str] | None]) -> None:
-        """Account ``rec`` as dropped (the env's own reason first) and keep its groups in dropped.jsonl."""
-        seen = self._seen_drops.get(rec.group_id)
-        first = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
-        reason = seen or first[0]
-        detail = first[1] if not seen or seen == first[0] else ""
+        """Account ``rec`` as dropped (the first reason) and keep its groups in dropped.jsonl."""
+        reason, detail = next((r for r in reasons if r), None) or ("not_kept", "handle_send_to_api did not write it")
         if rec.accounted:
             return
         for group in groups:  # on disk before the event says so (a reader may look at once)
             self.dropped.write(rec.group_id, reason, group, detail)
-        self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail), emit=seen is None)
+        self._account(rec, events.ItemDropped(group_id=rec.group_id, reason=reason, detail=detail))
 
     async def _wandb_log(self) -> None:
         metrics: dict[str, Any] = {}
@@ -459,19 +405,13 @@ class Driver:
                 _emit(rev.LogRecord(level="WARNING", logger="runtime", message=f"wandb_log raised {first_line(exc)}"))
         self.last_metrics = metrics
 
-    # ------------------------------------------------------------------ intake gate
+    # ------------------------------------------------------------------ operator commands
 
     def pause(self) -> None:
-        self._intake_open = False
-        self._poke()
-        if not self._stopping and not self._finished:
-            self._set_status("draining" if self.in_flight else "paused")
+        self.gate.pause()
 
     def resume(self) -> None:
-        self._intake_open = True
-        self._poke()
-        if not self._stopping and not self._finished:
-            self._set_status("running")
+        self.gate.resume()
 
     async def drain(self, deadline_s: float | None = None) -> bool:
         """Wait for in-flight groups; True when none is left."""
@@ -485,7 +425,7 @@ class Driver:
         records = list(self.in_flight.values())
         for rec in records:
             requeued = False
-            if requeue and not self._stopping:
+            if requeue and not self.gate.stopping:
                 self.env.backlog.append(rec.item)
                 requeued = True
             self._account(rec, rev.ItemCancelled(group_id=rec.group_id, reason=reason, requeued=requeued))
@@ -494,7 +434,7 @@ class Driver:
         tasks = [r.task for r in records if r.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._poke()
+        self.gate.poke()
         return len(records)
 
     # ------------------------------------------------------------------ phase switch
@@ -502,14 +442,13 @@ class Driver:
     async def switch_phase(self, to_phase: int, cancel_in_flight: bool = False) -> None:
         if to_phase not in (1, 2):
             raise ValueError(f"phase must be 1 or 2, got {to_phase!r}")
-        if self._switching:
+        if self.gate.held_by(PHASE_SWITCH):
             raise RuntimeError("a phase switch is already in progress")
         from_phase = self.phase
         _emit(
             rev.PhaseSwitch(stage="requested", from_phase=from_phase, to_phase=to_phase, in_flight=len(self.in_flight))
         )
-        self._switching = True
-        self._poke()
+        self.gate.hold(PHASE_SWITCH)
         try:
             _emit(
                 rev.PhaseSwitch(
@@ -543,132 +482,28 @@ class Driver:
             self.phase = to_phase
             _emit(rev.PhaseSwitch(stage="done", from_phase=from_phase, to_phase=to_phase))
         finally:
-            self._switching = False
-            self._poke()
+            self.gate.release(PHASE_SWITCH)
 
     # ------------------------------------------------------------------ evaluation
 
     async def evaluate(self, pause_intake: bool = False) -> dict[str, Any]:
-        if self._eval_task is not None and not self._eval_task.done():
-            raise EvalBusy("an evaluation is already running; wait for it to finish before starting another")
-        self._eval_seq += 1
-        eval_id = f"eval-{self._eval_seq}-{uuid.uuid4().hex[:6]}"
-        ctx = contextvars.copy_context()
-        ctx.run(current_eval_id.set, eval_id)
-        ctx.run(events.current_group_id.set, None)
-        self._eval_task = asyncio.get_running_loop().create_task(
-            self._run_eval(eval_id, pause_intake), name=f"hermes-{eval_id}", context=ctx
-        )
-        return await asyncio.shield(self._eval_task)
-
-    def _eval_total(self) -> int:
-        for attr in ("eval_items", "test_items", "eval_dataset", "test"):
-            value = getattr(self.env, attr, None)
-            try:
-                if value is not None and not isinstance(value, (str, bytes)):
-                    return len(value)
-            except TypeError:
-                continue
-        return 0
-
-    async def _run_eval(self, eval_id: str, pause_intake: bool) -> dict[str, Any]:
-        env = self.env
-        eval_dir = self.run_dir / "evals" / eval_id
-        eval_dir.mkdir(parents=True, exist_ok=True)
-        paused_here = pause_intake and self._intake_open
-        if paused_here:
-            self.pause()
-        _emit(rev.EvalStarted(eval_id=eval_id, intake_paused=pause_intake))
-        captured: dict[str, Any] = {"metrics": {}, "samples": None}
-
-        async def capture(metrics: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            captured["metrics"].update(metrics or {})
-            if kwargs.get("samples"):
-                captured["samples"] = list(kwargs["samples"])
-            kwargs["verbose"] = False  # it would print a table into the console's terminal
-            with atropos_bridge.evals_saved_to(env, str(eval_dir)):
-                return await original(metrics, *args, **kwargs)
-
-        original, restore_evaluate_log = atropos_bridge.route_evaluate_log(env, capture)
-        self._eval_rollouts = 0
-        total = self._eval_total()
-        progress = asyncio.get_running_loop().create_task(
-            self._eval_progress(eval_id, total), name="hermes-eval-progress"
-        )
-        t0 = time.monotonic()
-        error: str | None = None
-        try:
-            returned = await env.evaluate()
-            if not captured["metrics"] and isinstance(returned, dict):
-                captured["metrics"].update(returned)
-        except asyncio.CancelledError:
-            error = "cancelled"
-            raise
-        except Exception as exc:  # noqa: BLE001 - the evaluation reports its error, the run goes on
-            error = first_line(exc)
-        finally:
-            progress.cancel()
-            with contextlib.suppress(BaseException):
-                await progress
-            restore_evaluate_log()
-            metrics = jsonable(captured["metrics"])
-            samples_path = self._write_eval_files(eval_dir, metrics, captured["samples"])
-            if total or self._eval_rollouts:
-                _emit(
-                    rev.EvalProgress(eval_id=eval_id, done=self._eval_rollouts, total=max(total, self._eval_rollouts))
-                )
-            duration = time.monotonic() - t0
-            _emit(
-                rev.EvalFinished(
-                    eval_id=eval_id, metrics=metrics, samples_path=samples_path, error=error, duration_s=duration
-                )
-            )
-            if self.wandb is not None:
-                self.wandb.log_eval(eval_id, metrics, duration, error)
-            if paused_here and not self._stopping:
-                self.resume()
-        if error:
-            raise RuntimeError(f"evaluation {eval_id} failed: {error}")
-        return dict(metrics)
-
-    async def _eval_progress(self, eval_id: str, total: int) -> None:
-        last = -1
-        while True:
-            await asyncio.sleep(0.5)
-            if self._eval_rollouts != last:
-                last = self._eval_rollouts
-                _emit(rev.EvalProgress(eval_id=eval_id, done=last, total=max(total, last)))
-
-    @staticmethod
-    def _write_eval_files(eval_dir: Path, metrics: dict[str, Any], samples: list[Any] | None) -> str | None:
-        metrics_path = eval_dir / "metrics.json"
-        if not metrics_path.exists():
-            metrics_path.write_text(dumps_strict({"results": {"all": metrics}}, indent=2))
-        samples_path = eval_dir / "samples.jsonl"
-        if samples and not samples_path.exists():
-            with samples_path.open("w") as fp:
-                for sample in samples:
-                    fp.write(dumps_strict(sample) + "\n")
-        return str(samples_path) if samples_path.exists() else None
+        """An on-demand evaluation (evaluation.py); raises EvalBusy while one runs."""
+        return await self.evaluations.run(pause_intake, wandb=self.wandb)
 
     # ------------------------------------------------------------------ stop / outputs
 
     async def shutdown(self, drain_deadline_s: float) -> None:
         """Graceful stop: close intake, let in-flight groups finish until the deadline,
         cancel the rest (ItemCancelled), stop any evaluation."""
-        self._stopping = True
-        self._poke()
-        if not self._finished:  # a finished run stays "finished"
-            self._set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
+        self.gate.stop()
+        if not self.gate.finished:  # a finished run stays "finished"
+            self.gate.set_status("stopping", f"draining {len(self.in_flight)} group(s) for up to {drain_deadline_s:g}s")
         if self.in_flight:
             await self._drain_for_stop(drain_deadline_s)
         try:
             if self.in_flight:
                 await self.cancel_in_flight(reason="stopped", requeue=False)
-            if self._eval_task is not None and not self._eval_task.done():
-                self._eval_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self._eval_task
+            await self.evaluations.cancel()
         finally:
             self._drained.set()  # run() may now close the outputs and the trainer link
 
@@ -694,7 +529,7 @@ class Driver:
             with contextlib.suppress(BaseException):
                 await cut
 
-    async def _finish_outputs(self) -> None:
+    async def finish_outputs(self) -> None:
         """Close the jsonl (all kept groups are already flushed) and write the html like atropos. Idempotent."""
         self.dropped.close()
         if self.writer is None or self.writer.closed:

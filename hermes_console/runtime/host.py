@@ -365,8 +365,7 @@ class RuntimeHost:
                         run_task.cancel()
                 with contextlib.suppress(BaseException):
                     await run_task
-                if not self.driver._finished and self.driver.status != "error":
-                    self.driver._set_status("stopped", self.driver._summary())
+                self.driver.mark_stopped()
             else:
                 stop_wait.cancel()
                 with contextlib.suppress(BaseException):
@@ -388,7 +387,7 @@ class RuntimeHost:
             self.fatal = exc
             where = "setup()" if self.driver.status == "loading" else "the run"
             await self.driver.shutdown(0.0)  # in-flight groups are cancelled and accounted
-            self.driver._set_status("error", f"{where} raised {first_line(exc)}")
+            self.driver.mark_error(f"{where} raised {first_line(exc)}")
 
     async def _teardown(self) -> None:
         """Close outputs, servers and sandboxes. Never raises."""
@@ -396,8 +395,7 @@ class RuntimeHost:
 
         if self.driver is not None:
             with contextlib.suppress(Exception):
-                await self.driver._finish_outputs()
-            self.driver.detach()
+                await self.driver.finish_outputs()
             if self.driver.wandb is not None:  # offline runs end complete and sync-ready
                 await asyncio.to_thread(self.driver.wandb.finish, 1 if self.fatal is not None else 0)
         if self.env is not None:

@@ -32,12 +32,14 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from environments import events
 from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.errors import ConfigError, first_line
+from hermes_console.runtime.intake import TRAINER, IntakeGate
 from hermes_console.runtime.trainer_api import (
     NOT_SENT,
     REJECTED,
@@ -47,9 +49,6 @@ from hermes_console.runtime.trainer_api import (
     TrainerAPIError,
     TrainerClient,
 )
-
-if TYPE_CHECKING:
-    from hermes_console.runtime.driver import Driver
 
 POLL_S = 0.25
 REGISTER_RETRY_S = 1.0
@@ -152,9 +151,14 @@ class _Counters:
 
 
 class TrainerLink:
-    def __init__(self, driver: Driver, poll_s: float = POLL_S) -> None:
-        self.driver = driver
-        self.env = driver.env
+    def __init__(
+        self, env: Any, gate: IntakeGate, run_dir: Path, *, wandb: Any | None = None, poll_s: float = POLL_S
+    ) -> None:
+        """``gate`` is the driver's intake gate: the link holds it until registered and paces it
+        (``admits``); it never reads or writes the driver itself."""
+        self.env = env
+        self.gate = gate
+        self.wandb = wandb  # WandbLink: started with the trainer's run name once registered
         self.poll_s = poll_s
         self.finished = False
         self.error: BaseException | None = None
@@ -175,9 +179,12 @@ class TrainerLink:
         self._up.set()
         self._polling = False
         self._status_env_failures = 0
-        self.spool_path = driver.run_dir / "unsent.jsonl"
+        self.spool_path = run_dir / "unsent.jsonl"
+        # No item before the trainer has registered us; then it paces every admission.
+        gate.hold(TRAINER)
+        gate.pace_with(self.admits)
 
-    # ------------------------------------------------------------------ driver hooks
+    # ------------------------------------------------------------------ driver and gate hooks
 
     def admits(self, in_flight: int) -> bool:
         if not self.registered or self.finished or self.status is None or self._outage is not None:
@@ -246,7 +253,7 @@ class TrainerLink:
                 )
                 self.finished = True
                 self._set("error", str(self.error))
-                self.driver._poke()
+                self.gate.poke()
                 return
         self._emit(force=True)
 
@@ -286,7 +293,7 @@ class TrainerLink:
         if self._outage is not None:
             self._outage = None
             self._set("running", "trainer API answers again")
-            self.driver._poke()
+            self.gate.poke()
 
     async def _wait_up(self, timeout_s: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -340,25 +347,23 @@ class TrainerLink:
         """Attribute the time since the last tick to whatever held intake back."""
         now = time.monotonic()
         dt, self._tick_at = now - self._tick_at, now
-        d = self.driver
-        if not d._intake_open or d._stopping or d._switching or self.finished:
-            return  # the operator (or shutdown) holds intake, not the trainer
-        n = len(d.in_flight)
+        if self.gate.held_elsewhere() or self.finished:
+            return  # the operator (or shutdown, a phase switch) holds intake, not the trainer
+        n = self.gate.in_flight()
         if not self.admits(n):
             self.c.wait_trainer_s += dt
-        elif n >= d.max_in_flight:
+        elif n >= self.gate.max_in_flight:
             self.c.wait_inference_s += dt
 
     # ------------------------------------------------------------------ run
 
     async def run(self) -> None:
-        self.driver._trainer_open = False
         if self._original_send is not None:
             atropos_bridge.route_sends(self.env, self.send)
         try:
             await self._register()
             await self._server_info()
-            self.driver._trainer_open = True
+            self.gate.release(TRAINER)
             await self._poll_loop()
         except asyncio.CancelledError:
             raise
@@ -366,7 +371,7 @@ class TrainerLink:
             self.error = exc
             self.finished = True
             self._set("error", first_line(exc))
-            self.driver._poke()
+            self.gate.poke()
         finally:
             await self._disconnect()
             await self.client.close()
@@ -430,7 +435,7 @@ class TrainerLink:
 
     async def _start_wandb(self, trainer_name: str | None) -> None:
         """atroposlib's serve semantics: project/group from ``/wandb_info``, the name the trainer assigned."""
-        link = getattr(self.driver, "wandb", None)
+        link = self.wandb
         if link is None or not link.enabled or link.run is not None:
             return
         info = await self.client.wandb_info()
@@ -536,8 +541,8 @@ class TrainerLink:
                     "finished",
                     f"trainer at step {st.current_step}/{pacing.total_steps}; {st.queue_size} group(s) still queued",
                 )
-                self.driver._poke()
+                self.gate.poke()
                 return
             self._set("backpressure" if pacing.backpressure(st) else "running")
-            self.driver._poke()
+            self.gate.poke()
             await asyncio.sleep(self.poll_s)

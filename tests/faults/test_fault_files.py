@@ -175,9 +175,9 @@ def test_replay_reads_a_plain_log_with_a_torn_last_line(tmp_path):
 
 
 def test_eval_files_are_strict_json_even_with_nan_metrics(tmp_path):
-    from hermes_console.runtime.driver import Driver
+    from hermes_console.runtime.evaluation import write_eval_files
 
-    samples = Driver._write_eval_files(
+    samples = write_eval_files(
         tmp_path, {"eval/pass_rate": float("nan"), "eval/n": 3}, [{"score": float("inf"), "task": "t"}]
     )
     metrics = json.loads((tmp_path / "metrics.json").read_text(), parse_constant=_refuse)

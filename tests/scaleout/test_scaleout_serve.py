@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from hermes_console.runtime.intake import IntakeGate
 from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING, Pacing, TrainerLink
 from hermes_console.runtime.trainer_api import EnvStatus
 from hermes_console_dev.fake_trainer import run_trainer
@@ -146,7 +147,7 @@ def test_group_size_one_warns_that_atropos_under_counts(tmp_path):
         inference_weight=1.0,
     )
     env = SimpleNamespace(config=cfg, env_id=0)
-    link = TrainerLink(SimpleNamespace(env=env, run_dir=tmp_path))
+    link = TrainerLink(env, IntakeGate(lambda: 0, 1), tmp_path)
     fields = link._fields()
     assert fields["warning"] == GROUP_SIZE_ONE_WARNING and "under-counts" in fields["warning"]
     cfg.group_size = 4
