@@ -1,7 +1,7 @@
 """Serve mode: the link to the atropos trainer API (``run-api``).
 
 Registers the env (TrainerStatus("waiting") until a trainer has started), reads
-``/info``, then polls ``/status-env`` and paces the driver the way atroposlib's
+``/info``, then polls ``/status-env`` and paces the driver's intake gate the way atroposlib's
 ``env_manager`` does:
 
 * back-pressure: no new work while ``queue_size*group_size >= max_batches_offpolicy*batch_size``
