@@ -135,6 +135,16 @@ class _Entry:
         )
 
 
+def _restart_reporter(key: str) -> Callable[[str, str], None]:
+    """The sandbox's ``on_restart`` hook: an event naming what restarted and why."""
+
+    def report(what: str, why: str) -> None:
+        if events.active:
+            events.emit(events.SandboxShellRestarted(task_id=key, what=what, reason=why))
+
+    return report
+
+
 class ManagedSandbox:
     """What ``get_sandbox`` hands out: the backend sandbox plus registry bookkeeping
     (activity, running command, history, events). Implements the Sandbox protocol."""
@@ -268,9 +278,7 @@ def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
             if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
-                sandbox.on_restart = lambda what, why, _key=key: (
-                    events.active and events.emit(events.SandboxShellRestarted(task_id=_key, what=what, reason=why))
-                )
+                sandbox.on_restart = _restart_reporter(key)
             with _lock:
                 _entries[key] = entry
             if events.active:

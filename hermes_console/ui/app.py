@@ -302,8 +302,8 @@ class ConsoleApp(ReplayControls, App[int]):
     # ------------------------------------------------------------------ operator actions
 
     def action_toggle_pause(self) -> None:
-        if self._replay_controls():
-            source: Any = self.runtime
+        source = self._replay_source()
+        if source is not None:
             source.set_paused(not source.paused)
             self._redraw(force=True)
             return
