@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs, quota
@@ -250,7 +251,7 @@ class _SyncChannel(_Channel):
         self._awaiting: int | None = None  # the command whose trailer came before its token
         self._last_token = 0  # seq of the last token seen
 
-    def read_records(self, block_ms: int = 0) -> list[tuple]:
+    def read_records(self, block_ms: int = 0) -> list[tuple[Any, ...]]:
         records = super().read_records(block_ms)
         for rec in records:
             if rec[0] == "T" and rec[1] > self._last_token:

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from environments import events
 from environments.redact import safe_head
@@ -223,7 +224,7 @@ class ManagedSandbox:
 
 _lock = threading.Lock()
 _entries: dict[str, _Entry] = {}
-_creating: dict[str, list] = {}  # key -> [Lock, waiters]; dropped when nobody waits
+_creating: dict[str, list[Any]] = {}  # key -> [Lock, waiters]; dropped when nobody waits
 _calls = itertools.count(1)
 _close_listeners: list[Callable[[str, str], None]] = []
 _reaper: threading.Thread | None = None

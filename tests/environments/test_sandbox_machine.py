@@ -364,8 +364,8 @@ def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registr
         restarts = [e for e in got if isinstance(e, events.SandboxShellRestarted)]
         assert [(e.task_id, e.what, e.reason) for e in restarts] == [(task, "shell", "exit 137")]
         view = sandbox_ops.details(task)
-        assert view["shell"]["shell_restarts"] == 1 and view["shell"]["shell_pid"]
-        assert view["overrides"] == {"cwd": "/srv/task"}
+        assert view.shell.shell_restarts == 1 and view.shell.shell_pid
+        assert view.overrides == {"cwd": "/srv/task"}
     finally:
         events.remove_observer(got.append)
         clear_task_env_overrides(task)

@@ -294,7 +294,7 @@ def test_drilldown_details_show_the_limits(tmp_path: Path) -> None:
     task = f"limits-{uuid.uuid4().hex[:6]}"
     try:
         get_sandbox(task).execute("true", 10)
-        limits = sandbox_ops.details(task)["limits"]
+        limits = sandbox_ops.details(task).limits
     finally:
         cleanup_vm(task)
         reset_configuration()
