@@ -22,16 +22,16 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.api import CommandUnavailable
 from hermes_console.runtime.listener import ListenAddress, parse_address
-from hermes_console.runtime.payloads import ControlReply, DiagnosticResult, EvalMetrics, SandboxDetails
 from hermes_console.runtime.state import ConsoleState
+
+if TYPE_CHECKING:  # the models are imported where a command's answer is parsed (pydantic: import cost)
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 
 T = TypeVar("T")
 RETRY_S = 1.0
@@ -478,6 +478,9 @@ class FleetRuntime:
 
     async def _command_one(self, host: HostLink, name: str, args: dict[str, Any]) -> Any:
         import aiohttp
+        from pydantic import ValidationError
+
+        from hermes_console.runtime.payloads import ControlReply
 
         if not host.connected:
             raise RuntimeError(
@@ -554,11 +557,15 @@ class FleetRuntime:
         return self._sandbox_command("extend_sandbox", task_id, float, seconds=seconds)
 
     def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]:
+        from hermes_console.runtime.payloads import DiagnosticResult
+
         return self._sandbox_command(
             "run_in_sandbox", task_id, DiagnosticResult.model_validate, command=command, timeout_s=timeout_s
         )
 
     def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
+        from hermes_console.runtime.payloads import SandboxDetails
+
         return self._sandbox_command("sandbox_details", task_id, SandboxDetails.model_validate)
 
 

@@ -15,10 +15,12 @@ commands with :class:`CommandUnavailable`. What commands resolve with is typed i
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from environments.events import Event
-from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
+
+if TYPE_CHECKING:  # (annotations only: the models cost pydantic and the sandbox layer at import)
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 
 
 class CommandUnavailable(RuntimeError):
@@ -66,3 +68,11 @@ class RuntimeAPI(EventSource, Protocol):
     def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]: ...
     def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]: ...
     def sandbox_details(self, task_id: str) -> Future[SandboxDetails]: ...  # process tree, cwd, recent commands
+
+
+@runtime_checkable
+class ExtendsCommands(Protocol):
+    """Optional: a runtime that can give a sandbox's running command more time (the live host;
+    the console checks for it, so replay and attach need not have it)."""
+
+    def extend_command(self, task_id: str, seconds: float) -> Future[float]: ...  # the new timeout

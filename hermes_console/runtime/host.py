@@ -16,7 +16,7 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from environments import events
 from environments.events import Event
@@ -25,8 +25,10 @@ from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
-from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, RuntimeDiagnostics, SandboxDetails
 from hermes_console.runtime.queue import EventQueue
+
+if TYPE_CHECKING:
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, RuntimeDiagnostics, SandboxDetails
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -193,6 +195,8 @@ class RuntimeHost:
 
     def diagnostics(self) -> Future[RuntimeDiagnostics]:
         """Tasks on the runtime loop and live threads (leak checks, the UI's debug pane)."""
+
+        from hermes_console.runtime.payloads import RuntimeDiagnostics
 
         async def go() -> RuntimeDiagnostics:
             current = asyncio.current_task()

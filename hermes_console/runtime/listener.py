@@ -50,7 +50,6 @@ from typing import Any
 
 from environments.events import Event
 from hermes_console.runtime.errors import UsageError
-from hermes_console.runtime.payloads import ControlReply, to_wire
 from hermes_console.runtime.sinks import dumps_strict
 from hermes_console.runtime.state import ConsoleState
 
@@ -627,6 +626,8 @@ class Listener:
 
     async def _control(self, request: Any) -> Any:
         from aiohttp import web
+
+        from hermes_console.runtime.payloads import ControlReply, to_wire
 
         denied = self._deny(request, control=True)
         if denied is not None:

@@ -13,12 +13,15 @@ import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as _runtime_events  # noqa: F401 - registers runtime event kinds
 from hermes_console.runtime.api import CommandUnavailable
-from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 from hermes_console.runtime.recorder import open_log
+
+if TYPE_CHECKING:  # annotations only: a replay never builds them
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 
 
 class ReplayError(ValueError):

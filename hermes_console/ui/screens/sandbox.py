@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
-from hermes_console.runtime.payloads import DiagnosticResult, LiveOutput, SandboxDetails
 from hermes_console.runtime.state import ConsoleState, SandboxView
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import bar, budget, clock, duration, head, level_style, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+
+if TYPE_CHECKING:  # (annotations only: the models cost pydantic and the sandbox layer at import)
+    from hermes_console.runtime.payloads import DiagnosticResult, LiveOutput, SandboxDetails
 
 LIVE_REFRESH_S = 1.0  # while a command runs, its output tail is re-fetched this often
 
