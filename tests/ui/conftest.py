@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui.helpers import scenario
+from tests.helpers.ui import scenario
 
 
 @pytest.fixture
