@@ -14,6 +14,7 @@ from environments import sandboxes as sb
 from hermes_console.runtime import sandbox_ops
 from hermes_console.runtime.payloads import ControlReply, DiagnosticResult, SandboxDetails, to_wire
 from hermes_console.runtime.sinks import dumps_strict
+from tests.helpers.sandboxes import local_sandbox
 
 TASK = "payload-wire-test"
 # The shape before the payloads were typed: asdict(SandboxInfo) plus the derived and live keys.
@@ -40,11 +41,7 @@ LIVE_KEYS = {"limits", "shell", "live_output", "overrides"}  # only while the sa
 
 @pytest.fixture
 def box(tmp_path: Path) -> Iterator[sb.ManagedSandbox]:
-    sb.reset_configuration()
-    sb.configure(backend="local", sandbox_root=tmp_path / "root", kill_grace=0.3)
-    yield sb.get_sandbox(TASK)
-    sb.shutdown()
-    sb.reset_configuration()
+    yield from local_sandbox(tmp_path, TASK)
 
 
 def _wire(value: object) -> dict[str, object]:

@@ -19,6 +19,7 @@ from hermes_console.runtime.payloads import SandboxDetails
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console_dev.fake_runtime import FakeRuntime
+from tests.helpers.sandboxes import local_sandbox
 from tests.helpers.ui import make_app, settle
 
 pytestmark = pytest.mark.timeout(400)  # a hang detector; the steps' own ceilings fail first
@@ -49,11 +50,7 @@ class RealDetailsRuntime(FakeRuntime):
 
 @pytest.fixture
 def real_box(tmp_path: Path) -> Iterator[sb.ManagedSandbox]:
-    sb.reset_configuration()
-    sb.configure(backend="local", sandbox_root=tmp_path / "root", kill_grace=0.3)
-    yield sb.get_sandbox(REAL)
-    sb.shutdown()
-    sb.reset_configuration()
+    yield from local_sandbox(tmp_path, REAL)
 
 
 def live_text(screen: SandboxScreen) -> str:
