@@ -238,15 +238,15 @@ def run_headless(
     try:
         if state.accounting.received or state.status != "error":
             console.print(summary_table(state))
-        if state.status == "error" or getattr(runtime, "fatal", None) is not None:
+        if state.status == "error" or runtime.fatal is not None:
             from environments.redact import redact
 
-            detail = redact(state.status_detail or str(getattr(runtime, "fatal", "")))
+            detail = redact(state.status_detail or str(runtime.fatal or ""))
             console.print(f"error: {detail}", style="bold red", markup=False, highlight=False)
             return EXIT_FATAL
     except (OSError, ValueError):  # no terminal left to print the summary on
         pass
-    if state.status == "error" or getattr(runtime, "fatal", None) is not None:
+    if state.status == "error" or runtime.fatal is not None:
         return EXIT_FATAL
     if not interrupted:
         return EXIT_OK
