@@ -22,6 +22,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from environments.events import Event, event_from_dict
+from hermes_console.runtime.events import ConfigRow
 from hermes_console.runtime.payloads import CommandRecord, LiveOutput, ProcessInfo, SandboxDetails
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
@@ -170,7 +171,7 @@ async def _insight(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
 
 
-SAMPLE_CONFIG = [
+SAMPLE_CONFIG: list[ConfigRow] = [
     {"section": "env", "key": "env.group_size", "value": "4", "source": "flags"},
     {"section": "env", "key": "env.max_agent_turns", "value": "8", "source": "config_init()"},
     {"section": "env", "key": "env.max_token_length", "value": "4096", "source": "config file 'demo.yaml'"},

@@ -514,7 +514,7 @@ def _cleanup_sandboxes() -> None:
                 logger.warning("sandboxes.%s() failed: %s", name, exc)
 
 
-def _config_rows(resolved: ResolvedRun) -> list[dict[str, str]]:
+def _config_rows(resolved: ResolvedRun) -> list[rev.ConfigRow]:
     """The config view's rows; never lets a config that cannot be shown stop the run."""
     from hermes_console.runtime.config_rows import config_rows
 

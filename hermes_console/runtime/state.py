@@ -277,7 +277,7 @@ class RunInfo:
     jsonl_path: str | None = None
     servers: list[str] = field(default_factory=list)
     shard: str = ""
-    config: list[dict[str, str]] = field(default_factory=list)  # the config view's rows
+    config: list[rev.ConfigRow] = field(default_factory=list)  # the config view's rows
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
