@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hermes_console.runtime.config import RunSpec
-from tests.helpers.docker import docker, managed_containers, needs_engine, sandbox_image, task_image
+from tests.docker_support import docker, managed_containers, needs_engine, sandbox_image, task_image
 from tests.runtime.runtime_helpers import Pump
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

@@ -19,7 +19,7 @@ import pytest
 
 from environments.sandboxes.settings import SandboxSettings
 from hermes_console import docker_engine, images
-from tests.helpers.docker import ENGINE_REASON, base_rootfs, docker, needs_engine, sandbox_image
+from tests.docker_support import ENGINE_REASON, base_rootfs, docker, needs_engine, sandbox_image
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from environments.sandboxes.docker import (
     parse_docker_top,
 )
 from environments.sandboxes.settings import SandboxSettings
-from tests.helpers.docker import needs_engine, sandbox_image
+from tests.docker_support import needs_engine, sandbox_image
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 

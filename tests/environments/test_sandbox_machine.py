@@ -22,7 +22,7 @@ from environments.sandboxes.settings import SandboxSettings
 from environments.task_overrides import clear_task_env_overrides, register_task_env_overrides
 from environments.tool_context import ToolContext
 from environments.tools.terminal import terminal_tool
-from tests.helpers.docker import sandbox_image
+from tests.docker_support import sandbox_image
 from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from faults_helpers import fault_spec, write_tasks
 
-from tests.helpers.docker import EngineProxy, docker, engine_socket, managed_containers, needs_engine, sandbox_image
+from tests.docker_support import EngineProxy, docker, engine_socket, managed_containers, needs_engine, sandbox_image
 from tests.runtime.runtime_helpers import our_threads
 
 pytestmark = [needs_engine, pytest.mark.timeout(180)]

@@ -16,7 +16,7 @@ import pytest
 
 from environments.sandboxes import docker as dk
 from environments.sandboxes.settings import SandboxSettings
-from tests.helpers.docker import needs_engine, sandbox_image
+from tests.docker_support import needs_engine, sandbox_image
 
 pytestmark = pytest.mark.timeout(60)
 HOST = socket.gethostname()

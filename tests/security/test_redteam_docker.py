@@ -1,7 +1,7 @@
 """Red team on a real Docker engine: limits bind, nothing outlives cleanup, no network, no
 secrets, the read-only root option. Oracles: host /proc (container processes share this
 kernel), the engine's own view (`docker inspect`, `docker ps`), the host's ability to fork.
-Skipped, with the reason, where no engine answers (see tests/helpers/docker.py)."""
+Skipped, with the reason, where no engine answers (see tests/docker_support.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from environments.sandboxes.settings import SandboxSettings
-from tests.helpers.docker import DockerBox, docker, managed_containers, needs_engine
+from tests.docker_support import DockerBox, docker, managed_containers, needs_engine
 from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 pytestmark = [needs_engine, pytest.mark.timeout(120)]

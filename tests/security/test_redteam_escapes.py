@@ -15,7 +15,7 @@ from hermes_console.ui.format import head, shown, visible
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.widgets.turns_stream import TurnsStream
 from hermes_console_dev.fake_runtime import FakeResults, FakeRuntime, sample_details
-from tests.helpers.ui import make_app, scenario, settle
+from tests.ui.helpers import make_app, scenario, settle
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"  # "set the clipboard to `rm -rf ~`"
 TITLE = "\x1b]0;pwned\x07"

@@ -26,7 +26,7 @@ from environments.sandboxes.bwrap import BwrapSandbox
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.stale import sweep_stale
-from tests.helpers.docker import DockerBox
+from tests.docker_support import DockerBox
 
 pytestmark = pytest.mark.timeout(120)
 REPO = str(Path(__file__).resolve().parents[2])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.ui import scenario
+from tests.ui.helpers import scenario
 
 
 @pytest.fixture

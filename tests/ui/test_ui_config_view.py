@@ -15,8 +15,8 @@ from hermes_console.runtime.config import RunSpec, resolve
 from hermes_console.runtime.config_rows import config_rows
 from hermes_console.ui.screens.config_view import ConfigScreen
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, settle
 from tests.ui.eventlog import T0
+from tests.ui.helpers import make_app, settle
 
 
 def _rows(tmp_path):

@@ -9,7 +9,7 @@ from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import NOW, make_app, messages, settle
+from tests.ui.helpers import NOW, make_app, messages, settle
 
 
 async def test_pause_then_resume_follows_runtime_status(main_events) -> None:

@@ -12,7 +12,7 @@ from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, messages, scenario, settle
+from tests.ui.helpers import make_app, messages, scenario, settle
 
 
 def log_text(log: RichLog) -> str:

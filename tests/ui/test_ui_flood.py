@@ -6,8 +6,8 @@ from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.status_bar import StatusBar
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app
 from tests.ui.eventlog import flood
+from tests.ui.helpers import make_app
 
 
 async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_events) -> None:

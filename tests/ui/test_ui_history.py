@@ -17,8 +17,8 @@ from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, messages, scenario, settle
 from tests.ui.eventlog import T0
+from tests.ui.helpers import make_app, messages, scenario, settle
 
 
 def _table_ids(app) -> list[str]:

@@ -13,7 +13,7 @@ from hermes_console.runtime.history import BUCKET_S
 from hermes_console.ui.screens.insight import InsightScreen
 from hermes_console.ui.widgets.run_graphs import series
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, scenario, settle
+from tests.ui.helpers import make_app, scenario, settle
 
 
 async def test_insight_shows_time_split_errors_by_kind_and_graphs() -> None:

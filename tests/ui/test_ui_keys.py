@@ -15,7 +15,7 @@ from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_co
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import NOW, make_app, settle
+from tests.ui.helpers import NOW, make_app, settle
 
 
 async def test_help_lists_every_binding_with_its_key(main_events) -> None:

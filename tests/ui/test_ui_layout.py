@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import DataTable
 
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, scenario, settle
+from tests.ui.helpers import make_app, scenario, settle
 
 # table id -> the columns that must stay whole on screen
 MUST_SHOW = {"groups": ("stage", "age"), "tools": ("dur", "status"), "sandboxes": ("state", "elapsed", "idle")}

@@ -17,7 +17,7 @@ from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
-from tests.helpers.ui import quit_and_wait
+from tests.ui.helpers import quit_and_wait
 
 
 # a ceiling, not an expectation: on a loaded 2-core box the first rollouts of the real runtime

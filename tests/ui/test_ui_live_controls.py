@@ -33,7 +33,7 @@ from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-from tests.helpers.ui import quit_and_wait
+from tests.ui.helpers import quit_and_wait
 
 # Ceilings, not expectations: the scenario needs ~45 s of CPU, and on a loaded 2-core machine
 # single steps (the first rollout, typing into the filter) took 50-60 s, the whole test ~380 s.

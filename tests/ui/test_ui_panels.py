@@ -12,7 +12,7 @@ from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console.ui.widgets.turns_stream import TurnsStream
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import NOW, make_app, scenario, settle
+from tests.ui.helpers import NOW, make_app, scenario, settle
 
 
 def more_turns(n: int, rollout_id: str = "g0034-r1") -> list:

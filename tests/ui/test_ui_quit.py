@@ -16,7 +16,7 @@ from hermes_console.runtime.host import RuntimeHost
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console_dev.fake_runtime import FakeRuntime
-from tests.helpers.ui import make_app, settle
+from tests.ui.helpers import make_app, settle
 
 
 def _status(app) -> str:

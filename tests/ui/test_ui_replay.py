@@ -11,8 +11,8 @@ from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.status_bar import StatusBar
-from tests.helpers.ui import settle
 from tests.ui.eventlog import FIXTURES
+from tests.ui.helpers import settle
 
 LOG = FIXTURES / "phase_switch.jsonl"
 

@@ -20,7 +20,7 @@ from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.helpers.sandboxes import local_sandbox
-from tests.helpers.ui import make_app, settle
+from tests.ui.helpers import make_app, settle
 
 pytestmark = pytest.mark.timeout(400)  # a hang detector; the steps' own ceilings fail first
 REAL = "live-tail-probe"

@@ -1,4 +1,7 @@
-"""Shared helpers for the UI tests: a console over the dev FakeRuntime at a fixed clock."""
+"""Shared helpers for the UI tests: a console over a FakeRuntime at a fixed clock.
+
+(Imported as ``tests.ui.helpers``: tests/ has no __init__.py, so helper modules are
+addressed from the repo root, which ``python -m pytest`` puts on sys.path.)"""
 
 from __future__ import annotations
 
