@@ -43,7 +43,8 @@ from atroposlib.envs.base import (  # noqa: E402
     ScoredDataItem,
 )
 from atroposlib.envs.server_handling.openai_server import OpenAIServer  # noqa: E402
-from atroposlib.envs.server_handling.server_baseline import APIServerConfig, ServerBaseline  # noqa: E402
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig as APIServerConfig  # noqa: E402 (re-exported)
+from atroposlib.envs.server_handling.server_baseline import ServerBaseline  # noqa: E402
 from atroposlib.envs.server_handling.server_manager import ServerManager  # noqa: E402,F401
 from atroposlib.type_definitions import Item  # noqa: E402
 from pydantic import Field, field_validator  # noqa: E402

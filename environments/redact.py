@@ -100,7 +100,7 @@ def is_secret_env_name(name: str) -> bool:
 # it can have inside a longer base64 stream (e.g. `base64 /proc/$PPID/environ`).
 
 MIN_KNOWN_SECRET = 8  # shorter values would redact ordinary words
-_registered: set = set()
+_registered: set[str] = set()
 _known_lock = threading.Lock()
 _known_cache: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
 
@@ -112,7 +112,7 @@ def register_secret(value: str) -> None:
             _registered.add(value)
 
 
-_env_cache: tuple[tuple | None, frozenset[str]] = (None, frozenset())
+_env_cache: tuple[tuple[object, ...] | None, frozenset[str]] = (None, frozenset())
 
 
 def _environ_secrets() -> frozenset[str]:

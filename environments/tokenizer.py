@@ -19,6 +19,7 @@ import fcntl
 import os
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 FORMAT_VERSION = "2"
 
@@ -140,14 +141,19 @@ def local_tokenizer_path() -> str:
 
 
 @lru_cache(maxsize=4)
-def load_tokenizer(path: str | None = None):  # -> PreTrainedTokenizerBase
+def load_tokenizer(path: str | None = None) -> Any:  # a PreTrainedTokenizerBase (transformers is untyped here)
     """Load (and memoise) a tokenizer from a local directory; defaults to ours."""
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path or local_tokenizer_path())
 
 
-def chat_token_ids(tokenizer, messages, tools=None, add_generation_prompt: bool = False) -> list[int]:
+def chat_token_ids(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+) -> list[int]:
     """``apply_chat_template`` that returns a plain ``list[int]`` on transformers 4 and 5."""
     out = tokenizer.apply_chat_template(
         messages,

@@ -15,9 +15,12 @@ import argparse
 import socket
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hermes_console.runtime.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from hermes_console.runtime.api import RuntimeAPI
 
 DEMO_FAULTS = {"http_500": 0.02, "malformed_tool_json": 0.03, "unknown_tool": 0.02}
 DEMO_ENV = "environments.terminal_tasks"
@@ -188,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float = 60.0) -> bool:
+def wait_for_stop(runtime: RuntimeAPI, drain_deadline_s: float, cleanup_grace_s: float = 60.0) -> bool:
     """Stop the runtime and wait for its cleanup; True when it finished. Never raises."""
     import concurrent.futures
 
@@ -218,7 +221,11 @@ def wait_for_stop(runtime: Any, drain_deadline_s: float, cleanup_grace_s: float 
 
 
 def _front_end(
-    runtime: Any, headless: bool, drain_deadline_s: float, keys_file: str | None = None, sigterm_exit_code: int = 0
+    runtime: RuntimeAPI,
+    headless: bool,
+    drain_deadline_s: float,
+    keys_file: str | None = None,
+    sigterm_exit_code: int = 0,
 ) -> int:
     if not headless:
         from hermes_console.ui.app import run_console

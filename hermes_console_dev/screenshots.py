@@ -3,7 +3,7 @@
     python -m hermes_console_dev.screenshots OUT_DIR [--fixtures DIR]
 
 Each scene replays one fixture log (tests/ui/fixtures/*.jsonl, written by
-``python -m tests.ui.eventlog``) into a :class:`ScriptedRuntime`, with the clock
+``python -m tests.ui.eventlog``) into a :class:`FakeRuntime`, with the clock
 fixed at the log's last event, then opens the scene's screen and saves an SVG.
 The snapshot tests use the same scenes, so the screenshots are what CI checks.
 """
@@ -15,7 +15,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,137 +22,84 @@ from typing import Any
 from textual.pilot import Pilot
 
 from environments.events import Event, event_from_dict
+from hermes_console.runtime.events import ConfigRow
+from hermes_console.runtime.payloads import CommandRecord, LiveOutput, ProcessInfo, SandboxDetails
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.evaluation import EvaluationScreen
+from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.turns_stream import TurnsStream
+from hermes_console_dev.fake_runtime import FakeResults, FakeRuntime
 
 DEFAULT_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "ui" / "fixtures"
 
 
-class ScriptedRuntime:
-    """A live-looking RuntimeAPI over a fixed list of events; commands succeed at once.
-
-    Sandbox details are synthesised (in the real runtime's shape: ``process_tree``,
-    ``recent_commands``) so the sandbox screen has content.
-    """
-
-    def __init__(self, events: list[Event]) -> None:
-        self._events = list(events)
-        self.fatal: BaseException | None = None
-        self._finished: Future[None] = Future()
-
-    @property
-    def done(self) -> Future[None]:
-        return self._finished
-
-    def join(self, timeout: float | None = None) -> bool:
-        return True
-
-    @property
-    def is_live(self) -> bool:
-        return True
-
-    @property
-    def pending(self) -> int:
-        return len(self._events)
-
-    def drain(self, max_events: int | None = None) -> list[Event]:
-        n = len(self._events) if max_events is None else max_events
-        out, self._events = self._events[:n], self._events[n:]
-        return out
-
-    def start(self) -> None:
-        pass
-
-    @staticmethod
-    def _done(value: Any = None) -> Future[Any]:
-        future: Future = Future()
-        future.set_result(value)
-        return future
-
-    def stop(self, drain_deadline_s: float = 10.0) -> Future[None]:
-        if not self._finished.done():
-            self._finished.set_result(None)
-        return self._finished
-
-    def pause(self) -> Future[None]:
-        return self._done()
-
-    def resume(self) -> Future[None]:
-        return self._done()
-
-    def cancel_in_flight(self) -> Future[int]:
-        return self._done(0)
-
-    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
-        return self._done()
-
-    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
-        return self._done({})
-
-    def kill_sandbox(self, task_id: str) -> Future[bool]:
-        return self._done(True)
-
-    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
-        return self._done(seconds)
-
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
-        return self._done({"output": "", "exit_code": 0, "duration_s": 0.0})
-
-    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
-        return self._done(
-            {
-                "cwd": f"/tmp/hermes/{task_id}/src",
-                "process_tree": [
-                    {"pid": 4101, "ppid": 1, "command": "bash --noprofile --norc", "state": "S", "elapsed_s": 212.0},
-                    {
-                        "pid": 4188,
-                        "ppid": 4101,
-                        "command": "find src -type f -printf '%s %p\\n'",
-                        "state": "R",
-                        "elapsed_s": 95.0,
-                    },
-                    {"pid": 4189, "ppid": 4101, "command": "sort -n", "state": "S", "elapsed_s": 95.0},
-                ],
-                "live_output": {
-                    "command": "find src -type f -printf '%s %p\\n' | sort -n",
-                    "running_s": 95.0,
-                    "bytes": 139,
-                    "tail": "12 src/__init__.py\n96 src/test_calc.py\n310 src/calc.py\n2048 src/vendor/big.py\n",
-                },
-                "recent_commands": [
-                    {
-                        "command": "ls -la",
-                        "duration_s": 0.02,
-                        "exit_code": 0,
-                        "output_head": "total 12\n-rw-r--r-- 1 agent agent 310 calc.py\n-rw-r--r-- 1 agent agent 96 test_calc.py",
-                    },
-                    {
-                        "command": "python -m pytest -q",
-                        "duration_s": 1.42,
-                        "exit_code": 1,
-                        "output_head": "F.\nFAILED test_calc.py::test_add - assert -1 == 5",
-                    },
-                    {
-                        "command": "cat calc.py",
-                        "duration_s": 0.01,
-                        "exit_code": 0,
-                        "output_head": "def add(a, b):\n    return a - b",
-                    },
-                ],
-            }
-        )
+def _sandbox_scene_details(task_id: str) -> SandboxDetails:
+    """The sandbox scene's details (the fixture logs carry no process tree): a long find | sort
+    running, with its live output, after a failing test run."""
+    return SandboxDetails(
+        task_id=task_id,
+        backend="local",
+        workspace=f"/tmp/hermes/{task_id}",
+        state="running",
+        created_at=0.0,
+        last_activity=0.0,
+        lifetime_s=300.0,
+        cwd=f"/tmp/hermes/{task_id}/src",
+        process_tree=[
+            ProcessInfo(pid=4101, ppid=1, command="bash --noprofile --norc", state="S", elapsed_s=212.0),
+            ProcessInfo(pid=4188, ppid=4101, command="find src -type f -printf '%s %p\\n'", state="R", elapsed_s=95.0),
+            ProcessInfo(pid=4189, ppid=4101, command="sort -n", state="S", elapsed_s=95.0),
+        ],
+        live_output=LiveOutput(
+            command="find src -type f -printf '%s %p\\n' | sort -n",
+            running_s=95.0,
+            bytes=139,
+            tail="12 src/__init__.py\n96 src/test_calc.py\n310 src/calc.py\n2048 src/vendor/big.py\n",
+        ),
+        recent_commands=[
+            CommandRecord(
+                command="ls -la",
+                started_at=0.0,
+                duration_s=0.02,
+                exit_code=0,
+                output_head="total 12\n-rw-r--r-- 1 agent agent 310 calc.py\n-rw-r--r-- 1 agent agent 96 test_calc.py",
+            ),
+            CommandRecord(
+                command="python -m pytest -q",
+                started_at=1.0,
+                duration_s=1.42,
+                exit_code=1,
+                output_head="F.\nFAILED test_calc.py::test_add - assert -1 == 5",
+            ),
+            CommandRecord(
+                command="cat calc.py",
+                started_at=3.0,
+                duration_s=0.01,
+                exit_code=0,
+                output_head="def add(a, b):\n    return a - b",
+            ),
+        ],
+    )
 
 
-async def _settle(pilot: Pilot, rounds: int = 4) -> None:
+SANDBOX_SCENE_TASK = "g0033-r2"
+
+
+def _console(pilot: Pilot[Any]) -> ConsoleApp:
+    app = pilot.app
+    assert isinstance(app, ConsoleApp), f"expected the console app, got {type(app).__name__}"
+    return app
+
+
+async def _settle(pilot: Pilot[Any], rounds: int = 4) -> None:
     # The app drains by a time budget, so a loaded machine needs more ticks for the
     # whole log: wait for it (bounded), then settle, so every capture is the same.
-    runtime = getattr(pilot.app, "runtime", None)
+    runtime = _console(pilot).runtime
     for _ in range(500):
-        if not getattr(runtime, "pending", 0):
+        if not isinstance(runtime, FakeRuntime) or not runtime.backlog:
             break
         await pilot.pause(0.02)
     for _ in range(rounds):
@@ -167,35 +113,37 @@ async def _settle(pilot: Pilot, rounds: int = 4) -> None:
     await pilot.pause()
 
 
-async def _main(pilot: Pilot) -> None:
+async def _main(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
 
 
-async def _rollout(pilot: Pilot) -> None:
+async def _rollout(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
     pilot.app.push_screen(RolloutScreen("g0033-r1"))
     await _settle(pilot)
 
 
-async def _sandbox(pilot: Pilot) -> None:
+async def _sandbox(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
-    pilot.app.push_screen(SandboxScreen("g0033-r2"))
+    pilot.app.push_screen(SandboxScreen(SANDBOX_SCENE_TASK))
     await _settle(pilot, 6)
 
 
-async def _evaluation(pilot: Pilot) -> None:
+async def _evaluation(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
     pilot.app.push_screen(EvaluationScreen("eval-0001"))
     await _settle(pilot)
 
 
-async def _errors(pilot: Pilot) -> None:
+async def _errors(pilot: Pilot[Any]) -> None:
     await _settle(pilot)
-    pilot.app.screen.action_toggle_errors_only()  # errors-only tool table (as the `o` key does)
+    screen = pilot.app.screen
+    assert isinstance(screen, MainScreen), f"expected the main screen, got {type(screen).__name__}"
+    screen.action_toggle_errors_only()  # errors-only tool table (as the `o` key does)
     await _settle(pilot)
 
 
-async def _rollouts(pilot: Pilot) -> None:
+async def _rollouts(pilot: Pilot[Any]) -> None:
     from hermes_console.ui.screens.rollouts import RolloutQuery, RolloutsScreen
 
     await _settle(pilot)
@@ -203,17 +151,19 @@ async def _rollouts(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
-async def _transcript(pilot: Pilot) -> None:
+async def _transcript(pilot: Pilot[Any]) -> None:
     from hermes_console.ui.screens.transcript import TranscriptScreen
 
     await _settle(pilot)
     pilot.app.push_screen(TranscriptScreen("g0095-r1"))
     await _settle(pilot)
-    pilot.app.screen.action_toggle_results()  # tool results expanded
+    screen = pilot.app.screen
+    assert isinstance(screen, TranscriptScreen), f"expected the transcript, got {type(screen).__name__}"
+    screen.action_toggle_results()  # tool results expanded
     await _settle(pilot)
 
 
-async def _insight(pilot: Pilot) -> None:
+async def _insight(pilot: Pilot[Any]) -> None:
     from hermes_console.ui.screens.insight import InsightScreen
 
     await _settle(pilot)
@@ -221,7 +171,7 @@ async def _insight(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
-SAMPLE_CONFIG = [
+SAMPLE_CONFIG: list[ConfigRow] = [
     {"section": "env", "key": "env.group_size", "value": "4", "source": "flags"},
     {"section": "env", "key": "env.max_agent_turns", "value": "8", "source": "config_init()"},
     {"section": "env", "key": "env.max_token_length", "value": "4096", "source": "config file 'demo.yaml'"},
@@ -250,17 +200,18 @@ SAMPLE_CONFIG = [
 ]
 
 
-async def _config(pilot: Pilot) -> None:
+async def _config(pilot: Pilot[Any]) -> None:
     from hermes_console.runtime import events as rev
     from hermes_console.ui.screens.config_view import ConfigScreen
 
     await _settle(pilot)
     # The fixture logs predate the config rows: give the run its resolved config as a live run would.
-    run = pilot.app.state.run
-    pilot.app.apply_events(
+    app = _console(pilot)
+    run = app.state.run
+    app.apply_events(
         [
             rev.RunConfigured(
-                ts=pilot.app.now(),
+                ts=app.now(),
                 env_name=run.env_name,
                 mode=run.mode,
                 phase=run.phase,
@@ -279,7 +230,7 @@ async def _config(pilot: Pilot) -> None:
 class Scene:
     log: str
     size: tuple[int, int]
-    run_before: Callable[[Pilot], Awaitable[None]]
+    run_before: Callable[[Pilot[Any]], Awaitable[None]]
 
 
 SCENES: dict[str, Scene] = {
@@ -313,7 +264,8 @@ def build_app(scene: str, fixtures: Path = DEFAULT_FIXTURES) -> ConsoleApp:
     now = max(e.ts for e in events)
     # No flood line cap, no CPU budget: what a capture shows must not depend on how fast this machine drains
     config = ConsoleConfig(tick_hz=20.0, flood_lines_per_tick=1_000_000, ui_cpu_share=0.0)  # nor its CPU speed
-    return ConsoleApp(ScriptedRuntime(events), now=now, config=config)
+    results = FakeResults(sandbox_details=_sandbox_scene_details(SANDBOX_SCENE_TASK))
+    return ConsoleApp(FakeRuntime(events, results=results), now=now, config=config)
 
 
 async def capture(scene: str, out_dir: Path, fixtures: Path = DEFAULT_FIXTURES) -> Path:

@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from environments.sandboxes import procfs, quota
 from environments.sandboxes.capture import BoundedOutput
@@ -142,8 +142,8 @@ class BashSessionSandbox(ABC):
         self._closed = False
         self._command_extra_s = 0.0  # operator's extension of the running command's timeout
         self._busy = 0
-        self._machine: subprocess.Popen | None = None
-        self._vmachine: subprocess.Popen | None = None  # docker: the verifier's own exec
+        self._machine: subprocess.Popen[bytes] | None = None
+        self._vmachine: subprocess.Popen[bytes] | None = None  # docker: the verifier's own exec
         self._agent: _Channel | None = None
         self._verifier: _Channel | None = None
         self._restore_cwd = False
@@ -475,7 +475,7 @@ class BashSessionSandbox(ABC):
         argv = self._argv(INIT)
         return argv + [DRIVER, VERIFIER, f"{self._state_view}/{SHELL_STATE_FILE}", *fds]
 
-    def _popen(self, argv: list[str], pass_fds: tuple) -> subprocess.Popen:
+    def _popen(self, argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
         try:
             return subprocess.Popen(
                 argv,
@@ -792,7 +792,7 @@ class _Channel:
     """Host end of one shell: its stdin (frames), stdout (output) and status pipe.
     Everything read here is sandbox-written: bounded, parsed strictly, never followed."""
 
-    def __init__(self, proc: subprocess.Popen, nonce: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], nonce: str) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.wfd, self.ofd, self.sfd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
@@ -801,7 +801,7 @@ class _Channel:
         self._setup(nonce)
 
     @classmethod
-    def from_fds(cls, wfd: int, ofd: int, sfd: int, proc: subprocess.Popen, nonce: str) -> _Channel:
+    def from_fds(cls, wfd: int, ofd: int, sfd: int, proc: subprocess.Popen[bytes], nonce: str) -> _Channel:
         ch = cls.__new__(cls)
         ch.proc = proc
         ch.wfd, ch.ofd, ch.sfd = wfd, ofd, sfd
@@ -887,7 +887,7 @@ class _Channel:
         self.read_output(buf, until_empty=True)
         return buf.text()
 
-    def read_records(self, block_ms: int = 0) -> list[tuple]:
+    def read_records(self, block_ms: int = 0) -> list[tuple[Any, ...]]:
         """Parse complete status lines. Malformed lines, foreign nonces and overlong lines
         are dropped (the buffer is bounded)."""
         if block_ms:
@@ -924,7 +924,7 @@ class _Channel:
                 records.append(rec)
         return records
 
-    def _parse(self, line: str) -> tuple | None:
+    def _parse(self, line: str) -> tuple[Any, ...] | None:
         if len(line) > _STATUS_LINE_MAX:
             return None
         parts = line.split(" ", 4)
@@ -993,7 +993,7 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _reap(proc: subprocess.Popen) -> None:
+def _reap(proc: subprocess.Popen[bytes]) -> None:
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -1007,7 +1007,8 @@ def _under_hard(which: int, value: int) -> int:
 
 
 def _rmtree(path: Path) -> None:
-    def _make_writable(func, p, _exc):  # a read-only dir inside the workspace must not stop us
+    def _make_writable(func: Callable[..., object], p: str, _exc: object) -> None:
+        # a read-only dir inside the workspace must not stop us
         # chmod follows symlinks: never chmod a link the sandbox planted (it may point at /etc/shadow)
         try:
             for target in (os.path.dirname(p), p):

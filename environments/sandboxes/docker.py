@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from environments.redact import redact, truncate
 from environments.sandboxes import procfs, quota
@@ -33,6 +34,7 @@ from environments.sandboxes.base import (
     _Channel,
     _slug,
 )
+from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.settings import SandboxSettings
 from environments.sandboxes.stale import discard_owner
 
@@ -249,7 +251,7 @@ class _SyncChannel(_Channel):
         self._awaiting: int | None = None  # the command whose trailer came before its token
         self._last_token = 0  # seq of the last token seen
 
-    def read_records(self, block_ms: int = 0) -> list[tuple]:
+    def read_records(self, block_ms: int = 0) -> list[tuple[Any, ...]]:
         records = super().read_records(block_ms)
         for rec in records:
             if rec[0] == "T" and rec[1] > self._last_token:
@@ -284,7 +286,7 @@ class _SyncChannel(_Channel):
             out += data[:at]
             data = data[end + 1 :]
 
-    def read_output(self, buf, until_empty: bool = False) -> None:  # type: ignore[override]
+    def read_output(self, buf: BoundedOutput | None, until_empty: bool = False) -> None:
         end = time.monotonic() + SYNC_WAIT_S
         while True:
             try:
@@ -566,7 +568,7 @@ class DockerSandbox(BashSessionSandbox):
                 continue
         return None
 
-    def _kill_command(self, ch, t0: int) -> None:  # type: ignore[override]
+    def _kill_command(self, ch: _Channel, t0: int) -> None:
         """With the shell's host pid known: kill only the command's processes, as bwrap does
         (the shell, its cwd, exports and earlier background jobs live on). Otherwise kill the
         machine's process group inside the container (INIT leads it via ``setsid``); the next
@@ -574,14 +576,16 @@ class DockerSandbox(BashSessionSandbox):
         if ch.shell_pid is not None:
             super()._kill_command(ch, t0)
             return
-        pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
+        is_agent = ch is self._agent  # (apart: `is` would narrow ch to the attribute's Optional type)
+        pgid = ch.reported_ppid if is_agent else ch.reported_pid
         if pgid is not None and pgid > 1:  # `kill -- -1` would hit everything but init
             self._docker_kill(pgid, "KILL")
 
-    def _kill_machine(self, ch) -> None:  # type: ignore[override]
+    def _kill_machine(self, ch: _Channel) -> None:
         """Killing the local ``docker exec`` client does not stop what it started in the
         container: kill the machine's group in there too."""
-        pgid = ch.reported_ppid if ch is self._agent else ch.reported_pid
+        is_agent = ch is self._agent  # (apart: `is` would narrow ch to the attribute's Optional type)
+        pgid = ch.reported_ppid if is_agent else ch.reported_pid
         if pgid is not None and pgid > 1 and not self._closed:
             self._docker_kill(pgid, "KILL")
         super()._kill_machine(ch)
@@ -592,7 +596,7 @@ class DockerSandbox(BashSessionSandbox):
         except SandboxUnavailable as exc:
             raise SandboxUnavailable(self._why_unusable() or str(exc)) from None
 
-    def _machine_dead_note(self, buf) -> None:  # type: ignore[override]
+    def _machine_dead_note(self, buf: BoundedOutput) -> None:
         why = self._why_unusable()
         buf.feed(
             ("\n[" + why + "]").encode()

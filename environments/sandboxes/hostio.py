@@ -101,7 +101,7 @@ def _write_all(fd: int, data: bytes) -> None:
 # ----------------------------------------------------------------- beneath a root
 
 
-def _split(rel: str) -> list:
+def _split(rel: str) -> list[str]:
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise UnsafeFileError(errno.EINVAL, f"relative path {rel!r} contains '..'")
@@ -141,7 +141,7 @@ def open_dirs_beneath(
         raise
 
 
-def _open_parent(root: PathLike, parts: list, create: bool) -> int:
+def _open_parent(root: PathLike, parts: list[str], create: bool) -> int:
     """fd of the directory holding ``parts[-1]``, walking from ``root`` without following any symlink."""
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

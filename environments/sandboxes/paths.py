@@ -11,6 +11,7 @@ import os
 import posixpath
 import stat
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from environments.sandboxes.records import PathEscapeError
@@ -52,7 +53,7 @@ def resolve_to_host(path: str, *, cwd: str, home: str, view_root: str, host_root
     return Path(host)
 
 
-def _follow(view_path: str, to_host) -> str:
+def _follow(view_path: str, to_host: Callable[[str], str | None]) -> str:
     queue = deque(view_path.split("/"))
     resolved = "/"
     links = 0

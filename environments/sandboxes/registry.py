@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from environments import events
 from environments.redact import safe_head
@@ -135,6 +136,16 @@ class _Entry:
         )
 
 
+def _restart_reporter(key: str) -> Callable[[str, str], None]:
+    """The sandbox's ``on_restart`` hook: an event naming what restarted and why."""
+
+    def report(what: str, why: str) -> None:
+        if events.active:
+            events.emit(events.SandboxShellRestarted(task_id=key, what=what, reason=why))
+
+    return report
+
+
 class ManagedSandbox:
     """What ``get_sandbox`` hands out: the backend sandbox plus registry bookkeeping
     (activity, running command, history, events). Implements the Sandbox protocol."""
@@ -213,7 +224,7 @@ class ManagedSandbox:
 
 _lock = threading.Lock()
 _entries: dict[str, _Entry] = {}
-_creating: dict[str, list] = {}  # key -> [Lock, waiters]; dropped when nobody waits
+_creating: dict[str, list[Any]] = {}  # key -> [Lock, waiters]; dropped when nobody waits
 _calls = itertools.count(1)
 _close_listeners: list[Callable[[str, str], None]] = []
 _reaper: threading.Thread | None = None
@@ -268,9 +279,7 @@ def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
             if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
-                sandbox.on_restart = lambda what, why, _key=key: (
-                    events.active and events.emit(events.SandboxShellRestarted(task_id=_key, what=what, reason=why))
-                )
+                sandbox.on_restart = _restart_reporter(key)
             with _lock:
                 _entries[key] = entry
             if events.active:

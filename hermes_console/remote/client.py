@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as rev
@@ -30,6 +30,10 @@ from hermes_console.runtime.api import CommandUnavailable
 from hermes_console.runtime.listener import ListenAddress, parse_address
 from hermes_console.runtime.state import ConsoleState
 
+if TYPE_CHECKING:  # the models are imported where a command's answer is parsed (pydantic: import cost)
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
+
+T = TypeVar("T")
 RETRY_S = 1.0
 REFUSED_RETRY_S = 5.0
 READ_TIMEOUT_S = 10.0  # several pings (every 2 s) missed: the host is gone or frozen
@@ -474,6 +478,9 @@ class FleetRuntime:
 
     async def _command_one(self, host: HostLink, name: str, args: dict[str, Any]) -> Any:
         import aiohttp
+        from pydantic import ValidationError
+
+        from hermes_console.runtime.payloads import ControlReply
 
         if not host.connected:
             raise RuntimeError(
@@ -484,12 +491,12 @@ class FleetRuntime:
             self._url(host, f"/control/{name}"), json=args, headers=self._headers(), timeout=timeout
         ) as resp:
             try:
-                body = await resp.json(content_type=None)
-            except ValueError:
-                body = {"ok": False, "error": f"HTTP {resp.status}: not a JSON answer"}
-            if resp.status != 200 or not body.get("ok"):
-                raise RuntimeError(body.get("error") or f"HTTP {resp.status}")
-            return body.get("result")
+                reply = ControlReply.model_validate(await resp.json(content_type=None))
+            except (ValueError, ValidationError):  # ValidationError: JSON, but not a control answer
+                reply = ControlReply(ok=False, error=f"HTTP {resp.status}: not a control answer")
+            if resp.status != 200 or not reply.ok:
+                raise RuntimeError(reply.error or f"HTTP {resp.status}")
+            return reply.result
 
     def _submit(self, coro: Any) -> Future[Any]:
         loop = self._loop
@@ -515,10 +522,10 @@ class FleetRuntime:
     def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
         return self.command("switch_phase", {"phase": phase, "cancel_in_flight": cancel_in_flight})
 
-    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
-        def combine(by_host: dict[str, Any]) -> dict[str, Any]:
+    def evaluate(self, pause_intake: bool = False) -> Future[EvalMetrics]:
+        def combine(by_host: dict[str, Any]) -> EvalMetrics:
             if len(by_host) == 1:
-                return next(iter(by_host.values())) or {}
+                return dict(next(iter(by_host.values())) or {})
             return {f"{label}/{k}": v for label, m in by_host.items() for k, v in (m or {}).items()}
 
         return self.command("evaluate", {"pause_intake": pause_intake}, combine=combine)
@@ -535,21 +542,31 @@ class FleetRuntime:
                 return h.index, task_id
         raise CommandUnavailable(f"sandbox {task_id!r} is not known on any attached host")
 
-    def _sandbox_command(self, name: str, task_id: str, **args: Any) -> Future[Any]:
+    def _sandbox_command(self, name: str, task_id: str, parse: Callable[[Any], T], **args: Any) -> Future[T]:
+        """One host's answer (JSON from the wire) parsed into what the command resolves with."""
         index, raw = self._sandbox_host(task_id)
-        return self.command(name, {"task_id": raw, **args}, host=index, combine=lambda r: next(iter(r.values())))
+        fut: Future[T] = self.command(
+            name, {"task_id": raw, **args}, host=index, combine=lambda r: parse(next(iter(r.values())))
+        )
+        return fut
 
     def kill_sandbox(self, task_id: str) -> Future[bool]:
-        return self._sandbox_command("kill_sandbox", task_id)
+        return self._sandbox_command("kill_sandbox", task_id, bool)
 
     def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
-        return self._sandbox_command("extend_sandbox", task_id, seconds=seconds)
+        return self._sandbox_command("extend_sandbox", task_id, float, seconds=seconds)
 
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
-        return self._sandbox_command("run_in_sandbox", task_id, command=command, timeout_s=timeout_s)
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]:
+        from hermes_console.runtime.payloads import DiagnosticResult
 
-    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
-        return self._sandbox_command("sandbox_details", task_id)
+        return self._sandbox_command(
+            "run_in_sandbox", task_id, DiagnosticResult.model_validate, command=command, timeout_s=timeout_s
+        )
+
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
+        from hermes_console.runtime.payloads import SandboxDetails
+
+        return self._sandbox_command("sandbox_details", task_id, SandboxDetails.model_validate)
 
 
 async def _lines(stream: Any) -> Any:

@@ -8,15 +8,19 @@ Only events and commands cross the thread boundary:
 
 A live host (:mod:`hermes_console.runtime.host`) and a replay of an event log
 (:mod:`hermes_console.runtime.replay`) both implement it; replay rejects
-commands with :class:`CommandUnavailable`.
+commands with :class:`CommandUnavailable`. What commands resolve with is typed in
+:mod:`hermes_console.runtime.payloads` (the same models cross the ``--listen`` wire).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from environments.events import Event
+
+if TYPE_CHECKING:  # (annotations only: the models cost pydantic and the sandbox layer at import)
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 
 
 class CommandUnavailable(RuntimeError):
@@ -57,10 +61,18 @@ class RuntimeAPI(EventSource, Protocol):
 
     # ---- phase / evaluate
     def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]: ...
-    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]: ...  # resolves with metrics
+    def evaluate(self, pause_intake: bool = False) -> Future[EvalMetrics]: ...  # resolves with the metrics
 
     # ---- sandboxes
     def kill_sandbox(self, task_id: str) -> Future[bool]: ...
     def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]: ...
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]: ...
-    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]: ...  # process tree, cwd, recent commands
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]: ...
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]: ...  # process tree, cwd, recent commands
+
+
+@runtime_checkable
+class ExtendsCommands(Protocol):
+    """Optional: a runtime that can give a sandbox's running command more time (the live host;
+    the console checks for it, so replay and attach need not have it)."""
+
+    def extend_command(self, task_id: str, seconds: float) -> Future[float]: ...  # the new timeout

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from environments.redact import is_secret_env_name, safe_head
+from hermes_console.runtime.events import ConfigRow
 
 VALUE_LIMIT = 200
 
@@ -22,10 +23,10 @@ def shown_value(key: str, value: Any) -> str:
     return safe_head(value if isinstance(value, str) else repr(value), VALUE_LIMIT)
 
 
-def config_rows(resolved: Any) -> list[dict[str, str]]:
+def config_rows(resolved: Any) -> list[ConfigRow]:
     """Rows {section, key, value, source} for the env, each phase 1 and phase 2 server, and the run."""
     sources: dict[str, str] = dict(getattr(resolved, "sources", {}) or {})
-    rows: list[dict[str, str]] = []
+    rows: list[ConfigRow] = []
 
     def add(section: str, prefix: str, model: Any, default: str) -> None:
         try:

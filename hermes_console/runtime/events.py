@@ -6,9 +6,18 @@ serialisation of :mod:`environments.events`, so one event log holds both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from environments.events import Event
+
+
+class ConfigRow(TypedDict):
+    """One value of the resolved config, as the config view lists it (a plain dict in the log)."""
+
+    section: str  # env | openai | phase2 | run
+    key: str  # e.g. env.group_size, openai[0].base_url
+    value: str  # shown text; secrets only say whether they are set
+    source: str  # flags, config file, mode default, config_init()...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,7 +39,7 @@ class RunConfigured(Event):
     servers: list[str] = field(default_factory=list)
     shard: str = ""  # "i/n (source)" when this host takes a share of the items
     # The resolved config, one {section, key, value, source} per value (secrets hidden).
-    config: list[dict[str, str]] = field(default_factory=list)
+    config: list[ConfigRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

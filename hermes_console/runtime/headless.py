@@ -14,13 +14,16 @@ import math
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hermes_console.runtime.state import ConsoleState
+
+if TYPE_CHECKING:
+    from hermes_console.runtime.api import RuntimeAPI
 
 REFRESH_S = 0.25
 PROGRESS_EVERY_S = 10.0  # without a terminal (Slurm/K8s logs): one progress line this often
@@ -148,7 +151,10 @@ def _progress_every() -> float:
 
 
 def run_headless(
-    runtime: Any, console: Console | None = None, drain_deadline_s: float = 10.0, sigterm_exit_code: int = EXIT_OK
+    runtime: RuntimeAPI,
+    console: Console | None = None,
+    drain_deadline_s: float = 10.0,
+    sigterm_exit_code: int = EXIT_OK,
 ) -> int:
     """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
 
@@ -232,15 +238,15 @@ def run_headless(
     try:
         if state.accounting.received or state.status != "error":
             console.print(summary_table(state))
-        if state.status == "error" or getattr(runtime, "fatal", None) is not None:
+        if state.status == "error" or runtime.fatal is not None:
             from environments.redact import redact
 
-            detail = redact(state.status_detail or str(getattr(runtime, "fatal", "")))
+            detail = redact(state.status_detail or str(runtime.fatal or ""))
             console.print(f"error: {detail}", style="bold red", markup=False, highlight=False)
             return EXIT_FATAL
     except (OSError, ValueError):  # no terminal left to print the summary on
         pass
-    if state.status == "error" or getattr(runtime, "fatal", None) is not None:
+    if state.status == "error" or runtime.fatal is not None:
         return EXIT_FATAL
     if not interrupted:
         return EXIT_OK
@@ -258,7 +264,7 @@ def lost_nothing(state: ConsoleState) -> bool:
     return state.trainer is None or not state.trainer.send_errors
 
 
-def _force_stop(runtime: Any, state: ConsoleState) -> None:
+def _force_stop(runtime: RuntimeAPI, state: ConsoleState) -> None:
     """Cancel what is in flight and wait (bounded) until outputs are closed."""
     runtime.stop(0.0)
     try:

@@ -16,7 +16,7 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from environments import events
 from environments.events import Event
@@ -26,6 +26,9 @@ from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
 from hermes_console.runtime.queue import EventQueue
+
+if TYPE_CHECKING:
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, RuntimeDiagnostics, SandboxDetails
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -160,7 +163,7 @@ class RuntimeHost:
         # The driver holds intake only for the switch itself; an operator pause stays as it was.
         return self._submit(lambda: self.driver.switch_phase(phase, cancel_in_flight=cancel_in_flight))
 
-    def evaluate(self, pause_intake: bool = False) -> Future[dict[str, Any]]:
+    def evaluate(self, pause_intake: bool = False) -> Future[EvalMetrics]:
         return self._submit(lambda: self.driver.evaluate(pause_intake=pause_intake))
 
     def kill_sandbox(self, task_id: str) -> Future[bool]:
@@ -180,29 +183,31 @@ class RuntimeHost:
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.extend_command, task_id, seconds))
 
-    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[dict[str, Any]]:
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.run, task_id, command, timeout_s))
 
-    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
         from hermes_console.runtime import sandbox_ops
 
         return self._submit(lambda: asyncio.to_thread(sandbox_ops.details, task_id))
 
-    def diagnostics(self) -> Future[dict[str, Any]]:
+    def diagnostics(self) -> Future[RuntimeDiagnostics]:
         """Tasks on the runtime loop and live threads (leak checks, the UI's debug pane)."""
 
-        async def go() -> dict[str, Any]:
+        from hermes_console.runtime.payloads import RuntimeDiagnostics
+
+        async def go() -> RuntimeDiagnostics:
             current = asyncio.current_task()
             tasks = sorted(t.get_name() for t in asyncio.all_tasks() if t is not current and not t.done())
-            return {
-                "tasks": tasks,
-                "threads": sorted(t.name for t in threading.enumerate()),
-                "in_flight": len(self.driver.in_flight),
-                "phase": self.driver.phase,
-                "get_next_item_calls": self.driver.get_next_item_calls,
-            }
+            return RuntimeDiagnostics(
+                tasks=tasks,
+                threads=sorted(t.name for t in threading.enumerate()),
+                in_flight=len(self.driver.in_flight),
+                phase=self.driver.phase,
+                get_next_item_calls=self.driver.get_next_item_calls,
+            )
 
         return self._submit(go)
 
@@ -507,7 +512,7 @@ def _cleanup_sandboxes() -> None:
                 logger.warning("sandboxes.%s() failed: %s", name, exc)
 
 
-def _config_rows(resolved: ResolvedRun) -> list[dict[str, str]]:
+def _config_rows(resolved: ResolvedRun) -> list[rev.ConfigRow]:
     """The config view's rows; never lets a config that cannot be shown stop the run."""
     from hermes_console.runtime.config_rows import config_rows
 

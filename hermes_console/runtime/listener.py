@@ -627,6 +627,8 @@ class Listener:
     async def _control(self, request: Any) -> Any:
         from aiohttp import web
 
+        from hermes_console.runtime.payloads import ControlReply, to_wire
+
         denied = self._deny(request, control=True)
         if denied is not None:
             return denied
@@ -659,8 +661,11 @@ class Listener:
             future = getattr(self.runtime, command)(**body)
             result = await asyncio.wrap_future(future)
         except Exception as exc:  # noqa: BLE001 - the console shows it as a failed command
-            return web.json_response({"ok": False, "error": f"{type(exc).__name__}: {exc}"}, status=409)
-        return web.Response(text=dumps_strict({"ok": True, "result": result}), content_type="application/json")
+            failed = ControlReply(ok=False, error=f"{type(exc).__name__}: {exc}")
+            return web.json_response(failed.model_dump(exclude_unset=True), status=409)
+        # The payload models go out as the JSON they always were (an attached console parses them back).
+        reply = ControlReply(ok=True, result=to_wire(result))
+        return web.Response(text=dumps_strict(reply.model_dump(exclude_unset=True)), content_type="application/json")
 
 
 def start_listener(runtime: Any, listen: str, token_file: str | None, say: Callable[[str], None]) -> Listener:

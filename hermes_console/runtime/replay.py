@@ -12,12 +12,16 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from environments.events import Event, event_from_dict
 from hermes_console.runtime import events as _runtime_events  # noqa: F401 - registers runtime event kinds
 from hermes_console.runtime.api import CommandUnavailable
 from hermes_console.runtime.recorder import open_log
+
+if TYPE_CHECKING:  # annotations only: a replay never builds them
+    from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, SandboxDetails
 
 
 class ReplayError(ValueError):
@@ -75,12 +79,17 @@ class TruncatedLogWarning(UserWarning):
     """The event log ends early; the whole events before the cut were read."""
 
 
-def _unavailable(name: str) -> Any:
-    def command(self: ReplaySource, *args: Any, **kwargs: Any) -> Any:
-        raise CommandUnavailable(f"{name} is not available while replaying {self.path}")
+@dataclass(frozen=True)
+class ReplayPosition:
+    """Where a replay stands (the status bar's REPLAY line, seeking)."""
 
-    command.__name__ = name
-    return command
+    pos: int  # events released so far
+    total: int
+    ts: float | None  # log time of the last released event
+    first_ts: float | None
+    last_ts: float | None
+    speed: float | None  # None: every event at once
+    paused: bool
 
 
 class ReplaySource:
@@ -190,19 +199,19 @@ class ReplaySource:
         self._base_ts = self._events[index - 1].ts if index and self._events else self._base_ts
         self._t0 = time.monotonic()
 
-    def position(self) -> dict[str, Any]:
+    def position(self) -> ReplayPosition:
         """Where the replay stands: events released, their total, and log times."""
         events = self._events
         pos = self._until if self._until is not None else self._pos
-        return {
-            "pos": pos,
-            "total": len(events),
-            "ts": events[pos - 1].ts if pos and events else None,
-            "first_ts": events[0].ts if events else None,
-            "last_ts": events[-1].ts if events else None,
-            "speed": self.speed,
-            "paused": self.paused,
-        }
+        return ReplayPosition(
+            pos=pos,
+            total=len(events),
+            ts=events[pos - 1].ts if pos and events else None,
+            first_ts=events[0].ts if events else None,
+            last_ts=events[-1].ts if events else None,
+            speed=self.speed,
+            paused=self.paused,
+        )
 
     def index_at(self, ts: float) -> int:
         """Index of the first event after log time ``ts`` (bisect over recorded times)."""
@@ -215,12 +224,33 @@ class ReplaySource:
                 hi = mid
         return lo
 
-    pause = _unavailable("pause")
-    resume = _unavailable("resume")
-    cancel_in_flight = _unavailable("cancel_in_flight")
-    switch_phase = _unavailable("switch_phase")
-    evaluate = _unavailable("evaluate")
-    kill_sandbox = _unavailable("kill_sandbox")
-    extend_sandbox = _unavailable("extend_sandbox")
-    run_in_sandbox = _unavailable("run_in_sandbox")
-    sandbox_details = _unavailable("sandbox_details")
+    # ---- commands: a log cannot be steered (raised at once, like a refused command)
+    def _unavailable(self, name: str) -> CommandUnavailable:
+        return CommandUnavailable(f"{name} is not available while replaying {self.path}")
+
+    def pause(self) -> Future[None]:
+        raise self._unavailable("pause")
+
+    def resume(self) -> Future[None]:
+        raise self._unavailable("resume")
+
+    def cancel_in_flight(self) -> Future[int]:
+        raise self._unavailable("cancel_in_flight")
+
+    def switch_phase(self, phase: int, cancel_in_flight: bool = False) -> Future[None]:
+        raise self._unavailable("switch_phase")
+
+    def evaluate(self, pause_intake: bool = False) -> Future[EvalMetrics]:
+        raise self._unavailable("evaluate")
+
+    def kill_sandbox(self, task_id: str) -> Future[bool]:
+        raise self._unavailable("kill_sandbox")
+
+    def extend_sandbox(self, task_id: str, seconds: float) -> Future[float]:
+        raise self._unavailable("extend_sandbox")
+
+    def run_in_sandbox(self, task_id: str, command: str, timeout_s: float = 10.0) -> Future[DiagnosticResult]:
+        raise self._unavailable("run_in_sandbox")
+
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
+        raise self._unavailable("sandbox_details")

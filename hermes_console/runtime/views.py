@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments import events as ev
+from hermes_console.runtime import events as rev
 
 MAX_TURNS_PER_ROLLOUT = 200  # a rollout's turns kept in memory (the transcript's window)
 
@@ -257,4 +258,4 @@ class RunInfo:
     jsonl_path: str | None = None
     servers: list[str] = field(default_factory=list)
     shard: str = ""
-    config: list[dict[str, str]] = field(default_factory=list)  # the config view's rows
+    config: list[rev.ConfigRow] = field(default_factory=list)  # the config view's rows

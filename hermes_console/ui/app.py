@@ -11,13 +11,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
-from hermes_console.runtime.api import RuntimeAPI
+from hermes_console.runtime.api import ExtendsCommands, RuntimeAPI
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
@@ -32,6 +32,7 @@ from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
 
 Clock = float | Callable[[], float] | None
+T = TypeVar("T")  # what a command's Future resolves with
 PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
 
 
@@ -251,10 +252,10 @@ class ConsoleApp(ReplayControls, App[int]):
     def send(
         self,
         label: str,
-        call: Callable[[], Future[Any]],
+        call: Callable[[], Future[T]],
         *,
-        success: str | Callable[[Any], str] | None = None,
-        on_result: Callable[[Any], None] | None = None,
+        success: str | Callable[[T], str] | None = None,
+        on_result: Callable[[T], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         quiet_replay: bool = False,
     ) -> bool:
@@ -276,9 +277,9 @@ class ConsoleApp(ReplayControls, App[int]):
     async def _await(
         self,
         label: str,
-        future: Future[Any],
-        success: str | Callable[[Any], str] | None,
-        on_result: Callable[[Any], None] | None,
+        future: Future[T],
+        success: str | Callable[[T], str] | None,
+        on_result: Callable[[T], None] | None,
         on_error: Callable[[BaseException], None] | None,
     ) -> None:
         try:
@@ -302,8 +303,8 @@ class ConsoleApp(ReplayControls, App[int]):
     # ------------------------------------------------------------------ operator actions
 
     def action_toggle_pause(self) -> None:
-        if self._replay_controls():
-            source: Any = self.runtime
+        source = self._replay_source()
+        if source is not None:
             source.set_paused(not source.paused)
             self._redraw(force=True)
             return
@@ -431,13 +432,13 @@ class ConsoleApp(ReplayControls, App[int]):
     def extend_command(self, task_id: str) -> None:
         """More time for the sandbox's running command (its timeout, not the idle lifetime)."""
         seconds = self.config.extend_minutes * 60.0
-        extend = getattr(self.runtime, "extend_command", None)
-        if extend is None:
+        runtime = self.runtime
+        if not isinstance(runtime, ExtendsCommands):
             self.notify("extend command: this runtime cannot extend a running command", severity="warning")
             return
         self.send(
             "extend command",
-            lambda: extend(task_id, seconds),
+            lambda: runtime.extend_command(task_id, seconds),
             success=lambda timeout: (
                 f"sandbox {task_id}: command timeout now {duration(timeout)}"
                 if isinstance(timeout, (int, float))

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
+from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from textual.dom import DOMNode
+from textual.widget import Widget
 
 from hermes_console.ui.bindings import CONTROLS, ControlSpec, scopes_of
 
 
 class ConsoleCommands(Provider):
-    def _available(self) -> Iterator[tuple[str, ControlSpec, DOMNode]]:
+    def _available(self) -> Iterator[tuple[str, ControlSpec, App[Any] | Widget]]:
         screen = self.screen
         screen_scopes = scopes_of(screen)
-        seen = set()
+        seen: set[str] = set()
         for spec in CONTROLS:
             if spec.action == "command_palette" or spec.id in seen:
                 continue
-            target: DOMNode | None = None
+            target: App[Any] | Widget | None = None  # both can run an action (a screen is a widget)
             if spec.scope == "app":
                 target = self.app
             elif spec.scope in screen_scopes:

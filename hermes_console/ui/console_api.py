@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from hermes_console.runtime.api import RuntimeAPI
 from hermes_console.runtime.state import ConsoleState
+
+T = TypeVar("T")
 
 
 class ConsoleHost(Protocol):
@@ -28,10 +30,10 @@ class ConsoleHost(Protocol):
     def send(
         self,
         label: str,
-        call: Callable[[], Future[Any]],
+        call: Callable[[], Future[T]],
         *,
-        success: str | Callable[[Any], str] | None = None,
-        on_result: Callable[[Any], None] | None = None,
+        success: str | Callable[[T], str] | None = None,
+        on_result: Callable[[T], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         quiet_replay: bool = False,
     ) -> bool: ...

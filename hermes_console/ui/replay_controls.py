@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hermes_console.runtime.api import RuntimeAPI
+from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, duration
 
@@ -22,37 +24,42 @@ else:
 
 
 class ReplayControls(_MixinBase):
-    runtime: Any
+    runtime: RuntimeAPI
     state: ConsoleState
 
     if TYPE_CHECKING:
 
         def _redraw(self, *, force: bool = False) -> None: ...  # ConsoleApp's
 
+    def _replay_source(self) -> ReplaySource | None:
+        """The log being replayed (it can seek), or None for a live run."""
+        return self.runtime if isinstance(self.runtime, ReplaySource) else None
+
     def _replay_controls(self) -> bool:
-        return not self.runtime.is_live and hasattr(self.runtime, "seek")
+        return self._replay_source() is not None
 
     def replay_note(self) -> str:
         """The replay's position for the status bar (empty for a live run)."""
-        if not self._replay_controls():
+        source = self._replay_source()
+        if source is None:
             return ""
-        pos: dict[str, Any] = self.runtime.position()
-        first, last, ts = pos["first_ts"], pos["last_ts"], pos["ts"]
+        pos = source.position()
+        first, last, ts = pos.first_ts, pos.last_ts, pos.ts
         span = (last - first) if first is not None and last is not None else 0.0
-        done = ((ts - first) / span) if span > 0 and ts is not None else (1.0 if pos["pos"] else 0.0)
-        speed = "all at once" if pos["speed"] is None else f"×{pos['speed']:g}"
-        state = "PAUSED" if pos["paused"] else "playing"
+        done = ((ts - first) / span) if span > 0 and ts is not None and first is not None else (1.0 if pos.pos else 0.0)
+        speed = "all at once" if pos.speed is None else f"×{pos.speed:g}"
+        state = "PAUSED" if pos.paused else "playing"
         at = duration((ts - first) if ts is not None and first is not None else 0.0)
         return (
-            f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos['pos']}/{pos['total']}"
+            f"REPLAY {bar(done, 20)} {done:.0%}  {at} of {duration(span)}  event {pos.pos}/{pos.total}"
             f"  {speed}  {state}   p pause · [ ] seek 10% · - + speed · read-only"
         )
 
     def _replay_speed(self, factor: float) -> None:
-        if not self._replay_controls():
+        source = self._replay_source()
+        if source is None:
             self.notify("Replay speed: only while replaying a log.", severity="warning")
             return
-        source: Any = self.runtime
         current = source.speed if source.speed is not None else 64.0
         source.set_speed(min(1024.0, max(0.125, current * factor)))
         self._redraw(force=True)
@@ -64,21 +71,21 @@ class ReplayControls(_MixinBase):
         self._replay_speed(0.5)
 
     async def _replay_seek(self, fraction: float) -> None:
-        if not self._replay_controls():
+        source = self._replay_source()
+        if source is None:
             self.notify("Seek: only while replaying a log.", severity="warning")
             return
-        source: Any = self.runtime
         pos = source.position()
-        if pos["first_ts"] is None:
+        if pos.first_ts is None or pos.last_ts is None:
             return
-        span = pos["last_ts"] - pos["first_ts"]
-        at = pos["ts"] if pos["ts"] is not None else pos["first_ts"]
+        span = pos.last_ts - pos.first_ts
+        at = pos.ts if pos.ts is not None else pos.first_ts
         target = source.index_at(at + fraction * span)
         # A quiet stretch of the log still moves the position by at least one event.
-        if fraction < 0 and target >= pos["pos"]:
-            target = max(0, pos["pos"] - 1)
-        elif fraction > 0 and target <= pos["pos"]:
-            target = min(pos["total"], pos["pos"] + 1)
+        if fraction < 0 and target >= pos.pos:
+            target = max(0, pos.pos - 1)
+        elif fraction > 0 and target <= pos.pos:
+            target = min(pos.total, pos.pos + 1)
         # Replayed from the start into a fresh state: the reducer only goes forward.
         source.seek(target)
         self.state = ConsoleState()

@@ -14,7 +14,7 @@ from environments import sandboxes as sb
 from environments.sandboxes import bwrap as bwrap_mod
 from environments.sandboxes.bwrap import VIEW_STATE, VIEW_WORKSPACE, BwrapSandbox, build_bwrap_argv, check_bwrap
 from environments.sandboxes.settings import SandboxSettings
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 

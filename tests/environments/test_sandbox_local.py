@@ -12,7 +12,7 @@ import pytest
 from environments.sandboxes.base import ExecResult, SandboxClosedError
 from environments.sandboxes.local import LocalSandbox, sandbox_child_env
 from environments.sandboxes.settings import SandboxSettings
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"  # fixed width: makes sleep fingerprints unique per test process
 

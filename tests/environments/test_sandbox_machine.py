@@ -23,7 +23,7 @@ from environments.task_overrides import clear_task_env_overrides, register_task_
 from environments.tool_context import ToolContext
 from environments.tools.terminal import terminal_tool
 from tests.docker_support import sandbox_image
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 U = f"{os.getpid():07d}"
 pytestmark = pytest.mark.timeout(60)
@@ -364,8 +364,8 @@ def test_restart_is_an_event_and_the_drilldown_shows_shell_and_overrides(registr
         restarts = [e for e in got if isinstance(e, events.SandboxShellRestarted)]
         assert [(e.task_id, e.what, e.reason) for e in restarts] == [(task, "shell", "exit 137")]
         view = sandbox_ops.details(task)
-        assert view["shell"]["shell_restarts"] == 1 and view["shell"]["shell_pid"]
-        assert view["overrides"] == {"cwd": "/srv/task"}
+        assert view.shell.shell_restarts == 1 and view.shell.shell_pid
+        assert view.overrides == {"cwd": "/srv/task"}
     finally:
         events.remove_observer(got.append)
         clear_task_env_overrides(task)

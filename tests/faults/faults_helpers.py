@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_console.runtime.config import RunSpec
+from hermes_console.runtime.payloads import RuntimeDiagnostics
 from hermes_console.sim.server import SimServer
 from tests.runtime.runtime_helpers import Pump, child_pids, identity, our_threads, wait_no_children
 
@@ -115,12 +116,12 @@ class FaultRun(Pump):
         self.threads_before = set(our_threads())
 
     # ---- the console keeps running -----------------------------------------------
-    def assert_alive(self) -> dict[str, Any]:
+    def assert_alive(self) -> RuntimeDiagnostics:
         """The runtime thread is up and answers a command."""
         assert self.host._thread is not None and self.host._thread.is_alive(), "runtime thread died"
         assert not self.host.done.done(), f"runtime ended: {self.state.status} {self.state.status_detail}"
         diag = self.host.diagnostics().result(timeout=10)
-        assert isinstance(diag["in_flight"], int)
+        assert isinstance(diag.in_flight, int)
         return diag
 
     # ---- every item accounted -----------------------------------------------------

@@ -1,9 +1,24 @@
-"""Sandbox stand-ins shared by the tool and security tests."""
+"""Sandbox stand-ins shared by the tool and security tests, and a real local sandbox."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from environments import sandboxes as sb
+
+
+def local_sandbox(tmp_path: Path, task_id: str) -> Iterator[sb.ManagedSandbox]:
+    """A real local sandbox for ``task_id`` under ``tmp_path`` (a fixture body: ``yield from``);
+    the registry is shut down and its configuration reset afterwards."""
+    sb.reset_configuration()
+    sb.configure(backend="local", sandbox_root=tmp_path / "root", kill_grace=0.3)
+    try:
+        yield sb.get_sandbox(task_id)
+    finally:
+        sb.shutdown()
+        sb.reset_configuration()
 
 
 class ShellOnly:

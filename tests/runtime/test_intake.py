@@ -94,11 +94,11 @@ def test_sandbox_commands_server_stats_and_logs(sim, tmp_path, live):
     box = sandboxes.get_sandbox("ops-probe")
     box.execute("cd /tmp 2>/dev/null || true; echo hi > probe.txt", timeout=10)
     details = p.host.sandbox_details("ops-probe").result(10)
-    assert details["task_id"] == "ops-probe" and details["state"] in ("idle", "running")
-    assert details["cwd"] and isinstance(details["process_tree"], list)
-    assert any("probe.txt" in c["command"] for c in details["recent_commands"])
+    assert details.task_id == "ops-probe" and details.state in ("idle", "running")
+    assert details.cwd and isinstance(details.process_tree, list)
+    assert any("probe.txt" in c.command for c in details.recent_commands)
     out = p.host.run_in_sandbox("ops-probe", "echo diag-$((6*7))", 5).result(10)
-    assert out["exit_code"] == 0 and "diag-42" in out["output"]
+    assert out.exit_code == 0 and "diag-42" in out.output
     new_lifetime = p.host.extend_sandbox("ops-probe", 60).result(10)
     assert new_lifetime >= 60
     assert p.host.kill_sandbox("ops-probe").result(10) is True

@@ -95,9 +95,9 @@ def test_ten_round_trips_leak_no_task_client_or_thread(sim, tmp_path, live):
             p.host.switch_phase(phase).result(30)
             managers.append(p.host.env.server)
     after = p.host.diagnostics().result(5)
-    assert after["tasks"] == before["tasks"]
+    assert after.tasks == before.tasks
     assert threading.active_count() <= threads_before
-    assert after["phase"] == 1
+    assert after.phase == 1
     # every replaced manager had its HTTP clients closed
     for old in managers[:-1]:
         for server in old.servers:

@@ -184,17 +184,17 @@ def test_blocking_env_code_does_not_block_the_caller(sim, tmp_path, live):
     p.until(lambda s: s.loop_lag_max_ms >= 200, 60, "loop lag observed")
 
 
-def test_host_replay_and_the_screenshot_runtime_all_implement_the_runtime_api(tmp_path):
-    """Front ends use done/join/fatal as well as the commands: all are in the protocol."""
-    from hermes_console_dev.screenshots import ScriptedRuntime
-    from tests.ui.fakes import FakeRuntime
+def test_host_and_the_fake_runtime_implement_the_runtime_api(tmp_path):
+    """Front ends use done/join/fatal as well as the commands: all are in the protocol.
+    (mypy checks the signatures: hermes_console_dev.fake_runtime._implementations.)"""
+    from hermes_console_dev.fake_runtime import FakeRuntime
 
     assert {"done", "join", "fatal"} <= set(dir(RuntimeAPI)) | set(RuntimeAPI.__annotations__)
     host = RuntimeHost(RunSpec(env="environments.terminal_tasks", runs_dir=str(tmp_path)))
-    scripted = ScriptedRuntime(_events())
-    for runtime in (host, scripted, FakeRuntime()):
+    fake = FakeRuntime(_events())
+    for runtime in (host, fake):
         assert isinstance(runtime, RuntimeAPI), type(runtime).__name__
-    assert scripted.stop().done() and scripted.done.done() and scripted.join(1) and scripted.fatal is None
+    assert fake.stop().done() and fake.done.done() and fake.join(1) and fake.fatal is None
 
 
 def test_cli_rejects_bad_flags_before_starting(capsys):

@@ -11,17 +11,14 @@ import pytest
 
 from environments import sandboxes as sb
 from hermes_console.runtime import sandbox_ops
+from tests.helpers.sandboxes import local_sandbox
 
 TASK = "extend-command-test"
 
 
 @pytest.fixture
 def box(tmp_path: Path):
-    sb.reset_configuration()
-    sb.configure(backend="local", sandbox_root=tmp_path / "root", kill_grace=0.3)
-    yield sb.get_sandbox(TASK)
-    sb.shutdown()
-    sb.reset_configuration()
+    yield from local_sandbox(tmp_path, TASK)
 
 
 def test_extend_command_lets_a_running_command_finish(box) -> None:

@@ -2,7 +2,7 @@
 atroposlib's metrics, ours, the rollouts table, evaluation metrics and the config.
 
 The oracle is the offline run itself, read back from wandb's transaction log with
-wandb's own protobuf records (tests/wandb_records.py), not our idea of what we logged.
+wandb's own protobuf records (tests/helpers/wandb_records.py), not our idea of what we logged.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from environments import events
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.wandb_link import StepFigures, run_name, wandb_mode
+from tests.helpers.wandb_records import offline_runs, read_offline_run
 from tests.runtime.runtime_helpers import make_spec
-from tests.wandb_records import offline_runs, read_offline_run
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -26,8 +26,10 @@ from hermes_console.remote.client import (
 )
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.listener import Listener, parse_address
+from hermes_console.runtime.payloads import SandboxDetails
 from hermes_console.runtime.queue import EventQueue
 from hermes_console.runtime.state import ConsoleState
+from hermes_console_dev.fake_runtime import sample_details
 
 pytestmark = pytest.mark.timeout(60)
 TOKEN = "t0ken-for-fleet-hosts"
@@ -101,9 +103,9 @@ class StandIn:
         self.calls.append(("kill_sandbox", task_id))
         return self._done(True)
 
-    def sandbox_details(self, task_id: str) -> Future[dict[str, Any]]:
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
         self.calls.append(("sandbox_details", task_id))
-        return self._done({"task_id": task_id})
+        return self._done(sample_details(task_id))
 
 
 # The same ids on both hosts: one finished group, one running group with a rollout, a tool
@@ -198,7 +200,8 @@ def test_two_hosts_with_the_same_ids_stay_apart(two_hosts: _Hosts) -> None:
         assert two_hosts.rts[0].calls == [] and two_hosts.rts[1].calls == [("kill_sandbox", "r-shared")]
         fleet.selected = 0  # filtered to host a: its untagged ids are its own
         assert fleet.host_of("g0002") == "a"
-        assert fleet.sandbox_details("r-shared").result(10) == {"task_id": "r-shared"}
+        # the model crossed the wire as JSON and came back as the same model
+        assert fleet.sandbox_details("r-shared").result(10) == sample_details("r-shared")
         assert two_hosts.rts[0].calls == [("sandbox_details", "r-shared")]
     finally:
         fleet.stop().result(10)

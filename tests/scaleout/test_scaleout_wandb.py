@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hermes_console_dev.fake_trainer import run_trainer
+from tests.helpers.wandb_records import offline_runs, read_offline_run
 from tests.scaleout.scaleout_helpers import spec_for
-from tests.wandb_records import offline_runs, read_offline_run
 
 pytestmark = pytest.mark.timeout(180)
 

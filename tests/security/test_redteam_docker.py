@@ -16,7 +16,7 @@ import pytest
 
 from environments.sandboxes.settings import SandboxSettings
 from tests.docker_support import DockerBox, docker, managed_containers, needs_engine
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 pytestmark = [needs_engine, pytest.mark.timeout(120)]
 

@@ -10,10 +10,11 @@ import dataclasses
 from textual.widgets import RichLog
 
 from environments import events as ev
+from hermes_console.runtime.payloads import CommandRecord, ProcessInfo
 from hermes_console.ui.format import head, shown, visible
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.widgets.turns_stream import TurnsStream
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeResults, FakeRuntime, sample_details
 from tests.ui.helpers import make_app, scenario, settle
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"  # "set the clipboard to `rm -rf ~`"
@@ -78,28 +79,22 @@ async def test_escape_sequences_in_a_turn_are_shown_escaped() -> None:
 async def test_sandbox_drilldown_shows_hostile_text_escaped_and_the_limits() -> None:
     from hermes_console.ui.screens.sandbox import SandboxScreen
 
-    details = {
-        "cwd": f"/workspace/{OSC52}",
-        "process_tree": [{"pid": 7, "ppid": 1, "command": f"sleep 1 {TITLE}", "state": "S", "elapsed_s": 1.0}],
-        "recent_commands": [
-            {
-                "command": f"printf '{CSI}'",
-                "started_at": 0.0,
-                "duration_s": 0.01,
-                "exit_code": 0,
-                "output_head": PAYLOAD,
-            }
+    details = sample_details(
+        cwd=f"/workspace/{OSC52}",
+        process_tree=[ProcessInfo(pid=7, ppid=1, command=f"sleep 1 {TITLE}", state="S", elapsed_s=1.0)],
+        recent_commands=[
+            CommandRecord(command=f"printf '{CSI}'", started_at=0.0, duration_s=0.01, exit_code=0, output_head=PAYLOAD)
         ],
-        "lifetime_s": 300.0,
-        "limits": {
+        lifetime_s=300.0,
+        limits={
             "pids": "256 (cgroup)",
             "memory": "5120 MB (cgroup)",
             "cpu_time": "3600 s per process (rlimit)",
             "file_size": "4096 MB per file (rlimit)",
             "enforced_by": "cgroup",
         },
-    }
-    runtime = FakeRuntime(scenario("small"), results={"sandbox_details": details})
+    )
+    runtime = FakeRuntime(scenario("small"), results=FakeResults(sandbox_details=details))
     app = make_app(runtime)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)

@@ -1,6 +1,6 @@
 """Red team (#18, findings 4 and 6): resource bombs are bounded, nothing outlives cleanup.
 
-Real local and bwrap sandboxes with small limits; /proc (tests/environments/proc_oracle)
+Real local and bwrap sandboxes with small limits; /proc (tests/helpers/proc_oracle)
 is the oracle for processes, the host's own ability to fork for "host unaffected".
 """
 
@@ -18,7 +18,7 @@ from environments.sandboxes import cgroups
 from environments.sandboxes.bwrap import BwrapSandbox, build_bwrap_argv
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
-from tests.environments.proc_oracle import live_pids_with, wait_until_gone
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 pytestmark = pytest.mark.timeout(120)
 BACKENDS = [LocalSandbox, BwrapSandbox]
@@ -294,7 +294,7 @@ def test_drilldown_details_show_the_limits(tmp_path: Path) -> None:
     task = f"limits-{uuid.uuid4().hex[:6]}"
     try:
         get_sandbox(task).execute("true", 10)
-        limits = sandbox_ops.details(task)["limits"]
+        limits = sandbox_ops.details(task).limits
     finally:
         cleanup_vm(task)
         reset_configuration()

@@ -12,8 +12,8 @@ from textual.pilot import Pilot
 from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.eventlog import END, SCENARIOS, T0
-from tests.ui.fakes import FakeRuntime
 
 NOW = T0 + END  # every scenario's last event: ages render the same on every run
 

@@ -14,8 +14,8 @@ from hermes_console.runtime import events as rev
 from hermes_console.runtime.config import RunSpec, resolve
 from hermes_console.runtime.config_rows import config_rows
 from hermes_console.ui.screens.config_view import ConfigScreen
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.eventlog import T0
-from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, settle
 
 

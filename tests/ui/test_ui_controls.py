@@ -8,7 +8,7 @@ from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import NOW, make_app, messages, settle
 
 

@@ -11,7 +11,7 @@ from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import make_app, messages, scenario, settle
 
 
@@ -130,19 +130,21 @@ async def test_drill_down_key_rebinding_applies_to_screen_binding(main_events) -
 
 
 async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_events) -> None:
-    from tests.ui.fakes import DEFAULT_RESULTS
+    from hermes_console.runtime.payloads import ShellState
+    from hermes_console_dev.fake_runtime import FakeResults, sample_details
 
-    details = dict(DEFAULT_RESULTS["sandbox_details"])
-    details["shell"] = {
-        "shell_pid": 4242,
-        "shell_uptime_s": 75.0,
-        "shell_restarts": 1,
-        "machine_restarts": 0,
-        "busy": True,
-        "agent_processes_stopped": 2,
-    }
-    details["overrides"] = {"cwd": "/app", "docker_image": "tb2/task:1\x1b]52;c;x\x07"}
-    runtime = FakeRuntime(main_events, results={"sandbox_details": details})
+    details = sample_details(
+        shell=ShellState(
+            shell_pid=4242,
+            shell_uptime_s=75.0,
+            shell_restarts=1,
+            machine_restarts=0,
+            busy=True,
+            agent_processes_stopped=2,
+        ),
+        overrides={"cwd": "/app", "docker_image": "tb2/task:1\x1b]52;c;x\x07"},
+    )
+    runtime = FakeRuntime(main_events, results=FakeResults(sandbox_details=details))
     app = make_app(runtime)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)

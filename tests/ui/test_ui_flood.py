@@ -5,8 +5,8 @@ from __future__ import annotations
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.status_bar import StatusBar
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.eventlog import flood
-from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app
 
 

@@ -16,8 +16,8 @@ from hermes_console.ui.screens.rollouts import RolloutsScreen
 from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.eventlog import T0
-from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import make_app, messages, scenario, settle
 
 

@@ -12,7 +12,7 @@ from environments import events as ev
 from hermes_console.runtime.history import BUCKET_S
 from hermes_console.ui.screens.insight import InsightScreen
 from hermes_console.ui.widgets.run_graphs import series
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import make_app, scenario, settle
 
 

@@ -14,7 +14,7 @@ from hermes_console.ui.bindings import CONTROLS, binding_ids
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config, load_keymap, parse_keymap
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import NOW, make_app, settle
 
 

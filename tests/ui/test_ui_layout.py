@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import make_app, scenario, settle
 
 # table id -> the columns that must stay whole on screen

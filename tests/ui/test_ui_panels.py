@@ -11,7 +11,7 @@ from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console.ui.widgets.turns_stream import TurnsStream
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import NOW, make_app, scenario, settle
 
 

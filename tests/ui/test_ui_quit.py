@@ -15,7 +15,7 @@ from hermes_console.runtime.config import RunSpec
 from hermes_console.runtime.host import RuntimeHost
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import make_app, settle
 
 

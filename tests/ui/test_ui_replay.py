@@ -42,24 +42,24 @@ async def test_replay_seek_pause_and_speed() -> None:
         # back 10% of the log's time: the state is exactly that of the log's prefix
         await pilot.press("left_square_bracket")
         await _wait(
-            pilot, lambda: source.position()["pos"] == app.state.events_applied and isinstance(app.screen, MainScreen)
+            pilot, lambda: source.position().pos == app.state.events_applied and isinstance(app.screen, MainScreen)
         )
         pos = source.position()
-        span = pos["last_ts"] - pos["first_ts"]
-        assert pos["paused"] and pos["pos"] < len(events)
-        assert pos["ts"] <= pos["last_ts"] - 0.1 * span + 1e-6
-        assert app.state.snapshot() == _prefix_state(pos["pos"])
+        span = pos.last_ts - pos.first_ts
+        assert pos.paused and pos.pos < len(events)
+        assert pos.ts <= pos.last_ts - 0.1 * span + 1e-6
+        assert app.state.snapshot() == _prefix_state(pos.pos)
         await settle(pilot, 4)
-        assert app.state.events_applied == pos["pos"]  # paused: nothing more comes
+        assert app.state.events_applied == pos.pos  # paused: nothing more comes
         assert "PAUSED" in str(app.screen.query_one(StatusBar).render())
         # once more back, then forward again: still exact prefixes
         await pilot.press("left_square_bracket")
-        await _wait(pilot, lambda: source.position()["pos"] == app.state.events_applied < pos["pos"])
-        back2 = source.position()["pos"]
+        await _wait(pilot, lambda: source.position().pos == app.state.events_applied < pos.pos)
+        back2 = source.position().pos
         assert app.state.snapshot() == _prefix_state(back2)
         await pilot.press("right_square_bracket")
-        await _wait(pilot, lambda: source.position()["pos"] == app.state.events_applied > back2)
-        assert app.state.snapshot() == _prefix_state(source.position()["pos"])
+        await _wait(pilot, lambda: source.position().pos == app.state.events_applied > back2)
+        assert app.state.snapshot() == _prefix_state(source.position().pos)
         # speed: from "all at once" to a timed replay, then faster
         await pilot.press("minus")
         assert source.speed == 32.0

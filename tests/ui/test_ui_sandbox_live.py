@@ -15,9 +15,11 @@ from textual.widgets import RichLog
 
 from environments import sandboxes as sb
 from hermes_console.runtime import sandbox_ops
+from hermes_console.runtime.payloads import SandboxDetails
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
-from tests.ui.fakes import FakeRuntime
+from hermes_console_dev.fake_runtime import FakeRuntime
+from tests.helpers.sandboxes import local_sandbox
 from tests.ui.helpers import make_app, settle
 
 pytestmark = pytest.mark.timeout(400)  # a hang detector; the steps' own ceilings fail first
@@ -32,9 +34,9 @@ SLOW = (
 class RealDetailsRuntime(FakeRuntime):
     """Scripted events, but the drill-down's details are the real sandbox's (in a thread, as the host does)."""
 
-    def sandbox_details(self, task_id: str) -> Future:
+    def sandbox_details(self, task_id: str) -> Future[SandboxDetails]:
         self.calls.append(("sandbox_details", (task_id,), {}))
-        future: Future = Future()
+        future: Future[SandboxDetails] = Future()
 
         def fetch() -> None:
             try:
@@ -48,11 +50,7 @@ class RealDetailsRuntime(FakeRuntime):
 
 @pytest.fixture
 def real_box(tmp_path: Path) -> Iterator[sb.ManagedSandbox]:
-    sb.reset_configuration()
-    sb.configure(backend="local", sandbox_root=tmp_path / "root", kill_grace=0.3)
-    yield sb.get_sandbox(REAL)
-    sb.shutdown()
-    sb.reset_configuration()
+    yield from local_sandbox(tmp_path, REAL)
 
 
 def live_text(screen: SandboxScreen) -> str:

@@ -13,8 +13,8 @@ from hermes_console.ui.format import age
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.widgets.servers_table import ServersTable
 from hermes_console.ui.widgets.trainer_panel import TrainerPanel
+from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.eventlog import T0, LogBuilder, serve_run
-from tests.ui.fakes import FakeRuntime
 from tests.ui.helpers import NOW, make_app, messages, scenario, settle
 
 SERVER = "http://127.0.0.1:8100/v1"

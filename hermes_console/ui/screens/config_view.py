@@ -12,6 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Input, Static
 
+from hermes_console.runtime.events import ConfigRow
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import visible
@@ -30,12 +31,12 @@ def source_style(source: str) -> str:
     return "dim"
 
 
-def select_rows(rows: list[dict[str, str]], text: str, sort: str, descending: bool) -> list[dict[str, str]]:
+def select_rows(rows: list[ConfigRow], text: str, sort: str, descending: bool) -> list[ConfigRow]:
     """Rows matching every word of ``text``, sorted by ``sort`` (pure, tested without Textual)."""
     words = text.lower().split()
     out = [r for r in rows if all(w in f"{r['key']} {r['value']} {r['source']}".lower() for w in words)]
     if sort != "key":  # keep the resolver's order (env, openai, phase2, run) when sorting by key is not asked
-        out.sort(key=lambda r: r.get(sort, ""), reverse=descending)
+        out.sort(key=lambda r: str(r.get(sort, "")), reverse=descending)
     elif descending:
         out.reverse()
     return out

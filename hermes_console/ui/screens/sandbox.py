@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,13 +16,8 @@ from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import bar, budget, clock, duration, head, level_style, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """Details may arrive as dicts or dataclasses (ProcessInfo, CommandRecord)."""
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
+if TYPE_CHECKING:  # (annotations only: the models cost pydantic and the sandbox layer at import)
+    from hermes_console.runtime.payloads import DiagnosticResult, LiveOutput, SandboxDetails
 
 LIVE_REFRESH_S = 1.0  # while a command runs, its output tail is re-fetched this often
 
@@ -34,7 +28,8 @@ class SandboxScreen(DrillDownScreen):
     def __init__(self, task_id: str) -> None:
         super().__init__(classes="drilldown")
         self.task_id = task_id
-        self.details: dict[str, Any] | None = None
+        self.details: SandboxDetails | None = None
+        self._live: LiveOutput | None = None  # the running command, as of the last details
         self._signature: tuple[object, ...] | None = None
         self._details_pending = False  # one details request at a time (the live refresh polls)
         self._details_asked = 0.0  # monotonic, for the poll interval
@@ -89,7 +84,7 @@ class SandboxScreen(DrillDownScreen):
         if self._details_pending or time.monotonic() - self._details_asked < LIVE_REFRESH_S:
             return
         sandbox = self.console.state.sandboxes.get(self.task_id)
-        live = bool(self.details and _get(self.details, "live_output"))
+        live = self._live is not None
         started_since = (
             sandbox is not None
             and sandbox.state == "running"
@@ -137,29 +132,34 @@ class SandboxScreen(DrillDownScreen):
                 f"  {duration(max(0.0, sb.lifetime_s - idle))} left of {duration(sb.lifetime_s)}",
                 style=level_style(used),
             )
-        if self.details and _get(self.details, "cwd"):
-            text.append(f"\ncwd {visible(str(_get(self.details, 'cwd')))}")
-        limits = _get(self.details, "limits") if self.details else None
-        if limits:
-            shown_limits = "   ".join(f"{k} {v}" for k, v in limits.items() if k != "enforced_by")
+        if self.details is not None:
+            self._details_lines(text, self.details)
+        return text
+
+    @staticmethod
+    def _details_lines(text: Text, details: SandboxDetails) -> None:
+        """The header's lines from the last details: cwd, limits, shell, overrides."""
+        if details.cwd:
+            text.append(f"\ncwd {visible(details.cwd)}")
+        if details.limits:
+            shown_limits = "   ".join(f"{k} {v}" for k, v in details.limits.items() if k != "enforced_by")
             text.append(f"\nlimits {shown_limits}", style="dim")
-        shell = _get(self.details, "shell") if self.details else None
-        if shell and shell.get("shell_pid"):  # the persistent machine's shell
+        shell = details.shell
+        if shell.shell_pid:  # the persistent machine's shell
             text.append(
-                f"\nshell pid {shell['shell_pid']}  up {duration(float(shell.get('shell_uptime_s') or 0))}"
-                f"  restarts {shell.get('shell_restarts', 0)} shell / {shell.get('machine_restarts', 0)} machine"
-                f"  {'busy' if shell.get('busy') else 'idle'}",
+                f"\nshell pid {shell.shell_pid}  up {duration(shell.shell_uptime_s)}"
+                f"  restarts {shell.shell_restarts} shell / {shell.machine_restarts} machine"
+                f"  {'busy' if shell.busy else 'idle'}",
                 style="dim",
             )
-            if shell.get("agent_processes_stopped"):  # killed before the verifier's first command
+            if shell.agent_processes_stopped:  # killed before the verifier's first command
                 text.append(
-                    f"  {shell['agent_processes_stopped']} agent process(es) stopped before verification", style="dim"
+                    f"  {shell.agent_processes_stopped} agent process(es) stopped before verification", style="dim"
                 )
-        overrides = _get(self.details, "overrides") if self.details else None
+        overrides = details.overrides
         if overrides:  # the task's register_task_env_overrides(...)
             shown = "  ".join(f"{k}={visible(str(v))}" for k, v in sorted(overrides.items()))
             text.append(f"\noverrides {shown}", style="dim")
-        return text
 
     # ------------------------------------------------------------------ details (process tree, commands)
 
@@ -175,9 +175,8 @@ class SandboxScreen(DrillDownScreen):
 
     def _details_failed(self, exc: BaseException) -> None:
         self._details_pending = False  # the app has shown the error
-        if self.details:
-            self.details["live_output"] = None  # e.g. the sandbox closed: stop polling it
-        else:
+        self._live = None  # e.g. the sandbox closed: stop polling it
+        if self.details is None:
             self._commands_from_state()
 
     def _commands_from_state(self) -> None:
@@ -186,59 +185,50 @@ class SandboxScreen(DrillDownScreen):
         log = self.query_one("#recent-commands", RichLog)
         log.clear()
         log.border_title = "Last commands (as seen by the console)"
-        for record in sb.last_commands if sb is not None else []:
-            for line in self._command_lines(record):
+        for seen in sb.last_commands if sb is not None else []:  # the reducer's rows (plain dicts)
+            lines = self._command_lines(
+                str(seen.get("command", "")),
+                seen.get("exit_code"),
+                seen.get("duration_s"),
+                seen.get("output_head") or "",
+            )
+            for line in lines:
                 log.write(line)
 
-    def show_details(self, details: Any) -> None:
+    def show_details(self, details: SandboxDetails) -> None:
         self._details_pending = False
-        self.details = (
-            details
-            if isinstance(details, dict)
-            else {k: _get(details, k) for k in ("cwd", "process_tree", "recent_commands", "lifetime_s")}
-        )
-        self._show_live(_get(self.details, "live_output"))
+        self.details = details
+        self._live = details.live_output
+        self._show_live(details.live_output)
         tree = self.query_one("#process-tree", DataTable)
         tree.clear()
-        processes: Iterable[Any] = _get(self.details, "process_tree") or []
-        for proc in processes:
-            tree.add_row(
-                str(_get(proc, "pid", "")),
-                str(_get(proc, "ppid", "")),
-                str(_get(proc, "state", "")),
-                duration(_get(proc, "elapsed_s")),
-                head(str(_get(proc, "command", "")), 200),
-            )
+        for proc in details.process_tree:
+            tree.add_row(str(proc.pid), str(proc.ppid), proc.state, duration(proc.elapsed_s), head(proc.command, 200))
         log = self.query_one("#recent-commands", RichLog)
         log.clear()
-        for record in _get(self.details, "recent_commands") or []:
-            for line in self._command_lines(record):
+        for record in details.recent_commands:
+            for line in self._command_lines(record.command, record.exit_code, record.duration_s, record.output_head):
                 log.write(line)
         self._signature = None
         self.refresh_view(self.console.state, self.console.now())
 
-    def _show_live(self, live: Any) -> None:
+    def _show_live(self, live: LiveOutput | None) -> None:
         log = self.query_one("#live-output", RichLog)
         log.clear()
-        if not live:
+        if live is None:
             log.write(Text("no command running", style="dim"))
             return
-        log.write(Text("$ ", style="bold") + shown(head(str(_get(live, "command", "")), 200), style="bold"))
-        log.write(
-            Text(f"running {duration(_get(live, 'running_s'))}, {_get(live, 'bytes', 0)} bytes so far", style="cyan")
-        )
-        tail = str(_get(live, "tail", "") or "")
-        if tail:
-            log.write(shown(tail))
+        log.write(Text("$ ", style="bold") + shown(head(live.command, 200), style="bold"))
+        log.write(Text(f"running {duration(live.running_s)}, {live.bytes} bytes so far", style="cyan"))
+        if live.tail:
+            log.write(shown(live.tail))
 
     @staticmethod
-    def _command_lines(record: Any) -> list[Text]:
-        exit_code = _get(record, "exit_code")
+    def _command_lines(command: str, exit_code: int | None, duration_s: float | None, output_head: str) -> list[Text]:
         ok = exit_code == 0
-        line = Text("$ ", style="bold") + shown(str(_get(record, "command", "")), style="bold")
-        line.append(f"   exit {exit_code}  {duration(_get(record, 'duration_s'))}", style="green" if ok else "bold red")
-        out = str(_get(record, "output_head", "") or "")
-        return [line] + ([shown(out, style="dim")] if out else [])
+        line = Text("$ ", style="bold") + shown(command, style="bold")
+        line.append(f"   exit {exit_code}  {duration(duration_s)}", style="green" if ok else "bold red")
+        return [line] + ([shown(output_head, style="dim")] if output_head else [])
 
     # ------------------------------------------------------------------ diagnostics and controls
 
@@ -258,16 +248,14 @@ class SandboxScreen(DrillDownScreen):
             on_result=self._show_diagnostic,
         )
 
-    def _show_diagnostic(self, result: Any) -> None:
+    def _show_diagnostic(self, result: DiagnosticResult) -> None:
         output = self.query_one("#diagnostic-output", RichLog)
-        text = str(_get(result, "output", "") or "")
-        exit_code = _get(result, "exit_code")
-        if text:
-            output.write(shown(text))
+        if result.output:
+            output.write(shown(result.output))
         output.write(
             Text(
-                f"[exit {exit_code}, {duration(_get(result, 'duration_s'))}]",
-                style="green" if exit_code == 0 else "bold red",
+                f"[exit {result.exit_code}, {duration(result.duration_s)}]",
+                style="green" if result.exit_code == 0 else "bold red",
             )
         )
 
