@@ -239,6 +239,8 @@ class EvalView:
     samples_path: str | None = None
     error: str | None = None
     duration_s: float = 0.0
+    step: int = 0  # the run's step when it started: eval scores over training
+    rollouts: dict[str, str] = field(default_factory=dict)  # task (item summary) -> its rollout id
 
 
 @dataclass
@@ -610,6 +612,10 @@ def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
+    if e.group_id.startswith("eval-"):  # the running evaluation's: its task rows open transcripts
+        running = [v for v in s.evals.values() if v.status == "running"]
+        if running:
+            running[-1].rollouts[e.item_summary] = e.rollout_id
     if g.stage == "queued":  # eval rollouts come without a GroupStarted
         g.stage = "rolling out"
 
@@ -836,7 +842,7 @@ def _on_phase_switch(s: ConsoleState, e: rev.PhaseSwitch) -> None:
 
 
 def _on_eval_started(s: ConsoleState, e: rev.EvalStarted) -> None:
-    s.evals[e.eval_id] = EvalView(eval_id=e.eval_id, started_at=e.ts)
+    s.evals[e.eval_id] = EvalView(eval_id=e.eval_id, started_at=e.ts, step=s.step)
     while len(s.evals) > MAX_EVALS:
         s.evals.popitem(last=False)
 
