@@ -94,6 +94,8 @@ class RolloutView:
     drift_count: int = 0
     trained_run_tokens: list[int] = field(default_factory=list)
     trained_run_logprob: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    data_problems: list[str] = field(default_factory=list)
     error: str | None = None
     reward_error: str | None = None
     system_prompt: str = ""
@@ -640,6 +642,8 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
     r.drift_count = e.drift_count
     r.trained_run_tokens = list(e.trained_run_tokens)
     r.trained_run_logprob = list(e.trained_run_logprob)
+    r.prompt_tokens = e.prompt_tokens
+    r.data_problems = list(e.data_problems)
     s.data_health.add(e)
     r.error = e.error
     r.reward_error = e.reward_error
