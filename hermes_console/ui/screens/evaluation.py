@@ -17,8 +17,14 @@ from hermes_console.runtime.state import ConsoleState, EvalView
 from hermes_console.ui.format import bar, clock, duration
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 
-# History columns: key, label, width, the metric shown (atroposlib's eval/ names, either form)
-HISTORY_METRICS = (("pass_rate", "pass rate", 9), ("avg_reward", "avg reward", 10), ("total_tasks", "tasks", 6))
+HISTORY_FIXED = (
+    ("n", "#", 4),
+    ("started", "started", 9),
+    ("step", "step", 6),
+    ("status", "status", 8),
+    ("took", "took", 8),
+)
+MAX_HISTORY_METRICS = 5  # metric columns of the history (the first the evaluations reported)
 
 
 class EvaluationScreen(DrillDownScreen):
@@ -51,16 +57,6 @@ class EvaluationScreen(DrillDownScreen):
         ):
             tasks.add_column(label, key=key, width=width)
         tasks.border_title = "Tasks"
-        history = self.query_one("#eval-history", DataTable)
-        for key, label, width in (
-            ("n", "#", 4),
-            ("started", "started", 9),
-            ("step", "step", 6),
-            ("status", "status", 8),
-            ("took", "took", 8),
-            *HISTORY_METRICS,
-        ):
-            history.add_column(label, key=key, width=width)
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
 
@@ -110,7 +106,13 @@ class EvaluationScreen(DrillDownScreen):
     def _fill_history(self, state: ConsoleState) -> None:
         """Every evaluation of this session, oldest first: how the eval scores moved over training."""
         history = self.query_one("#eval-history", DataTable)
-        history.clear()
+        history.clear(columns=True)
+        metrics = _history_metrics(state)
+        for key, label, width in HISTORY_FIXED:
+            history.add_column(label, key=key, width=width)
+        for name in metrics:
+            label = name.removeprefix("eval/")
+            history.add_column(label, key=f"m:{name}", width=max(8, min(len(label), 16)))
         for n, (eval_id, view) in enumerate(state.evals.items(), 1):
             cells = [
                 Text(str(n), style="bold" if eval_id == self.eval_id else ""),
@@ -119,8 +121,8 @@ class EvaluationScreen(DrillDownScreen):
                 view.status,
                 "–" if view.status == "running" else duration(view.duration_s),
             ]
-            for metric, _, _ in HISTORY_METRICS:
-                value = view.metrics.get(metric, view.metrics.get(f"eval/{metric}"))
+            for name in metrics:
+                value = view.metrics.get(name)
                 cells.append("–" if value is None else _value(value))
             history.add_row(*cells, key=eval_id)
         history.border_title = f"Evaluations this session ({len(state.evals)})  enter: show"
@@ -162,6 +164,17 @@ class EvaluationScreen(DrillDownScreen):
         if view.error:
             text.append(f"\nerror: {view.error}", style="bold red")
         return text
+
+
+def _history_metrics(state: ConsoleState) -> list[str]:
+    """The metric columns: names as the evaluations reported them, first seen first, without
+    timings (they say nothing about the policy)."""
+    names: dict[str, None] = {}
+    for view in state.evals.values():
+        for name in view.metrics:
+            if "time" not in name and len(names) < MAX_HISTORY_METRICS:
+                names.setdefault(name, None)
+    return list(names)
 
 
 MAX_SAMPLES = 2_000  # rows of the per-task table (an eval set larger than this is cut)

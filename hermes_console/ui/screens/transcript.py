@@ -209,9 +209,12 @@ def _data_health(r: RolloutView) -> Text:
         f"{r.trainable_tokens} trained ({share:.0%}, the model's own turns) · {masked} masked: "
         f"prompt {r.prompt_tokens}, tool results & role headers {max(0, masked - r.prompt_tokens)}"
     )
-    if not r.data_problems:
-        text.append("   checks ok", style="green")
-    for problem in r.data_problems:
+    problems = list(r.data_problems)
+    if not r.trainable_tokens and not any(p.startswith("nothing_trained") for p in problems):
+        problems.append("nothing_trained: every position is masked")  # also for logs from before the checks
+    if not problems:
+        text.append("   checks ok" if r.prompt_tokens else "   (no data checks in this log)", style="green")
+    for problem in problems:
         text.append(f"\n  ✖ {visible(problem)}", style="bold red")
     return text
 
