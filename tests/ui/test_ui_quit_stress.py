@@ -133,6 +133,7 @@ async def _drive(app: ConsoleApp, second_q: bool, seen: dict[str, Any]) -> None:
         odd = [n for n in notes if not n.startswith(("draining ", "cleaning up sandboxes"))]
         assert not odd, odd
         seen["cancelled"] = app.state.accounting.cancelled  # + those the app left before reading
+        seen["logs"] = list(app.state.logs)  # the runtime's log records (LogBridge), as the console got them
 
 
 def _console(second_q: bool, seen: dict[str, Any]) -> Any:
@@ -165,7 +166,8 @@ def test_quit_twenty_times_under_load_leaves_nothing(tmp_path: Path, monkeypatch
     monkeypatch.setenv("HOME", str(tmp_path))  # no operator keymap from ~/.config
     tasks = _tasks(tmp_path / "tasks.jsonl")
     traces = _Traces()
-    logging.getLogger().addHandler(traces)
+    for name in ("", "atroposlib"):  # atroposlib's logger does not propagate once tamed
+        logging.getLogger(name).addHandler(traces)
     thread_errors: list[str] = []
     monkeypatch.setattr(threading, "excepthook", lambda a: thread_errors.append(f"{a.thread}: {a.exc_value!r}"))
     saved = snapshot_env()
@@ -187,8 +189,12 @@ def test_quit_twenty_times_under_load_leaves_nothing(tmp_path: Path, monkeypatch
             assert code == 0 and seen.get("app_code") == 0, f"{where}: exit {code}, stderr {err.getvalue()!r}"
             assert "Traceback" not in err.getvalue() and "Error" not in err.getvalue(), f"{where}: {err.getvalue()}"
             # the slow groups never finish by themselves: the second q or the deadline cancelled them
-            cancelled = seen["cancelled"] + sum(1 for e in host.drain() if e.kind == "item_cancelled")
-            assert cancelled >= 1, f"{where}: {seen}"
+            rest = host.drain()  # what came after the screen closed
+            cancelled = seen["cancelled"] + sum(1 for e in rest if e.kind == "item_cancelled")
+            assert cancelled >= 1, f"{where}: {seen['cancelled']}"
+            logs = seen["logs"] + [e for e in rest if e.kind == "log_record"]
+            bad = [f"{e.level} {e.logger}: {e.message}" for e in logs if e.level in ("ERROR", "CRITICAL")]
+            assert not bad and not [e for e in logs if "Traceback" in e.message], f"{where}: {bad}"
             assert host.done.done() and host.done.exception() is None, where
             assert not [t for t in threading.enumerate() if t.name == "hermes-runtime"], where
             assert wait_no_children(30) == [], f"{where}: child processes left: {child_pids()}"
@@ -203,6 +209,7 @@ def test_quit_twenty_times_under_load_leaves_nothing(tmp_path: Path, monkeypatch
         assert not traces.found, traces.found
         assert not thread_errors, thread_errors
     finally:
-        logging.getLogger().removeHandler(traces)
+        for name in ("", "atroposlib"):
+            logging.getLogger(name).removeHandler(traces)
         sim.stop()
         restore_env(saved)
