@@ -2,9 +2,10 @@
 results and role headers) and the env's data checks -- for rollouts the embedded simulator
 produced through the real env and runtime.
 
-Oracle: groups.jsonl as the trainer receives it, counted here from the masks directly
-(trained = mask != -100; prompt = masked positions before the first trained one), and the
-data contract's own rule that masks are -100 or their token."""
+Oracles: groups.jsonl as the trainer receives it, counted here from the masks directly
+(trained = mask != -100; prompt = masked positions before the first trained one), the data
+contract's rule that masks are -100 or their token, and atroposlib's tokenize_for_trainer
+over the same messages (only the assistant turns train: prompt and tool results masked)."""
 
 from __future__ import annotations
 
@@ -60,9 +61,34 @@ def _expected(tmp_path: Path) -> dict[str, list[tuple[int, int, int]]]:
     return out
 
 
-async def test_transcript_shows_trained_and_masked_tokens_of_real_rollouts(tmp_path: Path) -> None:
+def _atroposlib_counts(tmp_path: Path, tokenizer, toolsets: list[str]) -> dict[str, list[tuple[int, int, int]]]:
+    """The same figures from atroposlib's own tokenize_for_trainer(train_on_all_assistant_turns=True)
+    over each rollout's messages: trained = the assistant turns, nothing else."""
+    from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
+
+    from environments.tools import get_tool_definitions
+    from tests.data.test_phase1_masks import _WithTools
+
+    schemas = list(get_tool_definitions(enabled_toolsets=toolsets, quiet_mode=True))
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for line in (tmp_path / "run" / "groups.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        rows = []
+        for messages in record["messages"]:
+            masks = tokenize_for_trainer(_WithTools(tokenizer, schemas), messages, train_on_all_assistant_turns=True)[
+                "masks"
+            ]
+            trained = sum(1 for m in masks if m != -100)
+            rows.append((trained, len(masks) - trained, next(j for j, m in enumerate(masks) if m != -100)))
+        out[record["hermes_group_id"]] = sorted(rows)
+    return out
+
+
+async def test_transcript_shows_trained_and_masked_tokens_of_real_rollouts(tmp_path: Path, tokenizer) -> None:
     events = _run_events(tmp_path)
     expected = _expected(tmp_path)
+    toolsets = next(e.toolsets for e in events if isinstance(e, ev.GroupStarted))
+    assert _atroposlib_counts(tmp_path, tokenizer, toolsets) == expected  # only assistant turns train
     finished = [e for e in events if isinstance(e, ev.RolloutFinished)]
     assert {e.group_id for e in finished} == set(expected) and len(finished) == 4
     app = make_app(FakeRuntime(events))
