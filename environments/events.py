@@ -118,6 +118,8 @@ class RolloutFinished(Event):
     drift_count: int = 0  # prefix breaks / re-render mismatches / turns that could not be trained
     trained_run_tokens: list[int] = field(default_factory=list)  # tokens of each trained run, in order
     trained_run_logprob: list[float] = field(default_factory=list)  # Phase 2: mean logprob of each run
+    prompt_tokens: int = 0  # masked positions before the first trained one (system + user prompt)
+    data_problems: list[str] = field(default_factory=list)  # "kind: detail" (environments.data_health)
     reward_error: str | None = None  # compute_reward raised (reward forced to 0.0)
     error: str | None = None  # the loop ended on an API error / empty reply
     reward_s: float = 0.0  # time spent in compute_reward

@@ -64,6 +64,7 @@ from environments.atropos_compat import (  # noqa: E402
     trained_runs,
     with_sampled_text,
 )
+from environments.data_health import EXTRA_KINDS, prompt_tokens, rollout_problems  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
@@ -601,7 +602,7 @@ class HermesAgentBaseEnv(BaseEnv):
         }
         if len(traj.logprobs) == len(traj.tokens):
             out["logprobs"] = traj.logprobs
-        return self._health(out, assistant_turns)
+        return self._health(out, assistant_turns, phase2=True)
 
     async def _tokens_off_loop(
         self, result: AgentResult | None, messages: list[dict[str, Any]], tools: ToolSpec
@@ -637,9 +638,12 @@ class HermesAgentBaseEnv(BaseEnv):
         return self.__dict__.setdefault("_tokenize_lock_obj", threading.Lock())
 
     @staticmethod
-    def _health(out: dict[str, Any], assistant_turns: int) -> dict[str, Any]:
-        """Data-health figures of one rollout (trained tokens and turns, drift)."""
+    def _health(out: dict[str, Any], assistant_turns: int, phase2: bool = False) -> dict[str, Any]:
+        """Data-health figures of one rollout (trained tokens and turns, drift) and its problems."""
         masks = out["masks"]
+        problems = rollout_problems(out["tokens"], masks, out.get("logprobs"), expect_logprobs=phase2)
+        if out["placeholder"]:
+            problems.append(("placeholder", EXTRA_KINDS["placeholder"]))
         runs = [] if out["placeholder"] else trained_runs(masks)
         out["trainable_tokens"] = sum(1 for m in masks if m != -100)
         out["trainable_turns"] = len(runs)
@@ -652,6 +656,10 @@ class HermesAgentBaseEnv(BaseEnv):
         )
         out["assistant_turns"] = assistant_turns
         out.setdefault("drift", 0)
+        if len(runs) < assistant_turns and not out["placeholder"]:
+            problems.append(("turn_not_trained", f"{assistant_turns - len(runs)} of {assistant_turns} train nothing"))
+        out["problems"] = [f"{kind}: {detail}" for kind, detail in problems]
+        out["prompt_tokens"] = prompt_tokens(masks)
         return out
 
     def _buffer_tool_errors(self, result: AgentResult) -> None:
@@ -773,6 +781,8 @@ class HermesAgentBaseEnv(BaseEnv):
                     drift_count=tok["drift"],
                     trained_run_tokens=tok["run_tokens"],
                     trained_run_logprob=tok["run_logprob"],
+                    prompt_tokens=tok["prompt_tokens"],
+                    data_problems=tok["problems"],
                     reward_error=safe_head(reward_error, 500) if reward_error else None,
                     error=safe_head(rollout_error, 500) if rollout_error else None,
                     reward_s=reward_s,

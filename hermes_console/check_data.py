@@ -159,35 +159,14 @@ class Checker:
     # ------------------------------------------------------------------ rollouts
 
     def check_rollout(self, tokens: Any, masks: Any, logprobs: Any, messages: Any, where: str) -> None:
-        if not isinstance(tokens, list) or not isinstance(masks, list):
-            self.report.add("missing_field", where, "tokens/masks are not lists")
+        from environments.data_health import rollout_problems  # the env runs the same checks per rollout
+
+        for kind, detail in rollout_problems(tokens, masks, logprobs):
+            self.report.add(kind, where, detail)
+        if not isinstance(tokens, list) or not isinstance(masks, list) or len(tokens) != len(masks):
             return
-        if len(tokens) != len(masks):
-            self.report.add("length_mismatch", where, f"{len(tokens)} tokens, {len(masks)} masks")
-            return
-        bad = next((j for j, (t, m) in enumerate(zip(tokens, masks)) if m != NOT_TRAINED and m != t), None)
-        if bad is not None:
-            self.report.add("mask_value", where, f"position {bad}: mask {masks[bad]!r}, token {tokens[bad]!r}")
-        if all(m == NOT_TRAINED for m in masks):
-            self.report.add("nothing_trained", where, f"all {len(masks)} positions are -100")
-        if logprobs is not None:
-            self._check_logprobs(masks, logprobs, where)
         if self.tokenizer is not None and isinstance(messages, list) and messages:
             self._check_template(tokens, masks, messages, phase2=logprobs is not None, where=where)
-
-    def _check_logprobs(self, masks: list[int], logprobs: Any, where: str) -> None:
-        if not isinstance(logprobs, list) or len(logprobs) != len(masks):
-            size = len(logprobs) if isinstance(logprobs, list) else type(logprobs).__name__
-            self.report.add("length_mismatch", where, f"{len(masks)} masks, {size} logprobs")
-            return
-        for j, (m, lp) in enumerate(zip(masks, logprobs)):
-            if m == NOT_TRAINED and lp != 1.0:
-                self.report.add("logprob_masked", where, f"position {j}: logprob {lp!r} on a masked token")
-                break
-        for j, (m, lp) in enumerate(zip(masks, logprobs)):
-            if m != NOT_TRAINED and not (_is_number(lp) and math.isfinite(lp) and lp <= 0.0):
-                self.report.add("logprob_trained", where, f"position {j}: logprob {lp!r} on a trained token")
-                break
 
     def _check_template(
         self, tokens: list[int], masks: list[int], messages: list[dict[str, Any]], phase2: bool, where: str

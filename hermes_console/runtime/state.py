@@ -380,6 +380,10 @@ def _on_rollout_started(s: ConsoleState, e: ev.RolloutStarted) -> None:
     )
     g = s._ensure_group(e.group_id, e.ts, e.item_summary)
     g.rollout_ids.append(e.rollout_id)
+    if e.group_id.startswith("eval-"):  # the running evaluation's: its task rows open transcripts
+        running = [v for v in s.evals.values() if v.status == "running"]
+        if running:
+            running[-1].rollouts[e.item_summary] = e.rollout_id
     if g.stage == "queued":  # eval rollouts come without a GroupStarted
         g.stage = "rolling out"
 
@@ -404,6 +408,8 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
     r.drift_count = e.drift_count
     r.trained_run_tokens = list(e.trained_run_tokens)
     r.trained_run_logprob = list(e.trained_run_logprob)
+    r.prompt_tokens = e.prompt_tokens
+    r.data_problems = list(e.data_problems)
     s.data_health.add(e)
     r.error = e.error
     r.reward_error = e.reward_error
@@ -621,7 +627,7 @@ def _on_phase_switch(s: ConsoleState, e: rev.PhaseSwitch) -> None:
 
 
 def _on_eval_started(s: ConsoleState, e: rev.EvalStarted) -> None:
-    s.evals[e.eval_id] = EvalView(eval_id=e.eval_id, started_at=e.ts)
+    s.evals[e.eval_id] = EvalView(eval_id=e.eval_id, started_at=e.ts, step=s.step)
     while len(s.evals) > MAX_EVALS:
         s.evals.popitem(last=False)
 

@@ -75,6 +75,8 @@ class RolloutView:
     drift_count: int = 0
     trained_run_tokens: list[int] = field(default_factory=list)
     trained_run_logprob: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    data_problems: list[str] = field(default_factory=list)
     error: str | None = None
     reward_error: str | None = None
     system_prompt: str = ""
@@ -220,6 +222,8 @@ class EvalView:
     samples_path: str | None = None
     error: str | None = None
     duration_s: float = 0.0
+    step: int = 0  # the run's step when it started: eval scores over training
+    rollouts: dict[str, str] = field(default_factory=dict)  # task (item summary) -> its rollout id
 
 
 @dataclass

@@ -457,6 +457,14 @@ class ConsoleApp(ReplayControls, App[int]):
         if not isinstance(self.screen, InsightScreen):
             self.push_screen(InsightScreen())
 
+    def action_eval_history(self) -> None:
+        if isinstance(self.screen, EvaluationScreen):
+            return
+        if not self.state.evals:
+            self.notify("No evaluation in this session yet (e runs one).", title="evaluations")
+            return
+        self.push_screen(EvaluationScreen(next(reversed(self.state.evals))))
+
     def action_config(self) -> None:
         from hermes_console.ui.screens.config_view import ConfigScreen
 

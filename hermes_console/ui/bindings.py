@@ -105,6 +105,15 @@ CONTROLS: list[ControlSpec] = [
     ),
     ControlSpec("insight", "w", "insight", "Time", "Where the time goes, errors by kind, graphs", "app"),
     ControlSpec(
+        "eval-history",
+        "V",
+        "eval_history",
+        "Evals",
+        "Every evaluation of this session (scores over training)",
+        "app",
+        show=False,
+    ),
+    ControlSpec(
         "config",
         "d",
         "config",

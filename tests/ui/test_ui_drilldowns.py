@@ -228,6 +228,7 @@ async def test_evaluation_shows_a_per_task_table_and_integers_as_integers(main_e
                 f"{s['reward']:g}" if s["reward"] in (0.0, 1.0) else f"{s['reward']:.4f}",
                 "yes" if s["passed"] else "no",
                 str(s["turns_used"]),
+                "–",  # no eval rollout events fed: no transcript to open
             ]
             for s in samples
         ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import RichLog
+from textual.widgets import DataTable, RichLog
 
 from environments.sandboxes import get_sandbox
 from hermes_console.runtime.config import RunSpec
@@ -32,6 +32,7 @@ from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
 from hermes_console.ui.screens.rollout import RolloutScreen
 from hermes_console.ui.screens.sandbox import SandboxScreen
+from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from tests.ui.helpers import quit_and_wait
 
@@ -198,12 +199,27 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
                 ),
                 "a phase-2 rollout",
             )
+            # the env's data checks pass on real Phase 2 data (sampled tokens with their logprobs)
+            phase2 = [r for r in state().rollouts.values() if r.phase == 2 and r.status == "done"]
+            assert phase2 and not [r.data_problems for r in phase2 if r.data_problems]
 
             # ---- evaluate now: results screen opens with the metrics
             await pilot.press("e")
             await until(pilot, lambda: isinstance(app.screen, EvaluationScreen), "evaluation results")
             view = next(reversed(state().evals.values()))
             assert view.status == "done" and "eval/pass_rate" in view.metrics
+            # a task row opens its real eval rollout's transcript
+            tasks = app.screen.query_one("#eval-tasks", DataTable)
+            await until(pilot, lambda: tasks.row_count > 0, "eval task rows")
+            task = str(tasks.get_row_at(0)[0])
+            tasks.focus()
+            tasks.move_cursor(row=0)
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, TranscriptScreen), "the eval rollout's transcript")
+            opened = state().rollouts[app.screen.rollout_id]
+            assert opened.group_id.startswith("eval-") and opened.item_summary == task
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, EvaluationScreen), "back to the evaluation")
             await pilot.press("escape")
             await until(pilot, lambda: isinstance(app.screen, MainScreen), "back to main")
 

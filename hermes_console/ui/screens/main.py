@@ -401,13 +401,13 @@ class MainScreen(Screen[None]):
         self.app.push_screen(FilterModal(self.filter.text), apply)
 
     def set_filter(self, text: str) -> None:
-        # A readable label (g0033-r2, g0033) filters by the id it stands for.
-        text = self.console.state.history.resolve_any(text.strip()) if text.strip() else text
-        self.filter.text = text
+        # Matched against raw ids and readable labels (g0033, g0033-r2, or a part: g0033-r).
+        text = text.strip()
         stream = self.query_one(TurnsStream)
         tools = self.query_one(ToolCallsTable)
-        stream.filter.text = text
-        tools.filter.text = text
+        for box in (self.filter, stream.filter, tools.filter):
+            box.text = text
+            box.history = lambda: self.console.state.history
         stream.rebuild(self.console.state)
         tools.rebuild(self.console.state, self.console.now())
 

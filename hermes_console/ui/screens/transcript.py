@@ -100,6 +100,7 @@ class TranscriptScreen(RolloutScreen):
                 text.append(f"{state.history.label_of(sid)} {score}", style=style)
                 text.append("  ")
             text.append("(n / N: next / previous, v: diff against the best)", style="dim")
+        text.append_text(_data_health(r))
         if record is not None:
             text.append("\ntime ", style="dim")
             text.append(
@@ -194,6 +195,29 @@ class TranscriptScreen(RolloutScreen):
     def action_toggle_diff(self) -> None:
         self.diffing = not self.diffing
         self.refresh_view(self.console.state, self.console.now())
+
+
+def _data_health(r: RolloutView) -> Text:
+    """What the trainer gets from this rollout: trained vs masked tokens, and the data checks
+    the env ran on its tokens/masks/logprobs (environments.data_health)."""
+    text = Text()
+    if r.status == "running" or not r.token_count:
+        return text
+    masked = r.token_count - r.trainable_tokens
+    share = r.trainable_tokens / r.token_count
+    text.append("\ndata ", style="dim")
+    text.append(
+        f"{r.trainable_tokens} trained ({share:.0%}, the model's own turns) · {masked} masked: "
+        f"prompt {r.prompt_tokens}, tool results & role headers {max(0, masked - r.prompt_tokens)}"
+    )
+    problems = list(r.data_problems)
+    if not r.trainable_tokens and not any(p.startswith("nothing_trained") for p in problems):
+        problems.append("nothing_trained: every position is masked")  # also for logs from before the checks
+    if not problems:
+        text.append("   checks ok" if r.prompt_tokens else "   (no data checks in this log)", style="green")
+    for problem in problems:
+        text.append(f"\n  ✖ {visible(problem)}", style="bold red")
+    return text
 
 
 def _result_lines(call: ToolCallView, expanded: bool) -> list[Text]:
