@@ -187,6 +187,13 @@ def run(
                     groups = groups_for(runner, latency, quick)
                     m = run_one(runner, sim.base_url, groups, os.path.join(tmp, tag), batch_size=batch)
                     m["load_before"], m["load_after"] = load, load_average()
+                    c = m["cpu_ms_per_rollout"]
+                    print(  # progress: a long run under load shows what it has so far
+                        f"p7 {latency:g} ms {runner}: {m['rollouts_per_s']:.3f} rollouts/s, "
+                        f"{c['process']:.1f} + {c['sandbox_children']:.1f} ms/rollout, load {load} -> {m['load_after']}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     seen[runner].append(m)
         for runner, runs in seen.items():
             rows.append(_row(runner, latency, runs))
