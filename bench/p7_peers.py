@@ -98,18 +98,19 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
         proc.wait(10)
 
 
-def _trainer(api_url: str, groups: int, batch_size: int, timeout: float) -> threading.Thread:
+def _trainer(api_url: str, groups: int, batch_size: int, timeout: float, out: dict[str, Any]) -> threading.Thread:
     """A trainer pulling batches until it has every group (on its own thread and loop)."""
     import asyncio
 
     from hermes_console_dev.fake_trainer import run_trainer
 
     steps = groups * GROUP_SIZE // batch_size
-    t = threading.Thread(
-        target=lambda: asyncio.run(run_trainer(api_url, steps, batch_size, deadline_s=timeout)),
-        name="bench-trainer",
-        daemon=True,
-    )
+
+    def pull() -> None:
+        run = asyncio.run(run_trainer(api_url, steps, batch_size, deadline_s=timeout))
+        out["trainer_batches"], out["trainer_sequences"] = len(run.batches), run.sequences
+
+    t = threading.Thread(target=pull, name="bench-trainer", daemon=True)
     t.start()
     return t
 
@@ -125,12 +126,14 @@ def run_one(
     if "serve" in runner:
         from tests.helpers.run_api import TrainerAPI
 
+        pulled: dict[str, Any] = {}
         with TrainerAPI() as api:
-            trainer = _trainer(api.url, groups, batch_size, timeout)
+            trainer = _trainer(api.url, groups, batch_size, timeout, pulled)
             proc = _spawn([*argv, "--api", api.url], out)
             _wait(proc, timeout)
             trainer.join(30)
-        return _result_of(out, proc, runner)
+        # what the trainer took from run-api: proof the groups went through the trainer API
+        return {**_result_of(out, proc, runner), **pulled}
     if runner.endswith("attach"):
         return _with_attach(argv, d, out, timeout)
     proc = _spawn(argv, out)
@@ -222,6 +225,7 @@ def _row(runner: str, latency: float, runs: list[dict[str, Any]]) -> dict[str, A
         "rollouts_per_s": rnd(median([m["rollouts_per_s"] for m in runs]), 3),
         "cpu_ms_per_rollout": cpu,
         "loads": [[m["load_before"], m["load_after"]] for m in runs],
+        "trainer_sequences": [m["trainer_sequences"] for m in runs if "trainer_sequences" in m] or None,
     }
 
 

@@ -137,5 +137,6 @@ def test_p7_peers_smoke() -> None:
     for row in r["rows"]:
         assert row["groups"] == 2 and row["rollouts_per_s"] > 0
         assert row["cpu_ms_per_rollout"]["process"] > 0
+    assert r["rows"][0]["trainer_sequences"] == [2 * 4]  # every group reached the trainer through run-api
     assert r["rows"][1]["cpu_ms_per_rollout"]["attached_console_process"] is not None
     assert "hermes-console headless + attach" in p7_peers.table(r)
