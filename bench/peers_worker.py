@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import sys
 import threading
@@ -252,6 +253,12 @@ def _figures(args: argparse.Namespace, stats: dict[str, Any]) -> dict[str, Any]:
     main_tid = threading.main_thread().native_id
     loop = threads.get(PeerTasksEnv.loop_tid or -1, 0.0)
     main = threads.get(main_tid, 0.0) if main_tid != PeerTasksEnv.loop_tid else 0.0
+    named = {t.native_id: re.sub(r"[-_]?\d+(_\d+)?$", "", t.name) for t in threading.enumerate()}
+    by_name: dict[str, float] = {}
+    for tid, ms in threads.items():
+        if tid not in (PeerTasksEnv.loop_tid, main_tid) and ms > 0:
+            key = named.get(tid, "(ended or unnamed)")
+            by_name[key] = by_name.get(key, 0.0) + ms * per
     attach = None if s["attach_ms"] is None or e["attach_ms"] is None else e["attach_ms"] - s["attach_ms"]
     return {
         "runner": args.runner,
@@ -269,6 +276,7 @@ def _figures(args: argparse.Namespace, stats: dict[str, Any]) -> dict[str, Any]:
             * per,
             "attached_console_process": None if attach is None else attach * per,
         },
+        "other_threads_ms_per_rollout_by_name": {k: round(v, 1) for k, v in sorted(by_name.items())},
     }
 
 
