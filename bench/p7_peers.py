@@ -175,6 +175,7 @@ def run(
     chosen = list(runners or RUNNERS)
     tmp = bench_tmpdir("p7")
     batch = QUICK_BATCH_SIZE if quick else TRAINER_BATCH_SIZE
+    timeout = 180.0 if quick else 900.0  # per run; quick: inside the smoke test's own bound
     load_before = load_average()
     rows: list[dict[str, Any]] = []
     for li, latency in enumerate(latencies):
@@ -188,7 +189,7 @@ def run(
                     load = load_average()
                     tag = f"{latency:g}ms-r{r}-{RUNNERS.index(runner) if runner in RUNNERS else runner}"
                     groups = groups_for(runner, latency, quick)
-                    m = run_one(runner, sim.base_url, groups, os.path.join(tmp, tag), batch_size=batch)
+                    m = run_one(runner, sim.base_url, groups, os.path.join(tmp, tag), timeout, batch)
                     m["load_before"], m["load_after"] = load, load_average()
                     c = m["cpu_ms_per_rollout"]
                     print(  # progress: a long run under load shows what it has so far
