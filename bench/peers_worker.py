@@ -83,6 +83,7 @@ def snapshot(attach_pid: int | None) -> dict[str, Any]:
         "probe_ms": _PROBE_MS[0],
         "threads_ms": _threads_ms(),
         "attach_ms": _pid_ms(attach_pid),
+        "names": {t.native_id: t.name for t in threading.enumerate()},  # while they still run
     }
 
 
@@ -253,7 +254,7 @@ def _figures(args: argparse.Namespace, stats: dict[str, Any]) -> dict[str, Any]:
     main_tid = threading.main_thread().native_id
     loop = threads.get(PeerTasksEnv.loop_tid or -1, 0.0)
     main = threads.get(main_tid, 0.0) if main_tid != PeerTasksEnv.loop_tid else 0.0
-    named = {t.native_id: re.sub(r"[-_]?\d+(_\d+)?$", "", t.name) for t in threading.enumerate()}
+    named = {tid: re.sub(r"[-_]?\d+(_\d+)?$", "", name) for tid, name in {**s["names"], **e["names"]}.items()}
     by_name: dict[str, float] = {}
     for tid, ms in threads.items():
         if tid not in (PeerTasksEnv.loop_tid, main_tid) and ms > 0:
