@@ -227,6 +227,7 @@ def _row(runner: str, latency: float, runs: list[dict[str, Any]]) -> dict[str, A
         "cpu_ms_per_rollout": cpu,
         "loads": [[m["load_before"], m["load_after"]] for m in runs],
         "trainer_sequences": [m["trainer_sequences"] for m in runs if "trainer_sequences" in m] or None,
+        "other_threads_by_name": [m.get("other_threads_ms_per_rollout_by_name") for m in runs],
     }
 
 
