@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     for key, module, section in chosen:
         print(f"running {key} ({module}{' --quick' if args.quick else ''}) ...", flush=True)
-        res = run_one(module, args.quick)
+        res = run_one(module, args.quick, timeout=3600 if key == "peers" else 1200)  # peers: 18 runs, own processes
         results[key] = res
         for f in res.get("figures", []):
             print(

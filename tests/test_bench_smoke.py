@@ -122,3 +122,21 @@ def test_main_table_and_selection() -> None:
     assert {k for k, _, _ in BENCHES} == {"sim", "p1", "p2", "p3", "p4", "p5", "scaling", "peers"}
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
+
+
+@pytest.mark.timeout(300)
+def test_p7_peers_smoke() -> None:
+    """The two runners with moving parts of their own: atroposlib serve (real run-api, a trainer
+    pulling batches) and a headless host with a console attached from another process."""
+    from bench import p7_peers
+
+    runners = ["atroposlib serve", "hermes-console headless + attach"]
+    r = p7_peers.run(True, runners=runners)
+    _check(r, ["rows", "group_size", "trainer_batch_size"], 0)
+    assert [row["runner"] for row in r["rows"]] == runners
+    for row in r["rows"]:
+        assert row["groups"] == 2 and row["rollouts_per_s"] > 0
+        assert row["cpu_ms_per_rollout"]["process"] > 0
+    assert r["rows"][0]["trainer_sequences"] == [2 * 4]  # every group reached the trainer through run-api
+    assert r["rows"][1]["cpu_ms_per_rollout"]["attached_console_process"] is not None
+    assert "hermes-console headless + attach" in p7_peers.table(r)
