@@ -173,6 +173,19 @@ def _wrap_transport(server: Any, counters: ServerCounters) -> None:
         http._transport = _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
 
 
+def _hook_lean_attempts(server: Any, counters: ServerCounters) -> None:
+    """The lean chat path (``environments.lean_chat``) bypasses the transport: count its failed
+    attempts and hold it to the same reply size cap."""
+    if hasattr(server, "on_attempt_error"):
+
+        def note(what: str) -> None:
+            counters.transport_errors += 1
+            counters.last_transport_error = what
+
+        server.on_attempt_error = note
+        server.max_reply_bytes = max_reply_bytes()
+
+
 def describe_failure(exc: BaseException) -> str:
     """The cause of a failed server call: tenacity's ``RetryError[<Future ...>]`` and openai's
     "Connection error." are unwrapped to the last attempt's real error."""
@@ -243,6 +256,7 @@ def instrument(manager: Any) -> list[ServerCounters]:
                 if hasattr(server, name):
                     setattr(server, name, _counted(server, name, counters))
             _wrap_transport(server, counters)
+            _hook_lean_attempts(server, counters)
             setattr(server, _MARK, counters)
         out.append(counters)
     return out
@@ -298,9 +312,11 @@ def build_server_manager(env: Any, configs: list[Any], phase: int) -> Any:
     )
     # BaseEnv never passes tool_parser; phase 2 needs it for client-side tool parsing.
     tool_parser = getattr(cfg, "tool_call_parser", None) if phase == 2 else None
+    from environments.lean_chat import server_class_for
+
     manager = ServerManager(
         configs,
-        server_class=env.server_cls,
+        server_class=server_class_for(configs, type(env).server_cls),
         reasoning_config=reasoning,
         tool_parser=tool_parser,
     )
@@ -323,6 +339,12 @@ async def close_server_manager(manager: Any) -> None:
     except Exception:  # noqa: BLE001 - teardown is best effort
         pass
     for server in getattr(manager, "servers", []) or []:
+        lean_close = getattr(server, "aclose", None)  # the lean chat path's pooled session
+        if lean_close is not None:
+            try:
+                await lean_close()
+            except Exception:  # noqa: BLE001
+                pass
         client = getattr(server, "openai", None)
         close = getattr(client, "close", None)
         if close is not None:
