@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from environments import patches
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.health import health_row, stop_probes
 
@@ -166,24 +167,25 @@ def _check_completion(body: bytes, request: Any) -> None:
 
 
 def _wrap_transport(server: Any, counters: ServerCounters) -> None:
-    http = getattr(getattr(server, "openai", None), "_client", None)  # httpx.AsyncClient inside AsyncOpenAI
-    transport = getattr(http, "_transport", None)
-    if http is not None and transport is not None and not isinstance(transport, _CountingTransport):
-        timeout = getattr(getattr(server, "config", None), "timeout", None)
-        http._transport = _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
+    timeout = getattr(getattr(server, "config", None), "timeout", None)
+
+    def wrap(transport: Any) -> Any:
+        if isinstance(transport, _CountingTransport):
+            return transport
+        return _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
+
+    patches.replace_client_transport(server, wrap)
 
 
 def _hook_lean_attempts(server: Any, counters: ServerCounters) -> None:
     """The lean chat path (``environments.lean_chat``) bypasses the transport: count its failed
     attempts and hold it to the same reply size cap."""
-    if hasattr(server, "on_attempt_error"):
 
-        def note(what: str) -> None:
-            counters.transport_errors += 1
-            counters.last_transport_error = what
+    def note(what: str) -> None:
+        counters.transport_errors += 1
+        counters.last_transport_error = what
 
-        server.on_attempt_error = note
-        server.max_reply_bytes = max_reply_bytes()
+    patches.set_attempt_hooks(server, note, max_reply_bytes())
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -254,10 +256,10 @@ def instrument(manager: Any) -> list[ServerCounters]:
             counters = ServerCounters()
             for name in _WRAPPED:
                 if hasattr(server, name):
-                    setattr(server, name, _counted(server, name, counters))
+                    patches.replace_server_method(server, name, _counted(server, name, counters))
             _wrap_transport(server, counters)
             _hook_lean_attempts(server, counters)
-            setattr(server, _MARK, counters)
+            patches.tag_server(server, _MARK, counters)
         out.append(counters)
     return out
 
@@ -321,7 +323,7 @@ def build_server_manager(env: Any, configs: list[Any], phase: int) -> Any:
         tool_parser=tool_parser,
     )
     if tool_parser is None and hasattr(manager, "tool_parser") and getattr(cfg, "tool_call_parser", None):
-        manager.tool_parser = cfg.tool_call_parser
+        patches.set_manager_tool_parser(manager, cfg.tool_call_parser)
     instrument(manager)
     from hermes_console.runtime.health import attach
 
