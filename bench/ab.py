@@ -51,7 +51,8 @@ def run_once(tree: Path, module: str, args: list[str], timeout_s: float) -> dict
     start = out.find("{")
     if proc.returncode != 0 or start < 0:
         raise RuntimeError(f"{module} in {tree} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(out[start:])
+    figures, _ = json.JSONDecoder().raw_decode(out[start:])  # the first document (p2 prints its runs after it)
+    return figures
 
 
 def _flat(run: dict[str, Any]) -> dict[str, Any]:
