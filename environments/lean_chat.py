@@ -32,7 +32,7 @@ import json
 import os
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -213,6 +213,7 @@ class LeanOpenAIServer(OpenAIServer):
         if config.api_key:
             self._headers["Authorization"] = f"Bearer {config.api_key}"
         self._session: aiohttp.ClientSession | None = None
+        self._closer: Any = None  # the async generator that closes the session when its loop ends
         self.max_retries: int = self.openai.max_retries  # the client's own retry budget
         self._tools_cache: dict[int, tuple[Any, str]] = {}
 
@@ -270,7 +271,7 @@ class LeanOpenAIServer(OpenAIServer):
     async def _attempt(self, body: bytes, max_tokens: Any) -> ChatCompletion:
         request = _request_stub(self._chat_url)
         try:
-            session = self._pool()
+            session = await self._pool()
             async with session.post(self._chat_url, data=body, headers=self._headers) as resp:
                 raw = await _read_capped(resp, self.max_reply_bytes, request)
                 if resp.status != 200:
@@ -295,16 +296,22 @@ class LeanOpenAIServer(OpenAIServer):
             self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} (/chat/completions)")
             raise openai.APIConnectionError(request=request) from exc
 
-    def _pool(self) -> aiohttp.ClientSession:
+    async def _pool(self) -> aiohttp.ClientSession:
         """The server's session, made on first use in the running loop (remade if that loop ended)."""
         session = self._session
         loop = asyncio.get_running_loop()
         if session is None or session.closed or session._loop is not loop:
             session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=float(self.config.timeout or 0) or None),
-                connector=aiohttp.TCPConnector(limit=0, loop=loop),
+                connector=aiohttp.TCPConnector(limit=0),
             )
             self._session = session
+            # Bare atroposlib envs never close their servers: an async generator started in this
+            # loop is closed by the loop's shutdown_asyncgens() (asyncio.run does it), and closing
+            # it closes the session, so no "Unclosed client session" at exit.
+            closer = _close_at_loop_end(session)
+            await closer.__anext__()
+            self._closer = closer
         return session
 
     def _note(self, what: str) -> None:
@@ -315,7 +322,18 @@ class LeanOpenAIServer(OpenAIServer):
     async def aclose(self) -> None:
         """Close the pooled session (the openai client is closed by whoever owns the manager)."""
         session, self._session = self._session, None
+        closer, self._closer = self._closer, None
         if session is not None and not session.closed:
+            await session.close()
+        if closer is not None:
+            await closer.aclose()
+
+
+async def _close_at_loop_end(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        if not session.closed:
             await session.close()
 
 
