@@ -227,3 +227,19 @@ async def test_a_phase1_manager_uses_it_and_gets_native_tool_calls_from_the_simu
     assert calls and all(c.type == "function" and c.id for c in calls)
     assert {c.function.name for c in calls} <= set(TOOL_NAMES)
     assert all(isinstance(json.loads(c.function.arguments), dict) for c in calls)
+
+
+def test_a_bare_env_that_never_closes_its_server_leaves_no_open_session():
+    """atroposlib's process/serve never close their servers: the session closes with its loop."""
+    bad = BadServer("nochoices").start()
+    server, _ = _lean(bad.base_url)
+    try:
+
+        async def one_call() -> None:
+            with pytest.raises(MalformedReply):
+                await server._chat_completion_wrapper(model="m", messages=first_turn())
+
+        asyncio.run(one_call())  # shuts the loop's async generators down, as atroposlib's CLI does
+    finally:
+        bad.stop()
+    assert server._session is not None and server._session.closed
