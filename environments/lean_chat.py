@@ -293,8 +293,9 @@ class LeanOpenAIServer(OpenAIServer):
             self._note(f"ReadTimeout: {what} (/chat/completions)")
             raise openai.APITimeoutError(request=request) from httpx.ReadTimeout(what, request=request)
         except (aiohttp.ClientError, OSError) as exc:
-            self._note(f"{type(exc).__name__}: {str(exc)[:120] or 'no detail'} (/chat/completions)")
-            raise openai.APIConnectionError(request=request) from exc
+            cause = _as_httpx_error(exc, request)  # the error the openai client would carry
+            self._note(f"{type(cause).__name__}: {str(cause)[:120] or 'no detail'} (/chat/completions)")
+            raise openai.APIConnectionError(request=request) from cause
 
     async def _pool(self) -> aiohttp.ClientSession:
         """The server's session, made on first use in the running loop (remade if that loop ended)."""
@@ -327,6 +328,18 @@ class LeanOpenAIServer(OpenAIServer):
             await session.close()
         if closer is not None:
             await closer.aclose()
+
+
+def _as_httpx_error(exc: BaseException, request: Any) -> Exception:
+    """aiohttp's transport error as the httpx one the openai client reports for the same
+    failure (operators and the console's counters see the same names either way)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(str(exc.os_error or exc), request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+    if isinstance(exc, (aiohttp.ClientOSError, aiohttp.ClientPayloadError, ConnectionError)):
+        return httpx.ReadError(str(exc) or type(exc).__name__, request=request)
+    return httpx.TransportError(f"{type(exc).__name__}: {exc}", request=request)
 
 
 async def _close_at_loop_end(session: aiohttp.ClientSession) -> AsyncIterator[None]:
