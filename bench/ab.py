@@ -51,10 +51,21 @@ def run_once(tree: Path, module: str, args: list[str], timeout_s: float) -> dict
     start = out.find("{")
     if proc.returncode != 0 or start < 0:
         raise RuntimeError(f"{module} in {tree} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(out[start:])
+    figures, _ = json.JSONDecoder().raw_decode(out[start:])  # the first document (p2 prints its runs after it)
+    return figures
+
+
+def _flat(run: dict[str, Any]) -> dict[str, Any]:
+    """Numeric figures one level down too (``cpu_ms_per_rollout.loop_thread_ms``)."""
+    out = dict(run)
+    for key, value in run.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+    return out
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    runs = [_flat(r) for r in runs]
     keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
     return {k: rnd(median([r[k] for r in runs if isinstance(r.get(k), (int, float))]), 4) for k in keys}
 

@@ -65,6 +65,7 @@ from environments.atropos_compat import (  # noqa: E402
     with_sampled_text,
 )
 from environments.data_health import EXTRA_KINDS, prompt_tokens, rollout_problems  # noqa: E402
+from environments.lean_chat import server_class_for  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
@@ -313,6 +314,7 @@ class HermesAgentBaseEnv(BaseEnv):
     name: str | None = "hermes-agent"
     env_config_cls = HermesAgentEnvConfig
     max_token_len: int  # set by BaseEnv.__init__ (the trainer's limit, or -1 without one)
+    server_cls: Any  # atroposlib's (APIServer: chosen by server_type); __init__ may pick the lean chat server
 
     def __init__(
         self,
@@ -323,6 +325,7 @@ class HermesAgentBaseEnv(BaseEnv):
     ) -> None:
         tame_atroposlib_logging()
         server_configs = fix_server_configs(server_configs, tokenizer_name=getattr(config, "tokenizer_name", None))
+        self.server_cls = server_class_for(server_configs, self.server_cls)  # Phase 1: the lean chat path
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
         self._require_chat_template(config)
 

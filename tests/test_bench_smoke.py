@@ -77,6 +77,17 @@ def test_p2_efficiency_smoke() -> None:
     r = p2_efficiency.run(True, rollouts=4, latency_ms=5.0, repeats=1, tool_pool=8)
     _check(r, ["efficiency", "ideal_wall_s", "achieved_wall_s", "cpu_ms_per_rollout", "achieved_rollouts_per_s"], 1)
     assert r["runs"]["check"]["five_llm_calls"] == 4  # exactly 4 tool turns + a final answer
+    # CPU per rollout split by event loop / other threads (tools) / sandbox processes.
+    assert {"loop_thread_ms", "other_threads_ms", "bash_children_ms", "total_ms"} <= set(r["cpu_ms_per_rollout"])
+    assert r["chat_path"].startswith("lean")
+
+
+def test_chat_cpu_smoke() -> None:
+    from bench import chat_cpu
+
+    r = chat_cpu.run(calls=4, rounds=1, concurrency=2)
+    assert r["cpu_ms_per_call_lean"] > 0 and r["cpu_ms_per_call_openai_client"] > 0
+    assert len(r["runs"]["lean_ms"]) == len(r["runs"]["openai_client_ms"]) == 1
 
 
 def test_p3_responsiveness_smoke() -> None:

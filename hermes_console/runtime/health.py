@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from environments import events
+from environments import events, patches
 from hermes_console.runtime import events as rev
 
 DOWN_AFTER = 3
@@ -167,16 +167,16 @@ def attach(manager: Any) -> None:
         health = Health(index=index, url=getattr(getattr(server, "config", None), "base_url", "") or "")
         for name in _ATTEMPTS:
             if hasattr(server, name):
-                setattr(server, name, _watch_attempt(server, name, health))
+                patches.replace_server_method(server, name, _watch_attempt(server, name, health))
         if len(manager.servers) > 1:  # one server: nothing to fail over to
             for name in _PUBLIC:
                 if hasattr(server, name):
-                    setattr(server, name, _failover(manager, server, name, health))
-        setattr(server, _MARK, health)
+                    patches.replace_server_method(server, name, _failover(manager, server, name, health))
+        patches.tag_server(server, _MARK, health)
 
 
 def mark_down(server: Any, health: Health) -> None:
-    server.server_healthy = False
+    patches.set_server_healthy(server, False)
     health.down_since = time.time()
     health.down.set()
     events.emit(
@@ -197,7 +197,7 @@ def mark_down(server: Any, health: Health) -> None:
 
 
 def mark_up(server: Any, health: Health) -> None:
-    server.server_healthy = True
+    patches.set_server_healthy(server, True)
     health.consecutive_failures = 0
     health.down_since = None
     health.down = asyncio.Event()  # callers waiting on the old event keep their state

@@ -21,7 +21,7 @@ A lock guards the tail: producers on several threads fold into the same segment.
 from __future__ import annotations
 
 import threading
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +50,7 @@ class EventQueue:
         self.pushed = 0
         self.coalesced = 0  # events folded into segments
         self.max_depth_seen = 0
-        self.pushed_by_kind: Counter[str] = Counter()
+        self.pushed_by_kind: dict[str, int] = {}  # a plain dict: counted on the emitting thread
         # Extra sinks that see every event (the recorder); called on the emitting thread.
         self._taps: list[Callable[[Event], None]] = []
 
@@ -62,16 +62,19 @@ class EventQueue:
         self._taps = [*self._taps, tap]
 
     def push(self, event: Event) -> None:
-        """The observer: cheap, never raises, never blocks on the consumer."""
+        """The observer: cheap, never raises, never blocks on the consumer. Below ``coalesce_at``
+        with no segment open (the UI keeping up) an event costs a count and an append."""
         kind = type(event).kind
         with self._lock:
             self.pushed += 1
-            self.pushed_by_kind[kind] += 1
+            by_kind = self.pushed_by_kind
+            by_kind[kind] = by_kind.get(kind, 0) + 1
             if kind in COALESCABLE:
                 if len(self._q) >= self.coalesce_at and self._fold(event):
                     self.coalesced += 1
                 else:
-                    self._homes.pop(entity_of(event), None)  # later events about it go behind this one
+                    if self._homes:  # later events about it go behind this one
+                        self._homes.pop(entity_of(event), None)
                     self._append(event)
             else:
                 self._lifecycle(kind, event)
@@ -105,33 +108,34 @@ class EventQueue:
 
     def _lifecycle(self, kind: str, event: Event) -> None:
         """Queue a lifecycle event; the entities it changes get their next events folded behind it."""
-        entities = self._entities(kind, event)
-        if entities is None:
-            self._homes.clear()
-        else:
-            for entity in entities:
-                self._homes.pop(entity, None)
-        self._append(event)
-
-    def _entities(self, kind: str, event: Event) -> set[str] | None:
-        """What a lifecycle event changes; None when it is run-wide (or unknown)."""
+        ended: list[str] | None = None
         if kind == "rollout_started":
             group = self._rollouts_of.get(event.group_id)  # type: ignore[attr-defined]
             if group is None and len(self._rollouts_of) < MAX_TRACKED_ROLLOUTS:
                 group = self._rollouts_of[event.group_id] = []  # type: ignore[attr-defined]
             if group is not None:
                 group.append(event.rollout_id)  # type: ignore[attr-defined]
+        elif kind in _GROUP_ENDS:
+            ended = self._rollouts_of.pop(getattr(event, "group_id", None), None)  # type: ignore[arg-type]
+        if self._homes:  # no segment open: nothing to end (the common case while the UI keeps up)
+            entities = self._entities(kind, event, ended)
+            if entities is None:
+                self._homes.clear()
+            else:
+                for entity in entities:
+                    self._homes.pop(entity, None)
+        self._append(event)
+
+    @staticmethod
+    def _entities(kind: str, event: Event, ended: list[str] | None) -> set[str] | list[str] | None:
+        """What a lifecycle event changes; None when it is run-wide (or unknown)."""
         entity = entity_of(event)
         if entity is not None:
             return {entity}
-        group_id = getattr(event, "group_id", None)
-        if group_id is None:
+        if getattr(event, "group_id", None) is None:
             return None
         if kind in _GROUP_ENDS:  # ends the group's live rollouts (cancelled, their calls closed)
-            rollouts = self._rollouts_of.pop(group_id, None)
-            if rollouts is None:
-                return None  # not tracked (map full): take it as run-wide
-            return set(rollouts)
+            return ended  # None: not tracked (map full), taken as run-wide
         return set()  # received / group started / group finished: only the group's own view
 
     def _append(self, event: Event) -> None:
@@ -147,15 +151,27 @@ class EventQueue:
         """Up to ``max_events`` queued items, oldest first (events and folded segments)."""
         with self._lock:
             q = self._q
-            n = len(q) if max_events is None else min(max_events, len(q))
-            out = [q.popleft() for _ in range(n)]
-            gone = False
-            for item in out:
-                if isinstance(item, Coalesced):
-                    item.drained = gone = True
-            if gone:  # handed to the consumer: nothing may fold into them any more
-                self._homes = {k: v for k, v in self._homes.items() if not v.drained}
+            if max_events is None or max_events >= len(q):
+                # Everything: swap the deque (the lock is held O(1), producers wait for nothing).
+                # No home or tail can reach the old segments any more, so they are marked outside.
+                self._q = deque()
+                self._homes = {}
+                whole = True
+            else:
+                out = [q.popleft() for _ in range(max_events)]
+                whole = False
+                gone = False
+                for item in out:
+                    if isinstance(item, Coalesced):
+                        item.drained = gone = True
+                if gone:  # handed to the consumer: nothing may fold into them any more
+                    self._homes = {k: v for k, v in self._homes.items() if not v.drained}
+        if not whole:
             return out
+        for item in q:
+            if isinstance(item, Coalesced):
+                item.drained = True
+        return list(q)
 
     def __len__(self) -> int:
         return len(self._q)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from environments import patches
 from hermes_console.runtime.errors import ConfigError
 from hermes_console.runtime.health import health_row, stop_probes
 
@@ -166,11 +167,25 @@ def _check_completion(body: bytes, request: Any) -> None:
 
 
 def _wrap_transport(server: Any, counters: ServerCounters) -> None:
-    http = getattr(getattr(server, "openai", None), "_client", None)  # httpx.AsyncClient inside AsyncOpenAI
-    transport = getattr(http, "_transport", None)
-    if http is not None and transport is not None and not isinstance(transport, _CountingTransport):
-        timeout = getattr(getattr(server, "config", None), "timeout", None)
-        http._transport = _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
+    timeout = getattr(getattr(server, "config", None), "timeout", None)
+
+    def wrap(transport: Any) -> Any:
+        if isinstance(transport, _CountingTransport):
+            return transport
+        return _CountingTransport(transport, counters, total_timeout_s=float(timeout or 0) or None)
+
+    patches.replace_client_transport(server, wrap)
+
+
+def _hook_lean_attempts(server: Any, counters: ServerCounters) -> None:
+    """The lean chat path (``environments.lean_chat``) bypasses the transport: count its failed
+    attempts and hold it to the same reply size cap."""
+
+    def note(what: str) -> None:
+        counters.transport_errors += 1
+        counters.last_transport_error = what
+
+    patches.set_attempt_hooks(server, note, max_reply_bytes())
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -241,9 +256,10 @@ def instrument(manager: Any) -> list[ServerCounters]:
             counters = ServerCounters()
             for name in _WRAPPED:
                 if hasattr(server, name):
-                    setattr(server, name, _counted(server, name, counters))
+                    patches.replace_server_method(server, name, _counted(server, name, counters))
             _wrap_transport(server, counters)
-            setattr(server, _MARK, counters)
+            _hook_lean_attempts(server, counters)
+            patches.tag_server(server, _MARK, counters)
         out.append(counters)
     return out
 
@@ -298,14 +314,16 @@ def build_server_manager(env: Any, configs: list[Any], phase: int) -> Any:
     )
     # BaseEnv never passes tool_parser; phase 2 needs it for client-side tool parsing.
     tool_parser = getattr(cfg, "tool_call_parser", None) if phase == 2 else None
+    from environments.lean_chat import server_class_for
+
     manager = ServerManager(
         configs,
-        server_class=env.server_cls,
+        server_class=server_class_for(configs, type(env).server_cls),
         reasoning_config=reasoning,
         tool_parser=tool_parser,
     )
     if tool_parser is None and hasattr(manager, "tool_parser") and getattr(cfg, "tool_call_parser", None):
-        manager.tool_parser = cfg.tool_call_parser
+        patches.set_manager_tool_parser(manager, cfg.tool_call_parser)
     instrument(manager)
     from hermes_console.runtime.health import attach
 
@@ -323,6 +341,12 @@ async def close_server_manager(manager: Any) -> None:
     except Exception:  # noqa: BLE001 - teardown is best effort
         pass
     for server in getattr(manager, "servers", []) or []:
+        lean_close = getattr(server, "aclose", None)  # the lean chat path's pooled session
+        if lean_close is not None:
+            try:
+                await lean_close()
+            except Exception:  # noqa: BLE001
+                pass
         client = getattr(server, "openai", None)
         close = getattr(client, "close", None)
         if close is not None:

@@ -102,6 +102,8 @@ def test_ten_round_trips_leak_no_task_client_or_thread(sim, tmp_path, live):
     for old in managers[:-1]:
         for server in old.servers:
             assert server.openai.is_closed()
+            session = getattr(server, "_session", None)  # the lean chat path's pool (Phase 1)
+            assert session is None or session.closed
     p.pump()
     assert [e.stage for e in p.of("phase_switch")].count("done") == 20
     assert p.state.status == "paused"

@@ -408,3 +408,37 @@ def test_headless_printer_sees_error_logs_folded_into_a_segment() -> None:
     items = q.drain()
     assert len(items) == 1 and isinstance(items[0], Coalesced)
     assert [r.message for r in _records(items)] == ["reward server down", "fine"]
+
+
+def test_push_below_the_threshold_does_no_folding_work_and_a_whole_drain_seals_segments(monkeypatch) -> None:
+    """The runtime thread's cost (issue 16): while the UI keeps up (fewer than ``coalesce_at``
+    waiting, no segment open) a push neither looks up the event's entity nor touches a segment;
+    a drain of everything hands the segments over sealed, so later events never fold into them."""
+    import hermes_console.runtime.queue as queue_mod
+
+    events, _ = generate(5, groups=40)
+    looked_up: list[Any] = []
+    real_entity_of = queue_mod.entity_of
+    monkeypatch.setattr(queue_mod, "entity_of", lambda e: looked_up.append(e) or real_entity_of(e))
+    q = EventQueue(maxlen=50_000, coalesce_at=10**6)
+    for e in events:
+        q.push(e)
+    assert looked_up == [] and q.coalesced == 0 and len(q) == len(events)
+    direct = ConsoleState()
+    direct.apply_all(q.drain())
+
+    q = EventQueue(maxlen=50_000, coalesce_at=0)  # fold from the first event
+    state = ConsoleState()
+    half = len(events) // 2
+    for e in events[:half]:
+        q.push(e)
+    first = q.drain()
+    segments = [x for x in first if isinstance(x, Coalesced)]
+    assert segments and all(s.drained for s in segments) and len(q) == 0
+    counts = [s.count for s in segments]
+    for e in events[half:]:
+        q.push(e)
+    assert [s.count for s in segments] == counts  # sealed: nothing folded into a drained segment
+    state.apply_all(first)
+    state.apply_all(q.drain())
+    assert counters(state) == counters(direct)
