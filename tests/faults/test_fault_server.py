@@ -32,7 +32,7 @@ def test_http_500_at_30_percent_is_counted_and_survived(sim, tmp_path, run):
     injected = sim.stats()["faults"]["http_500"]
     assert injected > 0
     # Retried-away 500s are not invisible: every failed attempt is counted with its cause.
-    r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= injected, 10, "all 500s counted")
+    r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= injected, 60, "all 500s counted")
     row = _server_row(r)
     assert row["transport_errors"] == injected
     assert "HTTP 500" in row["last_transport_error"]
@@ -59,7 +59,7 @@ def test_hang_past_the_timeout_fails_the_item_then_recovers(sim, tmp_path, run):
     assert groups and all(g.status == "failed" and "worker_timeout" in (g.reason or "") for g in groups)
     assert any("group failed (timeout)" in t for t in r.stream_texts("error"))
     # The request timeouts themselves are counted with their cause.
-    r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= 2, 10, "timeouts counted")
+    r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= 2, 60, "timeouts counted")
     assert "Timeout" in _server_row(r)["last_transport_error"]
     assert r.state.errors_by_kind["item_timeout"] >= 2
     # The hang over, the run carries on and finishes its items.
@@ -84,7 +84,7 @@ def test_server_killed_mid_run_and_restarted_on_the_same_port(tmp_path, run):
         r = run(fault_spec(first, tmp_path, total_steps=16, max_in_flight=2))
         r.until(lambda s: s.accounting.completed >= 1 and s.accounting.in_flight >= 1, 60, "mid-run")
         first.stop()  # in-flight requests die; new ones are refused
-        r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= 1, 20, "refused connections counted")
+        r.until(lambda s: s.servers and s.servers[0]["transport_errors"] >= 1, 60, "refused connections counted")
         r.assert_alive()
         second = SimServer(cfg.model_copy(update={"port": port}))
         second.start()
