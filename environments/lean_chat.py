@@ -48,9 +48,10 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 )
 from openai.types.completion_usage import CompletionUsage
 
+from environments.patches import plain_json
+
 OPT_OUT_VAR = "HERMES_OPENAI_CLIENT"
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
-_SCALARS = (str, int, float, bool, type(None))
 # kwargs the openai client treats as request options, not body fields: the client handles them.
 _CLIENT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout", "stream", "stream_options"})
 # The httpx the openai client is built on (this openai ships its own copy, ``httpx2``): its
@@ -60,18 +61,6 @@ httpx: Any = getattr(_openai_base, "httpx2", None) or _openai_base.httpx
 
 def lean_chat_enabled() -> bool:
     return os.environ.get(OPT_OUT_VAR, "").strip() in ("", "0")
-
-
-def _plain_json(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, _SCALARS):
-        return True
-    if depth > 64:
-        return False
-    if type(value) is list:
-        return all(_plain_json(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _plain_json(v, depth + 1) for k, v in value.items())
-    return False
 
 
 class MalformedReply(openai.InternalServerError):
@@ -104,7 +93,7 @@ def request_body(kwargs: dict[str, Any], tools_cache: dict[int, tuple[Any, str]]
             return None
         body.update(extra)  # the client merges extra_body over the fields, the same way
     tools = body.pop("tools", None)
-    if not _plain_json(body):
+    if not plain_json(body):
         return None
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     if tools is not None:
@@ -120,7 +109,7 @@ def _tools_json(tools: Any, cache: dict[int, tuple[Any, str]]) -> str | None:
     hit = cache.get(id(tools))
     if hit is not None and hit[0] is tools:
         return hit[1]
-    if not _plain_json(tools):
+    if not plain_json(tools):
         return None
     text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
     if len(cache) > 64:
