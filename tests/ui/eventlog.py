@@ -260,7 +260,12 @@ class LogBuilder:
             finished_naturally=not api_error,
             tool_error_count=errors,
             duration_s=round(t - at, 2),
-            token_count=380 * turns + rng.randint(0, 300),
+            token_count=(tokens := 380 * turns + rng.randint(0, 300)),
+            # healthy trainer data: the model's own turns trained, prompt and tool output masked
+            trainable_tokens=(trained := 110 * turns),
+            trainable_turns=turns,
+            assistant_turns=turns,
+            prompt_tokens=min(240, tokens - trained),
             phase=phase,
             node_count=1 if phase == 2 else 0,
             reward_error="ZeroDivisionError: division by zero" if reward_error else None,
