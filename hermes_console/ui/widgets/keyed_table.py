@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from rich.text import Text
+from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellKey, RowKey
 
 Cell = Text | str
 Row = tuple[Cell, ...]
@@ -27,7 +29,7 @@ def host_column_of(app: object) -> HostColumn | None:
     return getattr(app, "host_column", None)
 
 
-def _cell_key(cell: Cell) -> object:
+def cell_key(cell: object) -> object:
     # Text is not hashable/comparable by value in a cheap way; plain + spans is.
     if isinstance(cell, Text):
         return (cell.plain, cell.style, tuple(cell.spans))
@@ -68,16 +70,30 @@ class KeyedTable(DataTable):
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         column = str(event.column_key.value)
-        if column == self.sort_column:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_column, self.sort_reverse = column, False
+        self.sort_by(column, not self.sort_reverse if column == self.sort_column else False)
+
+    def sort_by(self, column: str | None, reverse: bool = False) -> None:
+        """Sort by ``column`` (None: insertion order again); the header shows ▲/▼."""
+        self.sort_column, self.sort_reverse = column, reverse
         for key, label, _ in self.COLUMNS:
             arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
             for column_key, col in self.columns.items():
                 if column_key.value == key:
                     col.label = Text(label + arrow)
         self._resort()
+
+    def sort_next(self) -> None:
+        """`s`: sort by the next column (ascending), after the last one back to the first."""
+        keys = [key for key, _, _ in self.COLUMNS]
+        if not keys:
+            return
+        index = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
+        self.sort_by(keys[index % len(keys)])
+
+    def sort_reversed(self) -> None:
+        """`S`: reverse the order (sorting by the first column if none was chosen)."""
+        column = self.sort_column or next((key for key, _, _ in self.COLUMNS), None)
+        self.sort_by(column, not self.sort_reverse if self.sort_column else True)
 
     def _resort(self) -> None:
         if self.sort_column is None or not self.row_count:
@@ -100,7 +116,7 @@ class KeyedTable(DataTable):
         for key, cells in rows.items():
             if self.host_column is not None:
                 cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
-            rendered = tuple(_cell_key(c) for c in cells)
+            rendered = tuple(cell_key(c) for c in cells)
             previous = self._shown.get(key)
             if previous is None:
                 self.add_row(*cells, key=key)
@@ -118,6 +134,31 @@ class KeyedTable(DataTable):
             if index != self.cursor_row:
                 self.move_cursor(row=index, animate=False)
         return changed
+
+    def remove_rows(self, keys: Iterable[str]) -> None:
+        """Remove many rows at once. ``DataTable.remove_row`` re-indexes every remaining row
+        per call (O(rows) each), so trimming a flood's worth of rows one by one is quadratic."""
+        gone = {RowKey(k) for k in keys if k in self.rows}
+        if not gone:
+            return
+        locations = self._row_locations
+        survivors = sorted(
+            ((locations.get(key) or 0, key) for key in locations if key not in gone), key=lambda kv: kv[0]
+        )
+        self._row_locations = TwoWayDict({key: i for i, (_, key) in enumerate(survivors)})
+        for key in gone:
+            for column_key in self._data.get(key, {}):
+                self._updated_cells.discard(CellKey(key, column_key))
+            self._new_rows.discard(key)
+            del self.rows[key]
+            del self._data[key]
+            self._shown.pop(str(key.value), None)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        self.hover_coordinate = self.hover_coordinate
+        self._update_count += 1
+        self.check_idle()
+        self.refresh(layout=True)
 
     def set_column_width(self, key: str, width: int) -> None:
         """Narrow or widen one column (compact layouts); cells are cropped to it."""
