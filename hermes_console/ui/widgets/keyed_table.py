@@ -160,6 +160,12 @@ class KeyedTable(DataTable):
         self.check_idle()
         self.refresh(layout=True)
 
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Textual measures every cell of every new row to size auto-width columns; with
+        # fixed widths and one-line rows that changes nothing and was a flood's main cost.
+        fixed = all(not column.auto_width for column in self.columns.values())
+        super()._update_dimensions(() if fixed and not self._labelled_row_exists else new_rows)
+
     def set_column_width(self, key: str, width: int) -> None:
         """Narrow or widen one column (compact layouts); cells are cropped to it."""
         for column_key, column in self.columns.items():
