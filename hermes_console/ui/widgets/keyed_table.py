@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeAlias
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, RowKey
 
-Cell = Text | str
+Cell: TypeAlias = Text | str
 Row = tuple[Cell, ...]
 
 
@@ -50,7 +50,7 @@ class KeyedTable(DataTable):
     # DataTable's own enter is hidden from the footer; show it while a table has focus.
     BINDINGS = [Binding("enter", "select_cursor", "Open", show=True)]
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[object, ...]] = {}
         self.sort_column: str | None = None  # a header click sorts by it; again: reverse

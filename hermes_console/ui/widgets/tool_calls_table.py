@@ -10,6 +10,7 @@ pass — so a flood never clears and refills it, and the selection stays on its 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from rich.text import Text
 
@@ -34,7 +35,7 @@ class ToolCallsTable(KeyedTable):
     )
     HOSTED = True  # attached to several hosts: which one ran the call
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.errors_only = False
         self.filter = StreamFilter()

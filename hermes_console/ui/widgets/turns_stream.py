@@ -19,6 +19,7 @@ import textwrap
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual import events
@@ -60,8 +61,8 @@ class StreamLine:
 
 
 class TurnsStream(ScrollView, can_focus=True):
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.following = True
         self.new_lines = 0
         self.show_reasoning = False
