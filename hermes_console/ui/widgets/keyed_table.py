@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import zip_longest
 from typing import Any, Protocol, TypeAlias
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, RowKey
+from textual.widgets._data_table import Row as TableRow
+from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
 
 Cell: TypeAlias = Text | str
 Row = tuple[Cell, ...]
@@ -56,6 +58,7 @@ class KeyedTable(DataTable):
         self.sort_column: str | None = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
         self.host_column: HostColumn | None = None
+        self._cells_dirty = False
 
     def on_mount(self) -> None:
         if self.HOSTED:
@@ -113,20 +116,23 @@ class KeyedTable(DataTable):
             del self._shown[key]
             changed = True
         column_keys = [c[0] for c in self.COLUMNS]
+        added: list[tuple[str, Sequence[Cell]]] = []
         for key, cells in rows.items():
             if self.host_column is not None:
                 cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
             rendered = tuple(cell_key(c) for c in cells)
             previous = self._shown.get(key)
             if previous is None:
-                self.add_row(*cells, key=key)
+                added.append((key, cells))
                 changed = True
             elif previous != rendered:
                 for column, cell, old, new in zip(column_keys, cells, previous, rendered):
                     if old != new:
-                        self.update_cell(key, column, cell)
+                        self.set_cell(key, column, cell)
                 changed = True
             self._shown[key] = rendered
+        self.add_keyed_rows(added)
+        self.flush_cells()
         if changed:
             self._resort()  # new rows land at the end: put them in their sorted place
         if changed and selected is not None and selected in self._shown:
@@ -134,6 +140,39 @@ class KeyedTable(DataTable):
             if index != self.cursor_row:
                 self.move_cursor(row=index, animate=False)
         return changed
+
+    def add_keyed_rows(self, rows: Sequence[tuple[str, Sequence[Cell]]]) -> None:
+        """Append many one-line rows at once. ``DataTable.add_row`` re-validates the cursor
+        and wakes the idle pass per row, which made a flood's redraw cost ~1 ms per row."""
+        if rows and not self.row_count:
+            self.add_row(*rows[0][1], key=rows[0][0])  # the first row: DataTable highlights its cursor
+            rows = rows[1:]
+        if not rows:
+            return
+        columns = self.ordered_columns
+        for key, cells in rows:
+            row_key = RowKey(key)
+            if row_key in self._row_locations:
+                raise DuplicateKey(f"KeyedTable: row key {key!r} is already in the table")
+            self._row_locations[row_key] = len(self.rows)
+            self._data[row_key] = {column.key: cell for column, cell in zip_longest(columns, cells)}
+            self.rows[row_key] = TableRow(row_key, 1)
+            self._new_rows.add(row_key)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        self._update_count += 1
+        self.check_idle()
+
+    def set_cell(self, key: str, column: str, value: Cell) -> None:
+        """``update_cell`` without its per-call repaint: call ``flush_cells`` after a batch."""
+        self._data[RowKey(key)][ColumnKey(column)] = value
+        self._cells_dirty = True
+
+    def flush_cells(self) -> None:
+        if self._cells_dirty:
+            self._cells_dirty = False
+            self._update_count += 1  # drops the row render caches, as update_cell does
+            self.refresh()
 
     def remove_rows(self, keys: Iterable[str]) -> None:
         """Remove many rows at once. ``DataTable.remove_row`` re-indexes every remaining row

@@ -75,8 +75,8 @@ class ToolCallsTable(KeyedTable):
         if overflow > 0:
             gone += [seq for seq in self._views if seq not in gone][:overflow]  # the oldest
         self._drop(gone)
-        for view in fresh:
-            self._add(view, now)
+        self._add(fresh, now)
+        self.flush_cells()
         if fresh or gone:
             self._resort()
             self._place_cursor(selected, at_end and bool(fresh))
@@ -87,8 +87,7 @@ class ToolCallsTable(KeyedTable):
         self._history = state.history
         self._state, self._settings = state, self._current_settings()
         self._drop(list(self._views))
-        for view in [v for v in state.tool_rows if self._wanted(v)][-MAX_ROWS:]:
-            self._add(view, now)
+        self._add([v for v in state.tool_rows if self._wanted(v)][-MAX_ROWS:], now)
         self._last_seq = state.tool_rows[-1].seq if state.tool_rows else 0
         self._resort()
         if self.row_count:
@@ -143,16 +142,19 @@ class ToolCallsTable(KeyedTable):
             self._status(view),
         )
 
-    def _add(self, view: ToolCallView, now: float) -> None:
-        key = str(view.seq)
-        cells = self._cells(view, now)
-        if self.host_column is not None:
-            cells = (Text(self.host_column.host_of(view.rollout_id), style="bold"), *cells)
-        self.add_row(*cells, key=key)
-        self._shown[key] = ()
-        self._views[view.seq] = view
-        if view.status == "running":
-            self._open.add(view.seq)
+    def _add(self, views: list[ToolCallView], now: float) -> None:
+        rows: list[tuple[str, tuple[Cell, ...]]] = []
+        for view in views:
+            key = str(view.seq)
+            cells = self._cells(view, now)
+            if self.host_column is not None:
+                cells = (Text(self.host_column.host_of(view.rollout_id), style="bold"), *cells)
+            rows.append((key, cells))
+            self._shown[key] = ()
+            self._views[view.seq] = view
+            if view.status == "running":
+                self._open.add(view.seq)
+        self.add_keyed_rows(rows)
 
     def _drop(self, seqs: list[int]) -> None:
         self.remove_rows(str(seq) for seq in seqs)
@@ -166,11 +168,11 @@ class ToolCallsTable(KeyedTable):
         if view.status == "running":
             cell = self._duration(view, now)
             if cell_key(self.get_cell(key, "dur")) != cell_key(cell):
-                self.update_cell(key, "dur", cell)
+                self.set_cell(key, "dur", cell)
             return
         for column, cell in zip(("time", "rollout", "tool", "args", "dur", "status"), self._cells(view, now)):
             if cell_key(self.get_cell(key, column)) != cell_key(cell):
-                self.update_cell(key, column, cell)
+                self.set_cell(key, column, cell)
         self._open.discard(seq)
 
     @staticmethod

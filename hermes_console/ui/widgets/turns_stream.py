@@ -18,8 +18,7 @@ from __future__ import annotations
 import textwrap
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.text import Text
 from textual import events
@@ -46,8 +45,7 @@ KIND_STYLES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class StreamLine:
+class StreamLine(NamedTuple):
     """One screen line: the entry it belongs to and which part of it.
 
     part -1: the "… N lines not shown" line before the entry (``gap`` = N);
@@ -120,16 +118,21 @@ class TurnsStream(ScrollView, can_focus=True):
 
     def _append(self, entries: Iterable[StreamEntry], previous: int | None) -> int:
         """Index ``entries`` (oldest first); ``previous`` is the seq of the state entry before them."""
-        added = 0
+        view, matches = self._view, self.filter.matches if self.filter else None
+        before = len(view)
+        plain = not self.show_reasoning  # one line per entry: no wrapping to work out
         for entry in entries:
             gap = entry.seq - previous - 1 if previous is not None else 0
             previous = entry.seq
-            if not self.filter.matches(entry.rollout_id, entry.group_id):
+            if matches is not None and not matches(entry.rollout_id, entry.group_id):
                 continue
-            lines = self._lines_of(entry, gap)
-            self._view.extend(lines)
-            added += len(lines)
-        return added
+            if plain:
+                if gap > 0:
+                    view.append(StreamLine(entry, -1, gap))
+                view.append(StreamLine(entry))
+            else:
+                view.extend(self._lines_of(entry, gap))
+        return len(view) - before
 
     def _evict(self, first: StreamEntry) -> None:
         """Drop lines of entries the state's ring buffer let go; the view stays where it was."""
@@ -175,6 +178,8 @@ class TurnsStream(ScrollView, can_focus=True):
         else:
             self._resized()
             self._strips.clear()
+        if self.following:  # a tail stays pinned to its last line when the panel grows or shrinks
+            self.scroll_end(animate=False, immediate=False)
 
     # ------------------------------------------------------------------ rendering (visible lines only)
 
