@@ -80,15 +80,17 @@ async def _measure(
     app = ConsoleApp(host, config=ConsoleConfig(**config_overrides))
 
     tick_ms: list[float] = []
+    tick_cpu_ms: list[float] = []  # UI thread CPU of each tick: GIL waits and starvation excluded
     depth: list[int] = []
     acks: list[float] = []
     orig_tick = app.tick
 
     def timed_tick() -> None:
         depth.append(len(host.queue))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         orig_tick()
         tick_ms.append(1000 * (time.perf_counter() - t0))
+        tick_cpu_ms.append(1000 * (time.thread_time() - c0))
 
     app.tick = timed_tick  # type: ignore[method-assign]
     orig_pause = host.pause
@@ -109,6 +111,7 @@ async def _measure(
             await asyncio.sleep(0.01)
             lag_ms.append(max(0.0, 1000 * (time.perf_counter() - t0) - 10.0))
 
+    ui_cpu_per_1k: float | None = None
     latencies: list[float] = []
     missed = 0
     rate = 0.0
@@ -127,6 +130,8 @@ async def _measure(
             rate = (host.queue.pushed - p0) / (time.perf_counter() - t0)
             in_flight_seen = len(host.driver.in_flight) * group_size if host.driver else 0
             tick_ms.clear()  # refresh figures cover the flood, not start-up
+            tick_cpu_ms.clear()
+            flood_cpu0, applied0 = time.thread_time(), app.state.events_applied
             depth.clear()
             lag_ms.clear()
             for _ in range(samples):
@@ -144,6 +149,10 @@ async def _measure(
                 await asyncio.sleep(0.6)  # the flood comes back before the next press
             stop_lag.set()
             await probe
+            # UI thread CPU (drain, reducer, widgets and Textual's compositor) per 1,000 events
+            # applied over the sampling period: a cost figure that load inflates far less than latency.
+            applied = app.state.events_applied - applied0
+            ui_cpu_per_1k = 1e6 * (time.thread_time() - flood_cpu0) / applied if applied else None
             app.exit(0)
     finally:
         host.stop(0.5).result(timeout=120)
@@ -152,6 +161,8 @@ async def _measure(
         "latencies_ms": latencies,
         "missed": missed,
         "tick_ms": tick_ms,
+        "tick_cpu_ms": tick_cpu_ms,
+        "ui_cpu_ms_per_1k_events": ui_cpu_per_1k,
         "depth": depth,
         "lag_ms": lag_ms,
         "events_per_s": rate,
@@ -197,6 +208,9 @@ def run(
         "ui_tick_ms_p99": rnd(refresh_p99, 2),
         "ui_tick_ms_max": rnd(max(ticks) if ticks else None, 2),
         "ui_ticks": len(ticks),
+        "ui_tick_cpu_ms_p50": rnd(pct(m["tick_cpu_ms"], 50), 2),
+        "ui_tick_cpu_ms_p99": rnd(pct(m["tick_cpu_ms"], 99), 2),
+        "ui_cpu_ms_per_1k_events": rnd(m["ui_cpu_ms_per_1k_events"], 2),
         "ui_loop_lag_ms_p50": rnd(pct(m["lag_ms"], 50), 1),
         "ui_loop_lag_ms_p99": rnd(pct(m["lag_ms"], 99), 1),
         "event_queue_max_depth": max(m["depth"]) if m["depth"] else None,

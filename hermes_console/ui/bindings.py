@@ -60,6 +60,24 @@ CONTROLS: list[ControlSpec] = [
         "toggle-reasoning", "r", "toggle_reasoning", "Reasoning", "Expand / collapse reasoning in the stream", "main"
     ),
     ControlSpec("errors-only", "o", "toggle_errors_only", "Errors", "Tool table: errors only on / off", "main"),
+    ControlSpec(
+        "table-sort",
+        "s",
+        "sort_table",
+        "Sort",
+        "Sort the focused table by the next column (or click a header)",
+        "main",
+        show=False,
+    ),
+    ControlSpec(
+        "table-sort-reverse",
+        "S",
+        "reverse_table_sort",
+        "Reverse",
+        "Reverse the focused table's sort",
+        "main",
+        show=False,
+    ),
     ControlSpec("next-panel", "tab", "focus_next_panel", "Next", "Move to the next panel", "main", show=False),
     ControlSpec(
         "previous-panel", "shift+tab", "focus_previous_panel", "Prev", "Move to the previous panel", "main", show=False

@@ -33,3 +33,51 @@ async def test_selection_stays_on_its_item_when_rows_above_it_go() -> None:
         table.sync({k: (k,) for k in ("d", "e")})  # the selected item itself leaves: stay near
         await pilot.pause()
         assert table.selected_key() in ("d", "e")
+
+
+class _Pair(App):
+    def compose(self) -> ComposeResult:
+        yield _Table(id="bulk")
+        yield _Table(id="plain")
+
+
+async def test_bulk_add_and_remove_equal_textual_row_by_row() -> None:
+    """add_keyed_rows / remove_rows / set_cell (one pass each) leave the table exactly as
+    DataTable's own add_row / remove_row / update_cell do, sorted or not (the oracle is Textual)."""
+    app = _Pair()
+    async with app.run_test(size=(40, 30)) as pilot:
+        bulk, plain = app.query_one("#bulk", _Table), app.query_one("#plain", _Table)
+
+        def shown(table: _Table) -> list[tuple[str, str]]:
+            return [
+                (str(table.coordinate_to_cell_key((i, 0)).row_key.value), str(table.get_row_at(i)[0]))
+                for i in range(table.row_count)
+            ]
+
+        keys = [f"k{i:03d}" for i in range(60)]
+        bulk.add_keyed_rows([(k, (f"v{(i * 37) % 60:02d}",)) for i, k in enumerate(keys)])
+        for i, k in enumerate(keys):
+            plain.add_row(f"v{(i * 37) % 60:02d}", key=k)
+        assert shown(bulk) == shown(plain) and bulk.row_count == 60
+        gone = keys[:10] + keys[25:40:3] + [keys[-1]]
+        bulk.remove_rows(gone)
+        for k in gone:
+            plain.remove_row(k)
+        assert shown(bulk) == shown(plain)
+        bulk.set_cell(keys[20], "name", "changed")
+        bulk.flush_cells()
+        plain.update_cell(keys[20], "name", "changed")
+        bulk.sort("name")
+        plain.sort("name")
+        bulk.remove_rows(keys[12:20])  # removing from a sorted table keeps its order
+        for k in keys[12:20]:
+            plain.remove_row(k)
+        bulk.add_keyed_rows([("new1", ("a",)), ("new2", ("zz",))])
+        plain.add_row("a", key="new1")
+        plain.add_row("zz", key="new2")
+        await pilot.pause()
+        assert shown(bulk) == shown(plain)
+        assert bulk.virtual_size == plain.virtual_size
+        bulk.move_cursor(row=bulk.row_count - 1)
+        plain.move_cursor(row=plain.row_count - 1)
+        assert bulk.selected_key() == plain.selected_key() == "new2"

@@ -116,7 +116,12 @@ async def test_errors_only_toggle() -> None:
         await settle(pilot)
         statuses = [tools.get_row_at(i)[5].plain for i in range(tools.row_count)]
         assert 0 < len(statuses) < all_rows
-        assert all(s.startswith("✖") for s in statuses)
+        # Errors, plus the calls still running (they may yet fail): the same rule on a
+        # rebuild as on live updates, so the table does not depend on when `o` was pressed.
+        running = {v.seq for v in app.state.tool_rows if v.status == "running"}
+        assert all(s.startswith("✖") or s == "… running" for s in statuses)
+        assert sum(s.startswith("✖") for s in statuses) == app.state.tool_errors_total
+        assert sum(s == "… running" for s in statuses) == len(running)
         assert "errors only" in str(tools.border_title)
         await pilot.press("o")
         await settle(pilot)
@@ -187,3 +192,62 @@ async def test_first_frame_shows_loading_while_runtime_starts() -> None:
         await settle(pilot)
         assert "RUNNING" in str(app.screen.query_one("#status").render())
         assert not app.screen.query_one("#panels").loading
+
+
+async def test_tool_calls_sort_by_any_column_and_keep_the_selection(main_events) -> None:
+    """Like the Groups/Sandboxes tables: a header click sorts (again: reverse), `s` moves to
+    the next column, `S` reverses; new calls land in their sorted place and the cursor
+    stays on the call it was on."""
+    from hermes_console.ui.widgets.keyed_table import sort_value
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        tools.focus()
+        columns = [key for key, _, _ in ToolCallsTable.COLUMNS]
+
+        def column(name: str) -> list[tuple]:
+            index = columns.index(name)
+            return [sort_value(tools.get_row_at(i)[index]) for i in range(tools.row_count)]
+
+        def labels() -> list[str]:
+            return [str(c.label.plain) for c in tools.columns.values()]
+
+        # The "tool" header, clicked (inside the panel's border, past time and rollout).
+        await pilot.click(ToolCallsTable, offset=(1 + 10 + 12 + 2, 1))
+        await settle(pilot)
+        assert tools.sort_column == "tool" and "tool ▲" in labels()
+        assert column("tool") == sorted(column("tool"))
+        await pilot.click(ToolCallsTable, offset=(1 + 10 + 12 + 2, 1))
+        await settle(pilot)
+        assert tools.sort_reverse and column("tool") == sorted(column("tool"), reverse=True)
+        await pilot.press("s")  # next column: arguments, ascending
+        await settle(pilot)
+        assert tools.sort_column == "args" and not tools.sort_reverse
+        assert column("args") == sorted(column("args"))
+        await pilot.press("s", "s")  # dur, then status
+        await settle(pilot)
+        assert tools.sort_column == "status" and column("status") == sorted(column("status"))
+        await pilot.press("S")
+        await settle(pilot)
+        assert tools.sort_reverse and "status ▼" in labels()
+        assert column("status") == sorted(column("status"), reverse=True)
+
+        # Rows update under the sort; the cursor stays on its call.
+        tools.move_cursor(row=tools.row_count // 2)
+        selected, rollout = tools.selected_key(), tools.selected_rollout()
+        before = tools.row_count
+        new_calls = []
+        for i in range(6):
+            call = dict(rollout_id="g0034-r1", turn=200 + i, call_id=f"late-{i}", tool_name="terminal")
+            new_calls += [
+                ev.ToolCallStarted(ts=NOW, args_head=f'{{"command": "echo {i}"}}', **call),
+                ev.ToolCallFinished(ts=NOW, duration_s=0.5, exit_code=i % 2, **call),
+            ]
+        runtime.feed(new_calls)
+        await settle(pilot)
+        assert tools.row_count == before + 6
+        assert tools.selected_key() == selected and tools.selected_rollout() == rollout
+        assert column("status") == sorted(column("status"), reverse=True)

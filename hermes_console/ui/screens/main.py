@@ -27,6 +27,7 @@ from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
+from hermes_console.ui.widgets.keyed_table import KeyedTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.servers_table import ServersTable, last_error
@@ -115,7 +116,6 @@ class MainScreen(Screen[None]):
         self._flush_draws(pending or [])
 
     def _collect_draws(self, state: ConsoleState, now: float) -> None:
-        lines = self.console.lines_per_tick
         second = int(now)  # ages and countdowns are shown to the second
         self.query_one(StatusBar).update_from(
             state,
@@ -132,12 +132,12 @@ class MainScreen(Screen[None]):
             "groups", (state.groups_version, state.run.worker_timeout_s, second), lambda: groups.update_from(state, now)
         )
         stream = self.query_one(TurnsStream)
-        self._draw("turns", state.stream_seq, lambda: stream.update_from(state, max_new=lines))
+        self._draw("turns", state.stream_seq, lambda: stream.update_from(state))
         # Running calls show a live duration; finished rows change only with tool events.
         self._draw(
             "tools",
             (state.tools_version, second if tools.has_running else None),
-            lambda: tools.update_from(state, now, max_new=lines),
+            lambda: tools.update_from(state, now),
         )
         sandboxes = self.query_one(SandboxesTable)
         self._draw("sandboxes", (state.sandboxes_version, second), lambda: sandboxes.update_from(state, now))
@@ -410,6 +410,16 @@ class MainScreen(Screen[None]):
             box.history = lambda: self.console.state.history
         stream.rebuild(self.console.state)
         tools.rebuild(self.console.state, self.console.now())
+
+    def action_sort_table(self) -> None:
+        table = self._panel_of(self.focused)
+        if isinstance(table, KeyedTable):
+            table.sort_next()
+
+    def action_reverse_table_sort(self) -> None:
+        table = self._panel_of(self.focused)
+        if isinstance(table, KeyedTable):
+            table.sort_reversed()
 
     def action_follow(self) -> None:
         self.query_one(TurnsStream).follow()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import zip_longest
+from typing import Any, Protocol, TypeAlias
 
 from rich.text import Text
+from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.widgets import DataTable
+from textual.widgets._data_table import Row as TableRow
+from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
 
-Cell = Text | str
+Cell: TypeAlias = Text | str
 Row = tuple[Cell, ...]
 
 
@@ -27,7 +31,7 @@ def host_column_of(app: object) -> HostColumn | None:
     return getattr(app, "host_column", None)
 
 
-def _cell_key(cell: Cell) -> object:
+def cell_key(cell: object) -> object:
     # Text is not hashable/comparable by value in a cheap way; plain + spans is.
     if isinstance(cell, Text):
         return (cell.plain, cell.style, tuple(cell.spans))
@@ -48,12 +52,13 @@ class KeyedTable(DataTable):
     # DataTable's own enter is hidden from the footer; show it while a table has focus.
     BINDINGS = [Binding("enter", "select_cursor", "Open", show=True)]
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[object, ...]] = {}
         self.sort_column: str | None = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
         self.host_column: HostColumn | None = None
+        self._cells_dirty = False
 
     def on_mount(self) -> None:
         if self.HOSTED:
@@ -68,16 +73,30 @@ class KeyedTable(DataTable):
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         column = str(event.column_key.value)
-        if column == self.sort_column:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_column, self.sort_reverse = column, False
+        self.sort_by(column, not self.sort_reverse if column == self.sort_column else False)
+
+    def sort_by(self, column: str | None, reverse: bool = False) -> None:
+        """Sort by ``column`` (None: insertion order again); the header shows ▲/▼."""
+        self.sort_column, self.sort_reverse = column, reverse
         for key, label, _ in self.COLUMNS:
             arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
             for column_key, col in self.columns.items():
                 if column_key.value == key:
                     col.label = Text(label + arrow)
         self._resort()
+
+    def sort_next(self) -> None:
+        """`s`: sort by the next column (ascending), after the last one back to the first."""
+        keys = [key for key, _, _ in self.COLUMNS]
+        if not keys:
+            return
+        index = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
+        self.sort_by(keys[index % len(keys)])
+
+    def sort_reversed(self) -> None:
+        """`S`: reverse the order (sorting by the first column if none was chosen)."""
+        column = self.sort_column or next((key for key, _, _ in self.COLUMNS), None)
+        self.sort_by(column, not self.sort_reverse if self.sort_column else True)
 
     def _resort(self) -> None:
         if self.sort_column is None or not self.row_count:
@@ -97,20 +116,23 @@ class KeyedTable(DataTable):
             del self._shown[key]
             changed = True
         column_keys = [c[0] for c in self.COLUMNS]
+        added: list[tuple[str, Sequence[Cell]]] = []
         for key, cells in rows.items():
             if self.host_column is not None:
                 cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
-            rendered = tuple(_cell_key(c) for c in cells)
+            rendered = tuple(cell_key(c) for c in cells)
             previous = self._shown.get(key)
             if previous is None:
-                self.add_row(*cells, key=key)
+                added.append((key, cells))
                 changed = True
             elif previous != rendered:
                 for column, cell, old, new in zip(column_keys, cells, previous, rendered):
                     if old != new:
-                        self.update_cell(key, column, cell)
+                        self.set_cell(key, column, cell)
                 changed = True
             self._shown[key] = rendered
+        self.add_keyed_rows(added)
+        self.flush_cells()
         if changed:
             self._resort()  # new rows land at the end: put them in their sorted place
         if changed and selected is not None and selected in self._shown:
@@ -118,6 +140,70 @@ class KeyedTable(DataTable):
             if index != self.cursor_row:
                 self.move_cursor(row=index, animate=False)
         return changed
+
+    def add_keyed_rows(self, rows: Sequence[tuple[str, Sequence[Cell]]]) -> None:
+        """Append many one-line rows at once. ``DataTable.add_row`` re-validates the cursor
+        and wakes the idle pass per row, which made a flood's redraw cost ~1 ms per row."""
+        if rows and not self.row_count:
+            self.add_row(*rows[0][1], key=rows[0][0])  # the first row: DataTable highlights its cursor
+            rows = rows[1:]
+        if not rows:
+            return
+        columns = self.ordered_columns
+        for key, cells in rows:
+            row_key = RowKey(key)
+            if row_key in self._row_locations:
+                raise DuplicateKey(f"KeyedTable: row key {key!r} is already in the table")
+            self._row_locations[row_key] = len(self.rows)
+            self._data[row_key] = {column.key: cell for column, cell in zip_longest(columns, cells)}
+            self.rows[row_key] = TableRow(row_key, 1)
+            self._new_rows.add(row_key)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        self._update_count += 1
+        self.check_idle()
+
+    def set_cell(self, key: str, column: str, value: Cell) -> None:
+        """``update_cell`` without its per-call repaint: call ``flush_cells`` after a batch."""
+        self._data[RowKey(key)][ColumnKey(column)] = value
+        self._cells_dirty = True
+
+    def flush_cells(self) -> None:
+        if self._cells_dirty:
+            self._cells_dirty = False
+            self._update_count += 1  # drops the row render caches, as update_cell does
+            self.refresh()
+
+    def remove_rows(self, keys: Iterable[str]) -> None:
+        """Remove many rows at once. ``DataTable.remove_row`` re-indexes every remaining row
+        per call (O(rows) each), so trimming a flood's worth of rows one by one is quadratic."""
+        gone = {RowKey(k) for k in keys if k in self.rows}
+        if not gone:
+            return
+        locations = self._row_locations
+        survivors = sorted(
+            ((locations.get(key) or 0, key) for key in locations if key not in gone), key=lambda kv: kv[0]
+        )
+        self._row_locations = TwoWayDict({key: i for i, (_, key) in enumerate(survivors)})
+        for key in gone:
+            for column_key in self._data.get(key, {}):
+                self._updated_cells.discard(CellKey(key, column_key))
+            self._new_rows.discard(key)
+            del self.rows[key]
+            del self._data[key]
+            self._shown.pop(str(key.value), None)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        self.hover_coordinate = self.hover_coordinate
+        self._update_count += 1
+        self.check_idle()
+        self.refresh(layout=True)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Textual measures every cell of every new row to size auto-width columns; with
+        # fixed widths and one-line rows that changes nothing and was a flood's main cost.
+        fixed = all(not column.auto_width for column in self.columns.values())
+        super()._update_dimensions(() if fixed and not self._labelled_row_exists else new_rows)
 
     def set_column_width(self, key: str, width: int) -> None:
         """Narrow or widen one column (compact layouts); cells are cropped to it."""

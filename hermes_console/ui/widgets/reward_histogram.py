@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -9,7 +11,7 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
 class RewardHistogram(Widget):
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.counts: list[int] = []
         self.lo = 0.0

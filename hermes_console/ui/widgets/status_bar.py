@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -25,7 +27,7 @@ SEP = ("  │  ", "dim")
 class StatusBar(Static):
     """Two to four lines; re-rendered only when its text changes."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self._rendered: tuple = ()
 

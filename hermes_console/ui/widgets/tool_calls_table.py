@@ -1,48 +1,51 @@
-"""Tool calls and errors: newest at the bottom, errors highlighted, errors-only toggle."""
+"""Tool calls and errors: newest at the bottom, errors highlighted, errors-only toggle, sortable.
+
+The rows are a function of ``ConsoleState.tool_rows`` and the view settings alone: the
+newest ``MAX_ROWS`` calls that pass the filter (errors only: the errors, plus calls still
+running since they may yet fail). The table is kept equal to that in place — new calls
+appended, finished ones updated cell by cell, calls that left the window removed in one
+pass — so a flood never clears and refills it, and the selection stays on its call.
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from hermes_console.runtime.history import History
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import ToolCallView
 from hermes_console.ui.format import age, clock, duration, head
 from hermes_console.ui.stream_filter import StreamFilter
-from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
+from hermes_console.ui.widgets.keyed_table import Cell, KeyedTable, cell_key
 
-MAX_ROWS = 500
+MAX_ROWS = 500  # the history screen keeps the rest
 ARGS_CHARS = 32  # keeps duration and status on screen in a half-width panel
 
 
-class ToolCallsTable(DataTable):
-    """Appends new calls by sequence number; updates only rows still running."""
+class ToolCallsTable(KeyedTable):
+    COLUMNS = (
+        ("time", "time", 8),
+        ("rollout", "rollout", 10),
+        ("tool", "tool", 9),
+        ("args", "arguments", ARGS_CHARS),
+        ("dur", "dur", 6),
+        ("status", "status", 17),
+    )
+    HOSTED = True  # attached to several hosts: which one ran the call
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.errors_only = False
         self.filter = StreamFilter()
-        self._last_seq = 0
-        self._open: dict[int, ToolCallView] = {}
-        self._order: deque[int] = deque()
-        self._rollout_of: dict[int, str] = {}
-        self._running_cells: dict[int, str] = {}  # last drawn duration of still-running calls
-        self.host_column: HostColumn | None = None
+        self._views: dict[int, ToolCallView] = {}  # shown rows by seq, oldest first
+        self._open: set[int] = set()  # shown rows drawn as running (their cells still change)
+        self._last_seq = 0  # newest state row looked at (shown or filtered out)
+        self._state: ConsoleState | None = None
+        self._settings: tuple[object, ...] = ()
         self._history: History | None = None  # readable rollout ids (g0033-r2)
-
-    def on_mount(self) -> None:
-        self.host_column = host_column_of(self.app)  # attached to several hosts: which one ran the call
-        if self.host_column is not None:
-            self.add_column("host", key="host", width=self.host_column.host_width)
-        self.add_column("time", key="time", width=8)
-        self.add_column("rollout", key="rollout", width=10)
-        self.add_column("tool", key="tool", width=9)
-        self.add_column("arguments", key="args", width=ARGS_CHARS)
-        self.add_column("dur", key="dur", width=6)
-        self.add_column("status", key="status", width=17)
 
     @property
     def has_running(self) -> bool:
@@ -51,51 +54,72 @@ class ToolCallsTable(DataTable):
 
     # ------------------------------------------------------------------ updates
 
-    def update_from(self, state: ConsoleState, now: float, max_new: int = 200) -> None:
+    def update_from(self, state: ConsoleState, now: float) -> None:
+        """Bring the table up to ``state``: cost O(new + running rows), not O(shown rows)."""
         self._history = state.history
-        at_end = self.cursor_row >= self.row_count - 1
-        fresh = _newer_than(state.tool_rows, self._last_seq)
-        if fresh:
-            self._last_seq = fresh[-1].seq
-        # The first fill shows a full page of history; later ticks are capped so a flood stays cheap.
-        limit = MAX_ROWS if not self._order else max_new
-        if self._order and len(fresh) > limit:
-            # A flood: DataTable.remove_row is O(rows), so start over with the newest page
-            # instead of trimming hundreds of rows one by one.
-            self._reset()
-        for view in fresh[-limit:]:
-            self._append(view, now)
-        for seq, view in list(self._open.items()):
-            self._refresh_row(seq, view, now)
-        self._trim()
-        if fresh and at_end and self.row_count:
-            self.move_cursor(row=self.row_count - 1, animate=False)
+        if state is not self._state or self._settings != self._current_settings():
+            self.rebuild(state, now)
+            return
+        rows = state.tool_rows
+        selected = self.selected_key()
+        at_end = not self.row_count or self.cursor_row >= self.row_count - 1
+        gone = [seq for seq in self._views if rows and seq < rows[0].seq]  # left the state's ring buffer
+        for seq in list(self._open):
+            view = self._views[seq]
+            if not self._wanted(view):
+                gone.append(seq)  # errors only: it finished without an error
+            else:
+                self._refresh_row(seq, view, now)
+        fresh = [v for v in _newer_than(rows, self._last_seq) if self._wanted(v)][-MAX_ROWS:]
+        self._last_seq = rows[-1].seq if rows else 0
+        overflow = len(self._views) - len(set(gone)) + len(fresh) - MAX_ROWS
+        if overflow > 0:
+            gone += [seq for seq in self._views if seq not in gone][:overflow]  # the oldest
+        self._drop(gone)
+        self._add(fresh, now)
+        self.flush_cells()
+        if fresh or gone:
+            self._resort()
+            self._place_cursor(selected, at_end and bool(fresh))
         self._set_title(state)
 
     def rebuild(self, state: ConsoleState, now: float) -> None:
-        """Re-list after a filter change (not per tick)."""
+        """Re-list from state (first fill, filter / errors-only change; not per tick)."""
         self._history = state.history
-        self._reset()
-        matching = [v for v in state.tool_rows if self._wanted(v)][-MAX_ROWS:]
-        for view in matching:
-            self._append(view, now)
-        self._last_seq = state.tool_seq
+        self._state, self._settings = state, self._current_settings()
+        self._drop(list(self._views))
+        self._add([v for v in state.tool_rows if self._wanted(v)][-MAX_ROWS:], now)
+        self._last_seq = state.tool_rows[-1].seq if state.tool_rows else 0
+        self._resort()
         if self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
         self._set_title(state)
 
-    def _reset(self) -> None:
-        self.clear()
-        self._open.clear()
-        self._order.clear()
-        self._rollout_of.clear()
-        self._running_cells.clear()
+    def _current_settings(self) -> tuple[object, ...]:
+        return (self.filter.text, self.errors_only)
+
+    def _place_cursor(self, selected: str | None, tail: bool) -> None:
+        """The cursor stays on its call; on the last row it follows new calls (a tail)."""
+        if not self.row_count:
+            return
+        if tail and self.sort_column is None:
+            row = self.row_count - 1
+        elif selected is not None and selected in self._shown:
+            row = self.get_row_index(selected)
+        else:
+            return
+        if row != self.cursor_row:
+            self.move_cursor(row=row, animate=False)
 
     def selected_rollout(self) -> str | None:
-        if not self.row_count:
-            return None
-        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
-        return self._rollout_of.get(int(row_key.value or 0))
+        key = self.selected_key()
+        view = self._views.get(int(key)) if key else None
+        return view.rollout_id if view is not None else None
+
+    @property
+    def _rollout_of(self) -> dict[int, str]:
+        """Rollout of each shown row by seq (attached consoles read the host from it)."""
+        return {seq: view.rollout_id for seq, view in self._views.items()}
 
     # ------------------------------------------------------------------ helpers
 
@@ -103,64 +127,54 @@ class ToolCallsTable(DataTable):
         return self._history.label_of(rollout_id) if self._history is not None else rollout_id
 
     def _wanted(self, view: ToolCallView) -> bool:
-        if self.errors_only and view.status != "error":
+        # A running call may still turn into an error: keep it while errors_only.
+        if self.errors_only and view.status in ("ok", "cancelled"):
             return False
         return self.filter.matches(view.rollout_id, view.group_id)
 
-    def _append(self, view: ToolCallView, now: float) -> None:
-        # A running call may still turn into an error: keep it open even when errors_only.
-        if not self.filter.matches(view.rollout_id, view.group_id):
-            return
-        if self.errors_only and view.status in ("ok", "cancelled"):
-            return
-        key = str(view.seq)
+    def _cells(self, view: ToolCallView, now: float) -> tuple[Cell, ...]:
         error = view.status == "error"
-        host = () if self.host_column is None else (Text(self.host_column.host_of(view.rollout_id), style="bold"),)
-        self.add_row(
-            *host,
+        return (
             clock(view.ts),
             Text(head(self._label(view.rollout_id), 10), style="bold"),
             Text(view.tool_name, style="bold red" if error else "cyan"),
             Text(head(view.args_head, ARGS_CHARS), style="red" if error else ""),
             self._duration(view, now),
             self._status(view),
-            key=key,
         )
-        self._order.append(view.seq)
-        self._rollout_of[view.seq] = view.rollout_id
-        if view.status == "running":
-            self._open[view.seq] = view
+
+    def _add(self, views: list[ToolCallView], now: float) -> None:
+        rows: list[tuple[str, tuple[Cell, ...]]] = []
+        for view in views:
+            key = str(view.seq)
+            cells = self._cells(view, now)
+            if self.host_column is not None:
+                cells = (Text(self.host_column.host_of(view.rollout_id), style="bold"), *cells)
+            rows.append((key, cells))
+            self._shown[key] = ()
+            self._views[view.seq] = view
+            if view.status == "running":
+                self._open.add(view.seq)
+        self.add_keyed_rows(rows)
+
+    def _drop(self, seqs: list[int]) -> None:
+        self.remove_rows(str(seq) for seq in seqs)
+        for seq in seqs:
+            self._views.pop(seq, None)
+            self._open.discard(seq)
 
     def _refresh_row(self, seq: int, view: ToolCallView, now: float) -> None:
+        """Update the cells of a row drawn as running (only those that changed)."""
         key = str(seq)
-        if key not in self.rows:
-            self._open.pop(seq, None)
-            return
-        if self.errors_only and view.status in ("ok", "cancelled"):
-            self.remove_row(key)
-            self._open.pop(seq, None)
-            return
         if view.status == "running":
             cell = self._duration(view, now)
-            if self._running_cells.get(seq) != cell.plain:
-                self._running_cells[seq] = cell.plain
-                self.update_cell(key, "dur", cell)
+            if cell_key(self.get_cell(key, "dur")) != cell_key(cell):
+                self.set_cell(key, "dur", cell)
             return
-        self._running_cells.pop(seq, None)
-        self.update_cell(key, "dur", self._duration(view, now))
-        self.update_cell(key, "status", self._status(view))
-        if view.status == "error":
-            self.update_cell(key, "tool", Text(view.tool_name, style="bold red"))
-            self.update_cell(key, "args", Text(head(view.args_head, ARGS_CHARS), style="red"))
-        self._open.pop(seq, None)
-
-    def _trim(self) -> None:
-        while len(self._order) > MAX_ROWS:
-            seq = self._order.popleft()
-            self._rollout_of.pop(seq, None)
-            self._open.pop(seq, None)
-            if str(seq) in self.rows:
-                self.remove_row(str(seq))
+        for column, cell in zip(("time", "rollout", "tool", "args", "dur", "status"), self._cells(view, now)):
+            if cell_key(self.get_cell(key, column)) != cell_key(cell):
+                self.set_cell(key, column, cell)
+        self._open.discard(seq)
 
     @staticmethod
     def _duration(view: ToolCallView, now: float) -> Text:

@@ -1,29 +1,40 @@
 """Agent turns stream: a tail that follows new lines until the operator scrolls up.
 
-Toolong's tail semantics: scrolling up (keys, wheel, home, page up) stops
-following and counts the lines that arrive meanwhile ("N new"); `end`/`f`
-follows again. Reasoning is collapsed to one line unless toggled open.
+A Line-API view (Toolong-style) over ``ConsoleState.stream``: the widget keeps only an
+index of which state entries it shows, one small record per screen line, and renders a
+line's text when that line is on screen (``render_line``) — no per-line measuring on
+append, no widget-side copy of the text. What it shows is a function of the state and
+the view settings (filter, reasoning toggle, width) alone, whatever way the events were
+batched: lines the runtime queue folded into a count leave a gap in the entries'
+sequence numbers and are drawn as one "… N lines not shown" line at that place.
+
+Toolong's tail semantics: scrolling up (keys, wheel, home, page up) stops following and
+counts the lines that arrive meanwhile ("N new"); `end`/`f` follows again. Reasoning is
+collapsed to one line unless toggled open.
 """
 
 from __future__ import annotations
 
 import textwrap
 from collections import deque
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from rich.text import Text
 from textual import events
-from textual.widgets import RichLog
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from hermes_console.runtime.history import History
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
-from hermes_console.ui.widgets.keyed_table import host_column_of
+from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
 
-MAX_LINES = 2_000
-REBUILD_LINES = 400
 ENTRY_CHARS = 400
+STRIP_CACHE = 1_000  # rendered lines kept (a few screens' worth)
 
 KIND_STYLES = {
     "turn": ("▍", ""),
@@ -35,66 +46,202 @@ KIND_STYLES = {
 }
 
 
-class TurnsStream(RichLog):
-    def __init__(self, **kwargs: object) -> None:
-        # One line per entry (a log tail); only expanded reasoning spans several lines.
-        super().__init__(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=False, **kwargs)
+class StreamLine(NamedTuple):
+    """One screen line: the entry it belongs to and which part of it.
+
+    part -1: the "… N lines not shown" line before the entry (``gap`` = N);
+    part 0: the entry's line; part k > 0: continuation k of expanded reasoning.
+    """
+
+    entry: StreamEntry
+    part: int = 0
+    gap: int = 0
+    chunk: str = ""
+
+
+class TurnsStream(ScrollView, can_focus=True):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.following = True
         self.new_lines = 0
         self.show_reasoning = False
         self.filter = StreamFilter()
-        self._last_seq = 0
+        self._view: list[StreamLine] = []
+        self._last_seq = 0  # seq of the newest state entry looked at (shown or filtered out)
+        self._state: ConsoleState | None = None  # the state the index was built from
+        self._settings: tuple[object, ...] = ()  # filter, reasoning, wrap width the index was built with
+        self._strips: dict[tuple[int, int], Strip] = {}
         self._history: History | None = None  # readable ids (g0033-r2) once a state was seen
 
     # ------------------------------------------------------------------ feeding
 
-    def update_from(self, state: ConsoleState, max_new: int = 200) -> None:
+    def update_from(self, state: ConsoleState) -> None:
+        """Bring the index up to ``state``: cost O(new entries), not O(shown lines)."""
         self._history = state.history
-        if self._last_seq == 0 and state.stream_seq:
-            self.rebuild(state)  # first fill: a full page of history, not the flood cap
+        if state is not self._state or self._current_settings() != self._settings:
+            self.rebuild(state)
             return
-        fresh = _newer_than(state.stream, self._last_seq)
-        if not fresh:
+        stream = state.stream
+        if not stream or stream[-1].seq == self._last_seq:
             return
-        # Lines the queue folded into counts never reach the state: numbered, not stored.
-        arrived = fresh[-1].seq - self._last_seq
-        self._last_seq = fresh[-1].seq
-        fresh = fresh[-max_new:]
-        skipped = arrived - len(fresh)
-        if skipped > 0:
-            # A flood: show the newest lines and say how many were not drawn.
-            self._write(
-                Text(
-                    f"… {skipped} earlier lines not shown (flood); open a rollout for its transcript",
-                    style="dim yellow",
-                )
-            )
-        for entry in fresh:
-            if self.filter.matches(entry.rollout_id, entry.group_id):
-                for line in self.render_entry(entry):
-                    self._write(line)
+        self._evict(stream[0])
+        fresh = _newer_than(stream, self._last_seq)
+        # The entry before the first fresh one is still in the state unless all of it is new.
+        previous = self._last_seq if len(fresh) < len(stream) else None
+        added = self._append(fresh, previous)
+        self._last_seq = stream[-1].seq
+        if not self.following:
+            self.new_lines += added
+        self._resized()
         if self.following:
             self.scroll_end(animate=False, immediate=False)
         self._update_title()
 
     def rebuild(self, state: ConsoleState) -> None:
-        """Redraw from state after a filter/reasoning change (not per tick)."""
+        """Index every shown entry of ``state`` again (filter / reasoning / width change)."""
         self._history = state.history
-        self.clear()
-        matching = [e for e in state.stream if self.filter.matches(e.rollout_id, e.group_id)]
-        for entry in matching[-REBUILD_LINES:]:
-            for line in self.render_entry(entry):
-                self.write(line, scroll_end=False)
-        self._last_seq = state.stream_seq
+        self._state = state
+        self._settings = self._current_settings()
+        self._view = []
+        self._strips.clear()
+        self._append(state.stream, None)
+        self._last_seq = state.stream[-1].seq if state.stream else 0
         self.new_lines = 0
+        self._resized()
         if self.following:
             self.scroll_end(animate=False, immediate=False)
+        self.refresh()
         self._update_title()
 
-    def _write(self, line: Text) -> None:
-        self.write(line, scroll_end=False)  # one scroll_end per batch, after layout
-        if not self.following:
-            self.new_lines += 1
+    def _current_settings(self) -> tuple[object, ...]:
+        width = self._wrap_width() if self.show_reasoning else 0
+        return (self.filter.text, self.show_reasoning, width)
+
+    def _append(self, entries: Iterable[StreamEntry], previous: int | None) -> int:
+        """Index ``entries`` (oldest first); ``previous`` is the seq of the state entry before them."""
+        view, matches = self._view, self.filter.matches if self.filter else None
+        before = len(view)
+        plain = not self.show_reasoning  # one line per entry: no wrapping to work out
+        for entry in entries:
+            gap = entry.seq - previous - 1 if previous is not None else 0
+            previous = entry.seq
+            if matches is not None and not matches(entry.rollout_id, entry.group_id):
+                continue
+            if plain:
+                if gap > 0:
+                    view.append(StreamLine(entry, -1, gap))
+                view.append(StreamLine(entry))
+            else:
+                view.extend(self._lines_of(entry, gap))
+        return len(view) - before
+
+    def _evict(self, first: StreamEntry) -> None:
+        """Drop lines of entries the state's ring buffer let go; the view stays where it was."""
+        view = self._view
+        cut = 0
+        while cut < len(view) and view[cut].entry.seq < first.seq:
+            cut += 1
+        if cut:
+            del view[:cut]
+            if not self.following:
+                self.scroll_to(y=max(0, self.scroll_y - cut), animate=False, immediate=True)
+        # The state's first entry has no predecessor any more: no gap line before it.
+        if view and view[0].part == -1 and view[0].entry is first:
+            del view[0]
+        if cut:
+            self._strips.clear()
+            self.refresh()
+
+    def _lines_of(self, entry: StreamEntry, gap: int) -> list[StreamLine]:
+        lines = [StreamLine(entry, -1, gap)] if gap > 0 else []
+        if entry.kind != "reasoning" or not self.show_reasoning:
+            lines.append(StreamLine(entry))
+            return lines
+        # Expanded: wrap under the text column so the id column stays readable.
+        width = self._wrap_width()
+        chunks = textwrap.wrap(" ".join(visible(entry.text).split())[:4000], width) or [""]
+        lines += [StreamLine(entry, k, chunk=chunk) for k, chunk in enumerate(chunks)]
+        return lines
+
+    def _wrap_width(self) -> int:
+        return max(20, (self.scrollable_content_region.width or 100) - self._prefix_width() - 1)
+
+    def _prefix_width(self) -> int:
+        hosts = self._hosts()
+        return 9 + (hosts.host_width + 1 if hosts is not None else 0) + 13 + 2
+
+    def _resized(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self._view))
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.show_reasoning and self._state is not None and self._current_settings() != self._settings:
+            self.rebuild(self._state)  # expanded reasoning wraps to the new width
+        else:
+            self._resized()
+            self._strips.clear()
+        if self.following:  # a tail stays pinned to its last line when the panel grows or shrinks
+            self.scroll_end(animate=False, immediate=False)
+
+    # ------------------------------------------------------------------ rendering (visible lines only)
+
+    @property
+    def line_count(self) -> int:
+        return len(self._view)
+
+    @property
+    def lines(self) -> list[Strip]:
+        """Every indexed line rendered (for tests and inspection; the screen renders only what shows)."""
+        return [self._strip(i) for i in range(len(self._view))]
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        index = scroll_y + y
+        style = self.rich_style
+        if index >= len(self._view):
+            return Strip.blank(width, style)
+        strip = self._strip(index).crop_extend(scroll_x, scroll_x + width, style)
+        return strip.apply_style(style)
+
+    def _strip(self, index: int) -> Strip:
+        line = self._view[index]
+        key = (line.entry.seq, line.part)
+        strip = self._strips.get(key)
+        if strip is None:
+            if len(self._strips) >= STRIP_CACHE:
+                self._strips.clear()
+            text = self.render_stream_line(line)
+            strip = Strip(list(text.render(self.app.console)))
+            self._strips[key] = strip
+        return strip
+
+    def render_stream_line(self, line: StreamLine) -> Text:
+        entry = line.entry
+        if line.part == -1:
+            return Text(
+                f"… {line.gap} lines not shown (flood); open a rollout for its transcript", style="dim yellow", end=""
+            )
+        icon, style = KIND_STYLES.get(entry.kind, ("·", ""))
+        if line.part > 0:
+            return Text(" " * self._prefix_width() + line.chunk, style=style, end="")
+        text = Text(f"{clock(entry.ts)} ", style="dim", end="")
+        hosts = self._hosts()
+        if hosts is not None:  # attached to several hosts: which one the line comes from
+            raw = entry.rollout_id or entry.group_id or "runtime"
+            text.append(f"{hosts.host_of(raw):<{hosts.host_width}} ", style="bold")
+        text.append(f"{head(self._who(entry), 12):<12} ", style="bold")
+        text.append(f"{icon} ", style=style)
+        if entry.kind != "reasoning":
+            text.append(head(entry.text, ENTRY_CHARS), style=style)
+        elif not self.show_reasoning:
+            text.append(f"reasoning ({len(entry.text)} chars) ", style="dim italic")
+            text.append(head(entry.text, 50), style="dim")
+        else:
+            text.append(line.chunk, style=style)
+        return text
+
+    def _hosts(self) -> HostColumn | None:
+        return host_column_of(self.app) if self.is_attached else None
 
     def _who(self, entry: StreamEntry) -> str:
         """The readable label of the entry's rollout (else group); the raw id when unknown."""
@@ -104,31 +251,6 @@ class TurnsStream(RichLog):
         if entry.group_id:
             return h.group_label_of(entry.group_id) if h is not None else entry.group_id
         return "runtime"
-
-    def render_entry(self, entry: StreamEntry) -> list[Text]:
-        icon, style = KIND_STYLES.get(entry.kind, ("·", ""))
-        line = Text(f"{clock(entry.ts)} ", style="dim")
-        who = self._who(entry)
-        hosts = host_column_of(self.app) if self.is_attached else None
-        if hosts is not None:  # attached to several hosts: which one the line comes from
-            raw = entry.rollout_id or entry.group_id or "runtime"
-            line.append(f"{hosts.host_of(raw):<{hosts.host_width}} ", style="bold")
-        line.append(f"{head(who, 12):<12} ", style="bold")
-        line.append(f"{icon} ", style=style)
-        if entry.kind != "reasoning":
-            line.append(head(entry.text, ENTRY_CHARS), style=style)
-            return [line]
-        if not self.show_reasoning:
-            line.append(f"reasoning ({len(entry.text)} chars) ", style="dim italic")
-            line.append(head(entry.text, 50), style="dim")
-            return [line]
-        # Expanded: wrap under the text column so the id column stays readable.
-        indent = len(line.plain)
-        width = max(20, (self.scrollable_content_region.width or 100) - indent - 1)
-        chunks = textwrap.wrap(" ".join(visible(entry.text).split())[:4000], width) or [""]
-        lines = [line + Text(chunks[0], style=style)]
-        lines += [Text(" " * indent) + Text(chunk, style=style) for chunk in chunks[1:]]
-        return lines
 
     # ------------------------------------------------------------------ follow / unfollow
 
@@ -175,6 +297,7 @@ class TurnsStream(RichLog):
 
 
 def _newer_than(entries: deque[StreamEntry], seq: int) -> list[StreamEntry]:
+    """Entries with a sequence number above ``seq``, oldest first, scanning from the newest."""
     out: list[StreamEntry] = []
     for entry in reversed(entries):
         if entry.seq <= seq:
