@@ -63,6 +63,7 @@ def _start_rank(item: pytest.Item, group: str | None) -> int:
     return 1 if timeout is not None and timeout.args and float(timeout.args[0]) >= 150 else 2
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     ranks: dict[str, int] = {}
     for item in items:
