@@ -50,9 +50,15 @@ lint: $(STAMP)
 # The docker tests get a private engine (see hermes_console/docker_engine.py): started
 # here when none answers and we are root with apt, stopped when pytest ends; without
 # one they are skipped, naming the reason.
+# The suite runs on TEST_WORKERS pytest-xdist workers (most tests wait on subprocesses,
+# sandboxes and simulated latency, so more workers than cores pay); --dist loadgroup keeps
+# each xdist group of tests/conftest.py (the Slurm cluster, the docker engine) on one worker.
+# PYTHONDONTWRITEBYTECODE is cleared so the workers and the many `python -m` subprocesses
+# of the tests reuse compiled bytecode instead of compiling the project over and over.
+TEST_WORKERS ?= 4
 test: $(STAMP) sandbox-tools slurm-tools lint
-	$(BIN)/python -m hermes_console.docker_engine run --image base -- \
-	  $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m hermes_console.docker_engine run --image base -- \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

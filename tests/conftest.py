@@ -29,3 +29,47 @@ def tokenizer(tokenizer_path):
     from environments.tokenizer import load_tokenizer
 
     return load_tokenizer(tokenizer_path)
+
+
+# --------------------------------------------------------------------------- xdist groups
+# `make test` runs the suite on several workers with `--dist loadgroup`: every test of one
+# xdist group runs on the same worker, one after the other. Two resources need that:
+# - "slurm": the session-scoped single-node cluster (tests/slurm/conftest.py) starts once, on
+#   the one worker that runs the group, not once per worker;
+# - "docker": the tests that drive the shared engine compare `docker ps` before and after
+#   (tests/docker_support.py: managed_containers), which another worker's containers would spoil.
+# Without xdist the marks do nothing.
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    path = item.path.as_posix()
+    if "/tests/slurm/" in path:
+        return "slurm"
+    module = getattr(item, "module", None)
+    uses_engine = module is not None and any(
+        getattr(value, "__module__", None) == "tests.docker_support" for value in vars(module).values()
+    )
+    if uses_engine and "docker" in item.nodeid.lower():  # a docker file, or the [docker] case of a backend matrix
+        return "docker"
+    return None
+
+
+def _start_rank(item: pytest.Item, group: str | None) -> int:
+    """Long chains first, so no worker is left with one at the end while the others idle: the
+    groups (run one test after another), then tests whose own timeout says they take minutes."""
+    if group is not None:
+        return 0
+    timeout = item.get_closest_marker("timeout")
+    return 1 if timeout is not None and timeout.args and float(timeout.args[0]) >= 150 else 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    ranks: dict[str, int] = {}
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        ranks[item.nodeid] = _start_rank(item, group)
+    # a stable sort: the same order on every xdist worker (they must agree), files stay together
+    items.sort(key=lambda item: ranks[item.nodeid])

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hermes_console.sim.server import SimServer
-from tests.helpers.live import fixed_latency_sim, running_sim
+from tests.helpers.live import HostStarter, fixed_latency_sim, running_sim, started_hosts
+from tests.runtime.runtime_helpers import Pump
 
 ENVS = Path(__file__).resolve().parent / "envs"
 # The seed-API example env (one file for the environments and compat suites).
@@ -29,3 +30,9 @@ def compat_env(sim: SimServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     report = tmp_path / "report.jsonl"
     monkeypatch.setenv("COMPAT_REPORT", str(report))
     return report
+
+
+@pytest.fixture
+def host_runs() -> Iterator[HostStarter[Pump]]:
+    """Hosts that exit when their run is finished (the benchmark evaluations); always stopped."""
+    yield from started_hosts(Pump, exit_when_finished=True)

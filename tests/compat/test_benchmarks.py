@@ -8,15 +8,12 @@ import io
 import json
 import shutil
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hermes_console.runtime.config import RunSpec
-from tests.helpers.live import HostStarter, started_hosts
-from tests.runtime.runtime_helpers import Pump, wait_no_children
+from tests.helpers.benchmarks import assert_no_tb2_leftovers, results_by_task, tb2_evaluate_spec
+from tests.runtime.runtime_helpers import wait_no_children
 
 pytestmark = pytest.mark.slow
 
@@ -58,41 +55,15 @@ def test_reward_parsing_and_safe_unpacking(tmp_path):
         unpack_b64_tar("!!not base64!!", tmp_path / "dest", "tests_tar")
 
 
-@pytest.fixture
-def host_runs() -> Iterator[HostStarter[Pump]]:
-    yield from started_hosts(Pump, exit_when_finished=True)
-
-
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
-    from environments import sandboxes
-    from environments.task_overrides import list_task_env_overrides
-
     results = tmp_path / "results.jsonl"
-    spec = RunSpec(
-        env="environments.benchmarks.terminalbench_2",
-        mode="evaluate",
-        runs_dir=str(tmp_path),
-        flags=[
-            "--openai.base_url",
-            f"{sim.base_url}/v1",
-            "--env.terminal_backend",
-            "bwrap",
-            "--env.task_timeout",
-            "20",
-            "--env.results_path",
-            str(results),
-        ],
-    )
-    p = host_runs(spec)
+    p = host_runs(tb2_evaluate_spec(sim, tmp_path, results, "bwrap", "--env.task_timeout", "20"))
     p.until(lambda s: s.status in ("finished", "failed", "stopped"), 120, "the evaluation to finish")
     assert p.state.status == "finished", f"{p.state.status}: {p.state.status_detail}"
 
     # streamed: one line per task, written as each finished (the timed-out task last)
-    rows: dict[str, dict[str, Any]] = {}
-    for line in results.read_text().splitlines():
-        row = json.loads(line)
-        rows[row["task_name"]] = row
+    rows = results_by_task(results)
     assert len(results.read_text().splitlines()) == 4
     assert {k: v["reward"] for k, v in rows.items()} == {
         "answer-42": 1.0,
@@ -124,8 +95,7 @@ def test_terminalbench_fixture_evaluates_on_bwrap(sim, host_runs, tmp_path):
     )
 
     # nothing left behind: overrides, sandboxes, processes (the `sleep 45` included)
-    assert list_task_env_overrides() == {}
-    assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
+    assert_no_tb2_leftovers()
     assert wait_no_children(20) == []
 
 
@@ -157,11 +127,9 @@ def test_cancelling_an_evaluation_cleans_up_every_task(sim, tmp_path):
     import asyncio
     import time
 
-    from environments import sandboxes
     from environments.atropos_compat import DEFAULT_TIMEOUT_S
     from environments.benchmarks.terminalbench_2.terminalbench2_env import TerminalBench2EvalEnv
     from environments.hermes_base_env import APIServerConfig
-    from environments.task_overrides import list_task_env_overrides
 
     results = tmp_path / "results.jsonl"
     config, _ = TerminalBench2EvalEnv.config_init()
@@ -193,8 +161,7 @@ def test_cancelling_an_evaluation_cleans_up_every_task(sim, tmp_path):
             await task
 
     asyncio.run(run())
-    assert list_task_env_overrides() == {}
-    assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
+    assert_no_tb2_leftovers()
     assert wait_no_children(20) == []
 
 

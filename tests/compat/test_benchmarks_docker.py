@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hermes_console.runtime.config import RunSpec
 from tests.docker_support import docker, managed_containers, needs_engine, sandbox_image, task_image
-from tests.runtime.runtime_helpers import Pump
+from tests.helpers.benchmarks import assert_no_tb2_leftovers, results_by_task, tb2_evaluate_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -28,29 +26,8 @@ TEST_SH = (
 )
 
 
-@pytest.fixture
-def host_runs():
-    from hermes_console.runtime.host import RuntimeHost
-
-    hosts: list[Any] = []
-
-    def start(spec: RunSpec) -> Pump:
-        host = RuntimeHost(spec, exit_when_finished=True)
-        hosts.append(host)
-        host.start()
-        return Pump(host)
-
-    yield start
-    for host in hosts:
-        host.stop(0.5).result(timeout=30)
-        host.join(10)
-
-
 @needs_engine
 def test_task_image_from_a_rootfs_scores_1_when_solved_on_docker(sim, host_runs, tmp_path: Path) -> None:
-    from environments import sandboxes
-    from environments.task_overrides import list_task_env_overrides
-
     sandbox_image()  # skip early, with the reason, when there is no base image
     before = set(managed_containers())
     tag = f"hermes-test-tb:{uuid.uuid4().hex[:8]}"
@@ -79,35 +56,15 @@ def test_task_image_from_a_rootfs_scores_1_when_solved_on_docker(sim, host_runs,
         ]
         tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
         results = tmp_path / "results.jsonl"
-        spec = RunSpec(
-            env="environments.benchmarks.terminalbench_2",
-            mode="evaluate",
-            runs_dir=str(tmp_path),
-            flags=[
-                "--openai.base_url",
-                f"{sim.base_url}/v1",
-                "--env.terminal_backend",
-                "docker",
-                "--env.dataset_name",
-                str(tasks),
-                "--env.task_timeout",
-                "90",
-                "--env.results_path",
-                str(results),
-            ],
-        )
-        p = host_runs(spec)
+        flags = ("--env.dataset_name", str(tasks), "--env.task_timeout", "90")
+        p = host_runs(tb2_evaluate_spec(sim, tmp_path, results, "docker", *flags))
         p.until(lambda s: s.status in ("finished", "failed", "stopped"), 150, "the evaluation to finish")
         assert p.state.status == "finished", f"{p.state.status}: {p.state.status_detail}"
-        got: dict[str, dict[str, Any]] = {}
-        for line in results.read_text().splitlines():
-            row = json.loads(line)
-            got[row["task_name"]] = row
+        got = results_by_task(results)
         assert {k: v["reward"] for k, v in got.items()} == {"multiply": 1.0, "wrong": 0.0}, got
         assert all(not v.get("error") for v in got.values()), got
         # nothing left: overrides, sandboxes, containers
-        assert list_task_env_overrides() == {}
-        assert [s for s in sandboxes.list_sandboxes() if s.task_id.startswith("tb2-")] == []
+        assert_no_tb2_leftovers()
         assert set(managed_containers()) <= before
     finally:
         docker("rmi", "-f", tag, check=False)

@@ -13,7 +13,10 @@ from tests.slurm.slurm_cluster import ClusterUnavailable, SlurmCluster
 KILL_WAIT_S = 30
 
 
-@pytest.fixture(scope="session")
+# Module scope: one module uses it, so it still starts once (on the one xdist worker running the
+# "slurm" group, tests/conftest.py); its daemons are this process's children and must be gone
+# before that worker's later tests check that no child process is left behind.
+@pytest.fixture(scope="module")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     cluster = SlurmCluster(kill_wait_s=KILL_WAIT_S)
     try:

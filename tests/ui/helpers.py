@@ -13,6 +13,7 @@ from hermes_console.ui.app import ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console_dev.fake_runtime import FakeRuntime
+from tests.helpers.ui import settle as settle  # re-exported: the UI tests import it from here
 from tests.ui.eventlog import END, SCENARIOS, T0
 
 NOW = T0 + END  # every scenario's last event: ages render the same on every run
@@ -20,14 +21,6 @@ NOW = T0 + END  # every scenario's last event: ages render the same on every run
 
 def make_app(runtime: FakeRuntime, *, config: ConsoleConfig | None = None) -> ConsoleApp:
     return ConsoleApp(runtime, now=NOW, config=config or ConsoleConfig(tick_hz=20.0))
-
-
-async def settle(pilot: Pilot, rounds: int = 3) -> None:
-    """Let ticks, command workers whose futures are resolved, and repaints run.
-    (Workers awaiting a held future are not waited for: they finish when the test resolves it.)"""
-    for _ in range(rounds):
-        await pilot.pause()
-        await pilot.pause(0.01)
 
 
 def messages(app: ConsoleApp, severity: str | None = None) -> list[str]:

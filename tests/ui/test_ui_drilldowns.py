@@ -12,22 +12,15 @@ from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.tool_calls_table import ToolCallsTable
 from hermes_console_dev.fake_runtime import FakeRuntime
+from tests.helpers.ui import log_text, press_on_selected
 from tests.ui.helpers import make_app, messages, scenario, settle
-
-
-def log_text(log: RichLog) -> str:
-    return "\n".join(strip.text for strip in log.lines)
 
 
 async def test_enter_on_group_opens_running_rollout_transcript(main_events) -> None:
     app = make_app(FakeRuntime(main_events))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        groups = app.screen.query_one(GroupsTable)
-        groups.focus()
-        group_id = groups.selected_key()
-        await pilot.press("enter")
-        await settle(pilot)
+        group_id = await press_on_selected(pilot, GroupsTable, "enter")
         assert isinstance(app.screen, RolloutScreen)
         rollout = app.state.rollouts[app.screen.rollout_id]
         assert rollout.group_id == group_id and rollout.status == "running"
@@ -71,11 +64,7 @@ async def test_sandbox_drilldown_details_diagnostic_kill_extend(main_events) -> 
     app = make_app(runtime)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        table = app.screen.query_one(SandboxesTable)
-        table.focus()
-        task_id = table.selected_key()
-        await pilot.press("enter")
-        await settle(pilot)
+        task_id = await press_on_selected(pilot, SandboxesTable, "enter")
         screen = app.screen
         assert isinstance(screen, SandboxScreen) and screen.task_id == task_id
         assert ("sandbox_details", (task_id,), {}) in runtime.calls
@@ -148,10 +137,7 @@ async def test_sandbox_drilldown_shows_the_machine_and_the_tasks_overrides(main_
     app = make_app(runtime)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        table = app.screen.query_one(SandboxesTable)
-        table.focus()
-        await pilot.press("enter")
-        await settle(pilot)
+        await press_on_selected(pilot, SandboxesTable, "enter")
         header = str(app.screen.query_one("#sandbox-header").render())
         assert "shell pid 4242" in header and "restarts 1 shell / 0 machine" in header and "busy" in header
         assert "2 agent process(es) stopped before verification" in header

@@ -17,6 +17,7 @@ from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console_dev.fake_runtime import FakeRuntime
+from tests.helpers.ui import log_text, press_on_selected
 from tests.ui.eventlog import T0
 from tests.ui.helpers import make_app, messages, scenario, settle
 
@@ -34,8 +35,7 @@ def _column(app, index: int) -> list[str]:
 
 
 def _transcript_text(app) -> str:
-    log = app.screen.query_one("#transcript", RichLog)
-    return "\n".join(strip.text for strip in log.lines)
+    return log_text(app.screen.query_one("#transcript", RichLog))
 
 
 async def test_history_sort_filter_quick_filters_and_transcript() -> None:
@@ -118,11 +118,7 @@ async def test_history_of_the_focused_group_and_of_a_histogram_bin() -> None:
     app = make_app(FakeRuntime(events))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        groups = app.screen.query_one(GroupsTable)
-        groups.focus()
-        group_id = groups.selected_key()
-        await pilot.press("h")
-        await settle(pilot)
+        group_id = await press_on_selected(pilot, GroupsTable, "h")
         finished_here = [e.rollout_id for e in events if isinstance(e, ev.RolloutFinished) and e.group_id == group_id]
         assert sorted(_table_ids(app)) == sorted(finished_here)
         await pilot.press("escape")
