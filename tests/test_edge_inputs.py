@@ -110,7 +110,7 @@ def test_bad_input_gets_a_clear_message_and_non_zero_exit(case, tmp_path, sim_ur
         [*CLI, "run", *args, "--headless", "--runs-dir", str(tmp_path / "runs")],
         capture_output=True,
         text=True,
-        timeout=80,
+        timeout=240,
         cwd=str(tmp_path),
         env=env,
     )
