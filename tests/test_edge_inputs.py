@@ -101,6 +101,7 @@ CASES: list[Callable[[Path, str], tuple[list[str], list[str]]]] = [
 ]
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.strip("_"))
 def test_bad_input_gets_a_clear_message_and_non_zero_exit(case, tmp_path, sim_url):
     args, expected = case(tmp_path, sim_url)
