@@ -194,16 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
-    ap.add_argument(
-        "--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick"
-    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    ui_config = {
-        k: v
-        for k, v in (("tick_hz", args.tick_hz), ("max_stream_lines_per_tick", args.max_stream_lines))
-        if v is not None
-    } or None
+    ui_config = {k: v for k, v in (("tick_hz", args.tick_hz),) if v is not None} or None
     result = run(args.quick, groups=args.groups, pairs=args.pairs, latency_ms=args.latency_ms, ui_config=ui_config)
     print(json.dumps(result, indent=1, default=str))
     if not args.no_write:

@@ -240,9 +240,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=None)
     ap.add_argument("--turn-sleep", type=float, default=0.1)
     ap.add_argument("--max-events-per-tick", type=int, default=None, help="override ConsoleConfig.max_events_per_tick")
-    ap.add_argument(
-        "--max-stream-lines", type=int, default=None, help="override ConsoleConfig.max_stream_lines_per_tick"
-    )
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
     ap.add_argument("--ui-cpu-share", type=float, default=None, help="override ConsoleConfig.ui_cpu_share (0: off)")
     ap.add_argument("--no-coalesce", action="store_true", help="queue every event one by one (A/B)")
@@ -252,7 +249,6 @@ def main(argv: list[str] | None = None) -> int:
         k: v
         for k, v in (
             ("max_events_per_tick", args.max_events_per_tick),
-            ("max_stream_lines_per_tick", args.max_stream_lines),
             ("tick_hz", args.tick_hz),
             ("ui_cpu_share", args.ui_cpu_share),
         )

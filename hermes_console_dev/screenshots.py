@@ -262,8 +262,8 @@ def build_app(scene: str, fixtures: Path = DEFAULT_FIXTURES) -> ConsoleApp:
     """The console over the scene's log, clock fixed at the log's last event."""
     events = read_log(fixtures / SCENES[scene].log)
     now = max(e.ts for e in events)
-    # No flood line cap, no CPU budget: what a capture shows must not depend on how fast this machine drains
-    config = ConsoleConfig(tick_hz=20.0, flood_lines_per_tick=1_000_000, ui_cpu_share=0.0)  # nor its CPU speed
+    # No CPU budget: what a capture shows must not depend on this machine's CPU speed
+    config = ConsoleConfig(tick_hz=20.0, ui_cpu_share=0.0)
     results = FakeResults(sandbox_details=_sandbox_scene_details(SANDBOX_SCENE_TASK))
     return ConsoleApp(FakeRuntime(events, results=results), now=now, config=config)
 

@@ -65,8 +65,6 @@ class ConsoleApp(ReplayControls, App[int]):
             max_drain_s=self.config.max_drain_interval_s,
         )
         self._more_panels = False  # a throttled redraw left panels for the next tick
-        self._flooding = False  # a drain step since the last redraw left a backlog
-        self.lines_per_tick = self.config.max_stream_lines_per_tick  # new stream lines / tool rows this redraw
         self.switch_peak = 0  # largest in-flight count seen during the current phase switch
         # Evaluations that existed before the operator pressed `e`; a new one that
         # finishes afterwards opens the results screen.
@@ -178,10 +176,7 @@ class ConsoleApp(ReplayControls, App[int]):
         if len(items) >= 64:  # small batches measure timer noise, not the reducer
             cost = (time.thread_time() - t0) / len(items)
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        full = len(items) >= want
-        if full or events > len(items):
-            self._flooding = True  # a backlog waits, or the queue folded lines: draw few of them
-        return events, full
+        return events, len(items) >= want
 
     def _fold(self, events: Iterable[Any]) -> int:
         """Apply queued items (events and folded segments); returns the events they stand for."""
@@ -205,11 +200,6 @@ class ConsoleApp(ReplayControls, App[int]):
         if self.frozen and not force:
             return
         self._maybe_open_eval_results()
-        # In a flood, draw few new lines per redraw; the stream summarizes the rest.
-        self.lines_per_tick = (
-            self.config.flood_lines_per_tick if self._flooding else self.config.max_stream_lines_per_tick
-        )
-        self._flooding = False
         # Redraw only when the model changed or the displayed second moved on:
         # an idle console costs nothing per tick.
         render_key = (self.state.version, int(self.now()), self.stopping, self.stop_note())

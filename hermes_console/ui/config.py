@@ -36,8 +36,6 @@ class ConsoleConfig:
     drain_hz: float = 20.0
     drain_budget_ms: float = 8.0
     max_events_per_tick: int = 50_000  # hard cap per drain step
-    max_stream_lines_per_tick: int = 200  # new stream lines / tool rows drawn per tick
-    flood_lines_per_tick: int = 40  # the same while a backlog is waiting (the rest is summarized)
     # CPU budget (ui/budget.py): while the env is busy the UI thread takes at most this share
     # of one core, spacing redraws and drains out up to these intervals; 0 turns it off.
     ui_cpu_share: float = 0.05

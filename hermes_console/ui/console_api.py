@@ -20,7 +20,6 @@ class ConsoleHost(Protocol):
     state: ConsoleState
     runtime: RuntimeAPI
     stopping: bool
-    lines_per_tick: int  # new stream lines / tool rows a redraw may add
     switch_peak: int  # largest in-flight count seen during the current phase switch
 
     def now(self) -> float: ...
