@@ -498,9 +498,16 @@ class Listener:
         info = {**self._info_dict(), "token_required_for": "control, and reads from other machines"}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+            # whole or absent: a reader polling for the file never sees it half written
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                tmp.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
         except OSError as exc:
-            logger.warning("could not write %s: %s", path, exc)
+            logger.warning("could not write %s: %s (tried again on the next pump)", path, exc)
+            return
         self._listen_json = path
 
     # ---- access

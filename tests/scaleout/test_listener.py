@@ -72,6 +72,27 @@ def _request(url: str, token: str = "", method: str = "GET", unix: str = "") -> 
         return exc.code, exc.read().decode()
 
 
+def test_listen_json_is_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader polls for listen.json (attach, the Slurm/k8s recipes): a write cut short (disk full, a crash)
+    must never leave a half file there. Failed on the first version, which wrote the file in place."""
+    rt = StandIn()
+    rt.driver = type("D", (), {"run_dir": tmp_path / "run"})()
+    listener = Listener(rt, parse_address("127.0.0.1:0"), token=TOKEN, name="n1")
+    real_write = Path.write_text
+
+    def cut_short(self: Path, data: str, *args: Any, **kwargs: Any) -> int:
+        real_write(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", cut_short)
+    listener._maybe_write_listen_json()
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []  # no half file, no temp file left
+    listener._maybe_write_listen_json()  # the next pump tries again and writes it whole
+    info = json.loads((tmp_path / "run" / "listen.json").read_text())
+    assert info["name"] == "n1"
+
+
 def test_addresses_and_tokens_are_checked(tmp_path: Path) -> None:
     assert parse_address("0") == ListenAddress(host="127.0.0.1", port=0)
     assert parse_address("10.0.0.5:7070") == ListenAddress(host="10.0.0.5", port=7070)
