@@ -11,7 +11,7 @@ from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 from tests.faults.faults_helpers import fault_spec, live_sandboxes, write_tasks
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(600)
 
 FAULTS = {"http_500": 0.15, "malformed_tool_json": 0.1, "unknown_tool": 0.05}
 
@@ -20,12 +20,12 @@ def test_quit_with_256_rollouts_live_drains_then_cancels_everything(tmp_path, ru
     sim = SimServer(SimConfig(seed=5, latency=LatencyConfig(mode="fixed", mean_ms=50.0), max_concurrency=512))
     sim.start()
     try:
-        tasks = write_tasks(tmp_path / "tasks.jsonl", ["Run this command: sleep 30"])
+        tasks = write_tasks(tmp_path / "tasks.jsonl", ["Run this command: sleep 600"])
         spec = fault_spec(
             sim,
             tmp_path,
             "--env.terminal_timeout",
-            "60",
+            "900",
             "--env.tool_pool_size",
             "256",
             total_steps=1000,
@@ -38,14 +38,14 @@ def test_quit_with_256_rollouts_live_drains_then_cancels_everything(tmp_path, ru
         r = run(spec)
         r.until(
             lambda s: sum(1 for b in s.sandboxes.values() if b.state == "running") >= 256,
-            90,
+            240,  # 256 sandbox machines starting on a loaded 2-core box
             "256 rollouts live, each running a command in its own sandbox",
         )
         assert r.state.accounting.in_flight == 32
         assert len([x for x in r.state.rollouts.values() if x.status == "running"]) == 256
         assert len(r.own_processes()) >= 256
         t0 = time.monotonic()
-        r.host.stop(1.0).result(timeout=90)
+        r.host.stop(1.0).result(timeout=300)
         took = time.monotonic() - t0
         assert r.host.join(15)
         r.pump()
@@ -55,7 +55,7 @@ def test_quit_with_256_rollouts_live_drains_then_cancels_everything(tmp_path, ru
         assert "draining 32 group(s) for up to 1s" in stopping.detail
         cancelled = r.of("item_cancelled")
         assert len(cancelled) == 32 and all(e.reason == "stopped" and not e.requeued for e in cancelled)
-        assert took < 60, f"stop took {took:.1f}s"
+        assert took < 300, f"stop took {took:.1f}s"  # far below the 600 s sleeps: they were killed, not waited for
         a = r.state.accounting
         assert a.received == 32 and a.cancelled == 32 and a.in_flight == 0
         closed = {e.task_id for e in r.of("sandbox_closed")}

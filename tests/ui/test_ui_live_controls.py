@@ -209,6 +209,8 @@ async def test_every_control_against_the_live_runtime(tmp_path: Path) -> None:
             view = next(reversed(state().evals.values()))
             assert view.status == "done" and "eval/pass_rate" in view.metrics
             # a task row opens its real eval rollout's transcript
+            # the screen is pushed before it is composed: wait for its table, not just the screen
+            await until(pilot, lambda: bool(app.screen.query("#eval-tasks")), "the evaluation tasks table")
             tasks = app.screen.query_one("#eval-tasks", DataTable)
             await until(pilot, lambda: tasks.row_count > 0, "eval task rows")
             task = str(tasks.get_row_at(0)[0])
