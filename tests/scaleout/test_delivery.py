@@ -114,14 +114,21 @@ def test_an_outage_pauses_intake_and_holds_groups_until_the_api_is_back(tmp_path
     p.until(lambda s: s.status in ("finished", "error"), 150, "serve run ends")
     trainer.join()
     received = trainer.received()
-    assert len(received) == len(set(received))
-    assert not [e for e in p.of("item_failed") if e.error_kind.startswith("send")]  # nothing lost to the outage
+    assert len(received) == len(set(received))  # never stored twice
+    # A post the outage cut mid-request is "delivery unknown" (run-api may have stored it): not re-posted, kept in
+    # unsent.jsonl. That is the only way a group may miss the trainer; nothing is lost (seen under two CPU hogs).
+    send_failed = [e for e in p.of("item_failed") if e.error_kind.startswith("send")]
+    assert all(e.error_kind == "send_unknown" for e in send_failed), send_failed
+    unsent = tmp_path / "run" / "unsent.jsonl"
+    spooled = [json.loads(line) for line in unsent.read_text().splitlines()] if unsent.exists() else []
+    assert sorted(x["group_id"] for x in spooled) == sorted(e.group_id for e in send_failed)
+    assert all(x["outcome"] == "unknown" for x in spooled)
+    kept = _jsonl_hashes(tmp_path / "run" / "groups.jsonl")
+    assert set(received) <= set(kept)
+    assert set(kept) <= set(received) | {_hash(x["group"]) for x in spooled}  # delivered, or on disk
     assert p.state.status == "finished" and identity_holds(p)
-    # every kept group went through exactly one successful post
-    assert (
-        proxy.posts_forwarded == p.state.accounting.completed == len(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
-    )
-    assert set(received) <= set(_jsonl_hashes(tmp_path / "run" / "groups.jsonl"))
+    # every completed group went through exactly one successful post (a cut one may or may not have been forwarded)
+    assert p.state.accounting.completed <= proxy.posts_forwarded <= p.state.accounting.completed + len(send_failed)
 
 
 def test_an_api_that_rejects_every_group_stops_the_run_instead_of_burning_rollouts(
