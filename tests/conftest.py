@@ -13,6 +13,8 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -73,3 +75,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ranks[item.nodeid] = _start_rank(item, group)
     # a stable sort: the same order on every xdist worker (they must agree), files stay together
     items.sort(key=lambda item: ranks[item.nodeid])
+
+
+# --------------------------------------------------------------------------- isolation
+@pytest.fixture(autouse=True)
+def _sandbox_overrides_do_not_leak() -> Iterator[None]:
+    """An env built in-process calls ``sandboxes.configure(...)`` (its backend, root, limits);
+    without this the next test on the same xdist worker would inherit that backend."""
+    from environments.sandboxes import settings
+
+    with settings._overrides_lock:
+        saved = dict(settings._overrides)
+    yield
+    with settings._overrides_lock:
+        settings._overrides.clear()
+        settings._overrides.update(saved)

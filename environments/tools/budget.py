@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from environments.sandboxes.hostio import write_beneath
 from environments.tools import sandbox_access
 from environments.tools.registry import registry
 
@@ -67,9 +68,8 @@ def _store(content: str, tool_use_id: str, task_id: str | None) -> str | None:
         name = f"{_safe_id(tool_use_id)}.txt"
         view_path = f"{str(sandbox.workspace).rstrip('/')}/{RESULTS_DIR}/{name}"
         if getattr(sandbox, "host_workspace", None) is not None:
-            target = sandbox.host_workspace / RESULTS_DIR / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
+            # The model owns the workspace and may have planted links there: never follow one.
+            write_beneath(sandbox.host_workspace, f"{RESULTS_DIR}/{name}", content.encode("utf-8"))
         else:
             q = shlex.quote(view_path)
             result = sandbox.execute(

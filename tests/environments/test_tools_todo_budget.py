@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from environments.sandboxes import cleanup_vm, get_sandbox
+from environments.sandboxes import get_sandbox
 from environments.tools import get_tool_definitions
 from environments.tools.budget import (
     DEFAULT_BUDGET,
@@ -18,6 +18,7 @@ from environments.tools.budget import (
     resolve_threshold,
 )
 from environments.tools.todo import TodoStore, todo_tool
+from tests.helpers.sandboxes import local_sandbox
 
 # ------------------------------------------------------------------ todo
 
@@ -74,10 +75,11 @@ def test_todo_schema_is_offered_in_the_todo_toolset():
 
 
 @pytest.fixture
-def task():
+def task(tmp_path):
+    # A real local sandbox, whatever backend an earlier test in this worker configured.
     task_id = f"budget-{uuid.uuid4().hex[:8]}"
-    yield task_id
-    cleanup_vm(task_id)
+    for _ in local_sandbox(tmp_path, task_id):
+        yield task_id
 
 
 def test_small_results_pass_through(task):
@@ -88,13 +90,34 @@ def test_oversized_result_is_persisted_into_the_sandbox(task):
     content = "".join(f"row {i}\n" for i in range(5000))
     config = BudgetConfig(default_result_size=1000, preview_size=100)
     out = maybe_persist_tool_result(content, "terminal", "call/1", task, config)
-    ws = Path(get_sandbox(task).host_workspace)
-    saved = ws / ".hermes-results" / "call_1.txt"
+    sandbox = get_sandbox(task)
+    saved = Path(sandbox.host_workspace) / ".hermes-results" / "call_1.txt"
     assert saved.read_text() == content
-    assert out.startswith(f'<persisted-output path="{ws}/.hermes-results/call_1.txt"')
+    assert out.startswith(f'<persisted-output path="{sandbox.workspace}/.hermes-results/call_1.txt"')
     assert content[:100] in out and content[100:200] not in out
     assert "read_file" in out and out.endswith("</persisted-output>")
     assert len(out) < 1000
+
+
+def test_a_planted_results_symlink_is_never_followed_on_the_host(task, tmp_path):
+    """The model owns the workspace: it can make .hermes-results a link to a host directory
+    (or plant call_1.txt as a link to a host file) before a big result is persisted."""
+    outside = tmp_path / "host-dir"
+    outside.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host data")
+    ws = Path(get_sandbox(task).host_workspace)
+    (ws / ".hermes-results").symlink_to(outside)
+    content = "x" * 5000
+    config = BudgetConfig(default_result_size=1000, preview_size=100)
+    out = maybe_persist_tool_result(content, "terminal", "call_1", task, config)
+    assert list(outside.iterdir()) == []
+    assert "<persisted-output" not in out and out.startswith("x" * 100)  # inline truncation instead
+    (ws / ".hermes-results").unlink()
+    (ws / ".hermes-results").mkdir()
+    (ws / ".hermes-results" / "call_2.txt").symlink_to(victim)
+    maybe_persist_tool_result(content, "terminal", "call_2", task, config)
+    assert victim.read_text() == "host data"
 
 
 def test_threshold_argument_and_overrides(task):
