@@ -327,6 +327,16 @@ def render_metrics(state: ConsoleState, name: str, now: float) -> str:
     return "\n".join(out) + "\n"
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Whole or absent: a reader polling for the file never sees it half written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 # --------------------------------------------------------------------------- the listener
 
 
@@ -389,7 +399,7 @@ class Listener:
             with contextlib.suppress(OSError):
                 data = json.loads(self._listen_json.read_text())
                 data["stopped_at"] = time.time()
-                self._listen_json.write_text(json.dumps(data, indent=1) + "\n")
+                _write_whole(self._listen_json, json.dumps(data, indent=1) + "\n")
 
     # ---- thread
 
@@ -498,13 +508,7 @@ class Listener:
         info = {**self._info_dict(), "token_required_for": "control, and reads from other machines"}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # whole or absent: a reader polling for the file never sees it half written
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            try:
-                tmp.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
+            _write_whole(path, json.dumps(info, indent=1) + "\n")
         except OSError as exc:
             logger.warning("could not write %s: %s (tried again on the next pump)", path, exc)
             return
