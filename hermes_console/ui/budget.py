@@ -5,9 +5,12 @@ thread may use at most ``share`` of one core, measured on the UI thread itself w
 ``time.thread_time()`` (CPU time, so waiting for the GIL is not counted as cost). Each
 window the controller compares the share used with the budget: over it, redraws and
 drains are spaced out (the queue folds what waits meanwhile, so a longer step is not a
-longer backlog to apply); well under it, they speed up again; with no events at all
-(the env idle; a trickle under ``busy_events_per_s`` such as lag and server heartbeats
-counts as idle) it returns to the fast base rates at once. A single busy window (a
+longer backlog to apply); well under it, they speed up again; with the env idle it
+returns to the fast base rates at once. The env is busy when events arrive faster than
+``busy_events_per_s`` (a trickle such as lag and server heartbeats is not), or when the
+process's other threads (the env loop, the tool pool) use more than ``busy_cpu_share`` of a
+core: a CPU-bound env at one group in flight emits few events yet loses every cycle the UI
+takes from its GIL. A single busy window (a
 burst) changes nothing: only ``patience`` windows over budget in a row slow it down.
 
 Pure logic, no Textual: the clocks are injectable for tests.
@@ -33,8 +36,10 @@ class UiBudget:
         window_s: float = 1.0,
         patience: int = 2,
         busy_events_per_s: float = 100.0,
+        busy_cpu_share: float = 0.3,
         cpu: Clock = time.thread_time,
         wall: Clock = time.monotonic,
+        others_cpu: Clock | None = None,
     ) -> None:
         if share < 0 or base_redraw_s <= 0 or base_drain_s <= 0:
             raise ValueError(
@@ -48,6 +53,9 @@ class UiBudget:
         self.max_drain_s = max(max_drain_s, base_drain_s)
         self.window_s = window_s
         self.busy_events_per_s = busy_events_per_s  # below this, heartbeats and a trickle: not busy
+        self.busy_cpu_share = busy_cpu_share  # the other threads' share of a core that makes the env busy
+        # CPU of every other thread of this process (read on the UI thread, like ``cpu``)
+        self._others = others_cpu or (lambda: time.process_time() - time.thread_time())
         self.patience = max(1, patience)  # over-budget windows in a row before slowing down (not a burst)
         self._over = 0
         self._cpu, self._wall = cpu, wall
@@ -57,8 +65,10 @@ class UiBudget:
         self._last_redraw = self._last_drain = -1e18
         self._backlog = False  # the last drain step left items waiting
         self._win_wall, self._win_cpu = now, cpu()
+        self._win_others = self._others()
         self._win_events = 0
         self.used_share = 0.0  # share of a core the UI thread used over the last window
+        self.others_share = 0.0  # and the process's other threads
         self.busy = False
 
     # ------------------------------------------------------------------ pacing
@@ -92,10 +102,12 @@ class UiBudget:
         span = now - self._win_wall
         if span < self.window_s:
             return None
-        cpu = self._cpu()
+        cpu, others = self._cpu(), self._others()
         self.used_share = max(0.0, cpu - self._win_cpu) / span
-        self.busy = self._win_events > 0 and self._win_events >= self.busy_events_per_s * span
-        self._win_wall, self._win_cpu, self._win_events = now, cpu, 0
+        self.others_share = max(0.0, others - self._win_others) / span
+        many_events = self._win_events > 0 and self._win_events >= self.busy_events_per_s * span
+        self.busy = many_events or self.others_share > self.busy_cpu_share
+        self._win_wall, self._win_cpu, self._win_others, self._win_events = now, cpu, others, 0
         over = bool(self.share) and self.busy and self.used_share > self.share
         self._over = self._over + 1 if over else 0
         if not self.share or not self.busy:

@@ -11,10 +11,13 @@ class Clocks:
     def __init__(self) -> None:
         self.wall = 0.0
         self.cpu = 0.0
+        self.others = 0.0  # the env's threads
+        self.env_share = 0.0
 
     def advance(self, seconds: float, cpu_share: float) -> None:
         self.wall += seconds
         self.cpu += seconds * cpu_share
+        self.others += seconds * self.env_share
 
 
 def make(clocks: Clocks, share: float = 0.05) -> UiBudget:
@@ -27,6 +30,7 @@ def make(clocks: Clocks, share: float = 0.05) -> UiBudget:
         window_s=1.0,
         cpu=lambda: clocks.cpu,
         wall=lambda: clocks.wall,
+        others_cpu=lambda: clocks.others,
     )
 
 
@@ -116,3 +120,17 @@ def test_a_step_that_left_a_backlog_is_followed_at_the_base_rate() -> None:
     b.drained(10, backlog=False)
     clocks.advance(0.05, 0.0)
     assert not b.drain_due()
+
+
+def test_a_cpu_bound_env_with_few_events_is_busy_too() -> None:
+    """One group in flight against a fast server: ~50 events/s, but the env's loop thread
+    needs the whole GIL; the UI must keep to its budget then as well (BENCHMARKS P1)."""
+    clocks = Clocks()
+    b = make(clocks)
+    clocks.env_share = 0.9
+    for _ in range(6):
+        window(b, clocks, 0.30, events=50)
+    assert b.busy and b.others_share == pytest.approx(0.9) and b.throttled
+    clocks.env_share = 0.05  # the env went quiet (waiting on its server): fast again at once
+    window(b, clocks, 0.30, events=50)
+    assert not b.busy and not b.throttled
