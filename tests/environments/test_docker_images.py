@@ -127,7 +127,9 @@ def test_two_sessions_share_one_dockerd_and_the_last_stops_it(tmp_path: Path) ->
     child = (
         "import os, sys, time\n"
         "host = os.environ.get('DOCKER_HOST', '-')\n"
-        "open(sys.argv[1], 'w').write(host)\n"
+        # written whole then renamed: the test polls for the file and must never read it half made
+        "with open(sys.argv[1] + '.tmp', 'w') as f: f.write(host)\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
         f"end = time.time() + 90\n"
         f"while not os.path.exists({str(gate)!r}) and time.time() < end: time.sleep(0.1)\n"
     )
