@@ -31,7 +31,7 @@ from textual.message import Message
 from textual.renderables.styled import Styled
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from hermes_console.ui.widgets.keyed_table import Cell, HostColumn, host_column_of, sort_value
 
@@ -50,6 +50,10 @@ class TableColumn:
     @property
     def render_width(self) -> int:
         return self.width + 2 * PADDING
+
+    def get_render_width(self, table: object = None) -> int:
+        """As DataTable's ``Column.get_render_width`` (callers measure both kinds of table)."""
+        return self.render_width
 
 
 class LineTable(ScrollView, can_focus=True):
@@ -155,7 +159,8 @@ class LineTable(ScrollView, can_focus=True):
         self.sort_column: str | None = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
         self.host_column: HostColumn | None = None
-        self.columns: dict[str, TableColumn] = {}
+        # Keyed like DataTable.columns (ColumnKey equals and hashes as its string).
+        self.columns: dict[ColumnKey, TableColumn] = {}
         self._strips: dict[Hashable, Strip] = {}
         self.lines_rendered = 0  # data lines rendered (not from the cache): for tests and benches
 
@@ -164,7 +169,9 @@ class LineTable(ScrollView, can_focus=True):
             self.host_column = host_column_of(self.app)
             if self.host_column is not None:
                 self.COLUMNS = (("host", "host", self.host_column.host_width), *type(self).COLUMNS)
-        self.columns = {key: TableColumn(key, Text.from_markup(label), width) for key, label, width in self.COLUMNS}
+        self.columns = {
+            ColumnKey(key): TableColumn(key, Text.from_markup(label), width) for key, label, width in self.COLUMNS
+        }
         self._resized()
 
     # ------------------------------------------------------------------ what subclasses provide
@@ -232,8 +239,9 @@ class LineTable(ScrollView, can_focus=True):
         self.sort_column, self.sort_reverse = column, reverse
         for key, label, _ in self.COLUMNS:
             arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
-            if key in self.columns:
-                self.columns[key].label = Text(label + arrow)
+            for col in self.columns.values():
+                if col.key == key:
+                    col.label = Text(label + arrow)
         self._strips.clear()
         self._resort()
         self.refresh()
@@ -359,7 +367,7 @@ class LineTable(ScrollView, can_focus=True):
             return
         row, column = hit
         if row == -1:
-            key = list(self.columns)[column]
+            key = list(self.columns.values())[column].key
             self.sort_by(key, not self.sort_reverse if key == self.sort_column else False)
             return
         again = row == self.cursor_row
