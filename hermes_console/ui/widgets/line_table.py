@@ -300,7 +300,10 @@ class LineTable(ScrollView, can_focus=True):
             region = Region(int(self.scroll_x), self.cursor_row + 1, max(1, self.size.width), 1)
             self.scroll_to_region(region, animate=animate, spacing=Spacing(1, 0, 0, 0), force=True)
 
-        # After the next refresh: the new virtual size has been laid out by then.
+        # Now, so the next paint is at the new place (the virtual size is already set), and
+        # again after the next refresh, when scrollbars that came or went have been laid out.
+        if self.size.height:
+            scroll()
         self.call_after_refresh(scroll)
 
     def action_cursor_up(self) -> None:
