@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, ClassVar
 
 from rich.padding import Padding
@@ -36,6 +35,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 from hermes_console.ui.widgets.keyed_table import Cell, HostColumn, host_column_of, sort_value
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
+CELL_CACHE = 5_000  # rendered cells by look (text, styles, width)
 PADDING = 1  # DataTable's cell_padding: one blank cell each side of a column
 
 
@@ -162,6 +162,7 @@ class LineTable(ScrollView, can_focus=True):
         # Keyed like DataTable.columns (ColumnKey equals and hashes as its string).
         self.columns: dict[ColumnKey, TableColumn] = {}
         self._strips: dict[Hashable, Strip] = {}
+        self._cell_cache: dict[Hashable, list[Segment]] = {}
         self.lines_rendered = 0  # data lines rendered (not from the cache): for tests and benches
 
     def on_mount(self) -> None:
@@ -397,6 +398,7 @@ class LineTable(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._cell_cache.clear()
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
@@ -443,21 +445,38 @@ class LineTable(ScrollView, can_focus=True):
             row_style = self.get_component_styles(zebra).rich_style
             cells = [_formatted(cell) for cell in self._cells(key or 0)]
         component, post = self._cell_styles(header, hover, cursor)
-        console = self.app.console
-        options = self.app.console_options
         segments: list[Segment] = []
         for column_index, (column, cell) in enumerate(zip(self.columns.values(), cells)):
-            cell_style = row_style + Style.from_meta({"row": index, "column": column_index})
-            lines = console.render_lines(
-                Styled(Padding(cell, (0, PADDING)), pre_style=cell_style + component, post_style=post),
-                options.update_dimensions(column.render_width, 1).update(no_wrap=True),
-            )
-            segments.extend(lines[0])
+            # The cell's place rides on its segments as DataTable puts it (mouse hits, and
+            # the same segments on screen); added last, it changes nothing else of the style.
+            meta = Style.from_meta({"row": index, "column": column_index})
+            segments += [
+                Segment(text, style + meta)
+                for text, style, _ in self._cell_line(cell, column, row_style, component, post)
+            ]
         table_width = sum(column.render_width for column in self.columns.values())
         extend = row_style + component + Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - table_width), extend))
-        cropped = line_crop(list(chain(segments)), scroll_x, scroll_x + width, width)
+        cropped = line_crop(segments, scroll_x, scroll_x + width, width)
         return Strip(cropped).adjust_cell_length(width, base_style).simplify()
+
+    def _cell_line(
+        self, cell: Text, column: TableColumn, row_style: Style, component: Style, post: Style
+    ) -> list[Segment]:
+        """A cell padded and styled as DataTable renders it (one line), cached by its look:
+        the same status, tool name or duration in another row costs a dict lookup."""
+        key = (cell.plain, cell.style, tuple(cell.spans), cell.no_wrap, cell.justify, cell.overflow, column.width)
+        cache_key = (key, row_style, component, post)
+        line = self._cell_cache.get(cache_key)
+        if line is None:
+            if len(self._cell_cache) >= CELL_CACHE:
+                self._cell_cache.clear()
+            lines = self.app.console.render_lines(
+                Styled(Padding(cell, (0, PADDING)), pre_style=row_style + component, post_style=post),
+                self.app.console_options.update_dimensions(column.render_width, 1).update(no_wrap=True),
+            )
+            line = self._cell_cache[cache_key] = lines[0]
+        return line
 
     def _cell_styles(self, header: bool, hover: bool, cursor: bool) -> tuple[Style, Style]:
         """Component style and post style of a cell (DataTable's rules for a row cursor:
