@@ -47,9 +47,23 @@ def _old_class(rev: str) -> type:
 
 def _calls(state: ConsoleState, first: int, n: int) -> None:
     for i in range(first, first + n):
-        call = dict(rollout_id=f"r{i % 1024}", turn=i, call_id=f"c{i}", tool_name="terminal")
-        state.apply(ev.ToolCallStarted(ts=NOW, args_head=f"ls -la /tmp/{i}", **call))
-        state.apply(ev.ToolCallFinished(ts=NOW, duration_s=0.01, exit_code=int(i % 7 == 0), **call))
+        rid, call_id = f"r{i % 1024}", f"c{i}"
+        state.apply(
+            ev.ToolCallStarted(
+                ts=NOW, rollout_id=rid, turn=i, call_id=call_id, tool_name="terminal", args_head=f"ls -la /tmp/{i}"
+            )
+        )
+        state.apply(
+            ev.ToolCallFinished(
+                ts=NOW,
+                rollout_id=rid,
+                turn=i,
+                call_id=call_id,
+                tool_name="terminal",
+                duration_s=0.01,
+                exit_code=int(i % 7 == 0),
+            )
+        )
 
 
 class _Bench(App[None]):
