@@ -63,3 +63,48 @@ async def test_a_whole_window_turnover_shows_the_newest_calls_and_renders_only_v
             shown = _screen_text(tools)
             assert f"echo {(round_no + 1) * FLOOD - 1} " in shown[-1], shown[-3:]
             assert f"echo {(round_no + 1) * FLOOD - visible} " in shown[1], shown[:3]
+
+
+async def test_keys_and_mouse_move_the_cursor_and_open_the_call(main_events) -> None:
+    """Cursor keys, page keys, home / end, a click on a row selects it, a click on the
+    selected row opens its rollout; off the last row the cursor no longer follows new calls."""
+    from hermes_console.ui.screens.rollout import RolloutScreen
+
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime, config=ConsoleConfig(tick_hz=20.0, ui_cpu_share=0.0))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        tools.focus()
+        last = tools.row_count - 1
+        assert tools.row_count > 20 and tools.cursor_row == last
+        page = tools.scrollable_content_region.height - 1
+        await pilot.press("up", "up")
+        assert tools.cursor_row == last - 2
+        await pilot.press("pageup")
+        assert tools.cursor_row == last - 2 - (page + 1) + 1
+        await pilot.press("home")
+        assert tools.cursor_row == 0 and tools.scroll_y == 0
+        await pilot.press("pagedown")
+        assert tools.cursor_row == page
+        await pilot.press("down")
+        assert tools.cursor_row == page + 1
+        # Off the tail: new calls arrive, the selection stays on its call.
+        selected = tools.selected_key()
+        runtime.feed(_calls(0, 3))
+        await settle(pilot)
+        assert tools.row_count == last + 4 and tools.selected_key() == selected
+        await pilot.press("end")
+        assert tools.cursor_row == tools.row_count - 1
+        runtime.feed(_calls(3, 2))
+        await settle(pilot)
+        assert tools.cursor_row == tools.row_count - 1 and "echo 4" in tools.get_row_at(tools.cursor_row)[3].plain
+        # A click on the row above the cursor (content line = rows from the top + the header + the border).
+        row_y = 1 + 1 + tools.cursor_row - 1 - int(tools.scroll_y)
+        await pilot.click(ToolCallsTable, offset=(20, row_y))
+        await settle(pilot)
+        assert tools.cursor_row == tools.row_count - 2
+        expected = tools.selected_rollout()
+        await pilot.click(ToolCallsTable, offset=(20, row_y))
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutScreen) and app.screen.rollout_id == expected
