@@ -181,6 +181,11 @@ class LineTable(ScrollView, can_focus=True):
         """The row's cells, one per column (the host first when there is a host column)."""
         raise NotImplementedError
 
+    def _sort_cell(self, key: int, column: str) -> Cell:
+        """The row's cell in ``column`` (subclasses may build just that one)."""
+        index = [name for name, _, _ in self.COLUMNS].index(column)
+        return self._cells(key)[index]
+
     def _stamp(self, key: int) -> Hashable:
         """Changes whenever the row's cells do (the line cache is keyed by it)."""
         raise NotImplementedError
@@ -264,8 +269,8 @@ class LineTable(ScrollView, can_focus=True):
         """``keys`` (oldest first) in display order: stable, so ties keep their age order."""
         if self.sort_column is None:
             return keys
-        index = [key for key, _, _ in self.COLUMNS].index(self.sort_column)
-        return sorted(keys, key=lambda k: sort_value(self._cells(k)[index]), reverse=self.sort_reverse)
+        column = self.sort_column
+        return sorted(keys, key=lambda k: sort_value(self._sort_cell(k, column)), reverse=self.sort_reverse)
 
     def _resort(self) -> None:
         if self.sort_column is None or not self._order:

@@ -179,18 +179,28 @@ class ToolCallsTable(LineTable):
 
     def _cells(self, key: int) -> tuple[Cell, ...]:
         view = self._views[key]
+        return tuple(self._cell(view, column) for column, _, _ in self.COLUMNS)
+
+    def _sort_cell(self, key: int, column: str) -> Cell:
+        return self._cell(self._views[key], column)  # one column: a sort builds no other cell
+
+    def _cell(self, view: ToolCallView, column: str) -> Cell:
         error = view.status == "error"
-        cells: tuple[Cell, ...] = (
-            clock(view.ts),
-            Text(head(self._label(view.rollout_id), 10), style="bold"),
-            Text(view.tool_name, style="bold red" if error else "cyan"),
-            Text(head(view.args_head, ARGS_CHARS), style="red" if error else ""),
-            self._duration(view, self._now),
-            self._status(view),
-        )
-        if self.host_column is not None:
-            cells = (Text(self.host_column.host_of(view.rollout_id), style="bold"), *cells)
-        return cells
+        if column == "time":
+            return clock(view.ts)
+        if column == "rollout":
+            return Text(head(self._label(view.rollout_id), 10), style="bold")
+        if column == "tool":
+            return Text(view.tool_name, style="bold red" if error else "cyan")
+        if column == "args":
+            return Text(head(view.args_head, ARGS_CHARS), style="red" if error else "")
+        if column == "dur":
+            return self._duration(view, self._now)
+        if column == "status":
+            return self._status(view)
+        if column == "host" and self.host_column is not None:
+            return Text(self.host_column.host_of(view.rollout_id), style="bold")
+        raise KeyError(f"ToolCallsTable has no column {column!r}; expected one of {[c for c, _, _ in self.COLUMNS]}")
 
     def _stamp(self, key: int) -> Hashable:
         view = self._views[key]
