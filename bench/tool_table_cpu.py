@@ -1,6 +1,6 @@
 """UI-thread CPU of one tool-table redraw in a flood: the DataTable version vs the Line-API one.
 
-    python -m bench.tool_table_cpu [--old 1901527] [--rounds 6] [--turnovers 5] [--size 80x24]
+    python -m bench.tool_table_cpu [--old 1901527] [--rounds 6] [--turnovers 5] [--size 80x24] [--sort args]
 
 A ``ConsoleState`` holds 500 tool calls; between two redraws ``--new-calls`` (default 600)
 more arrive, so the table's whole 500-row window turns over (as in the P3 flood). One
@@ -10,6 +10,7 @@ layout, the compositor asking the table for its visible lines), measured with
 ``--size``. Old = ``tool_calls_table.py`` at ``--old`` (the ``KeyedTable`` / ``DataTable``
 version, loaded from git), new = this tree. Rounds alternate which side goes first; each
 round builds a fresh app per side and takes ``--turnovers`` samples after one warm-up.
+``--sort COLUMN``: the table is sorted by that column first (new calls land in their place).
 Medians; nothing is asserted.
 """
 
@@ -77,7 +78,9 @@ class _Bench(App[None]):
         yield self.table_class(id="tools")
 
 
-async def _side(table_class: type, size: tuple[int, int], turnovers: int, new_calls: int) -> list[dict[str, float]]:
+async def _side(
+    table_class: type, size: tuple[int, int], turnovers: int, new_calls: int, sort: str | None
+) -> list[dict[str, float]]:
     state = ConsoleState()
     _calls(state, 0, 500)
     app = _Bench(table_class)
@@ -85,6 +88,8 @@ async def _side(table_class: type, size: tuple[int, int], turnovers: int, new_ca
     async with app.run_test(size=size) as pilot:
         table: Any = app.query_one("#tools")
         table.update_from(state, NOW)
+        if sort:
+            table.sort_by(sort)
         await pilot.pause()
         await pilot.pause()
         for k in range(turnovers + 1):  # the first one warms up
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--turnovers", type=int, default=5)
     p.add_argument("--new-calls", type=int, default=600)
     p.add_argument("--size", default="80x24")
+    p.add_argument("--sort", default=None, help="sort the table by this column key first (e.g. args)")
     args = p.parse_args(argv)
     width, height = (int(x) for x in args.size.split("x"))
     sides = {"old": _old_class(args.old), "new": new_module.ToolCallsTable}
@@ -116,9 +122,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load = [load_average()]
     for r in range(args.rounds):
         for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
-            got[name] += asyncio.run(_side(sides[name], (width, height), args.turnovers, args.new_calls))
+            got[name] += asyncio.run(_side(sides[name], (width, height), args.turnovers, args.new_calls, args.sort))
     load.append(load_average())
-    out: dict[str, Any] = {"size": args.size, "samples_per_side": len(got["new"]), "load": load}
+    out: dict[str, Any] = {"size": args.size, "sort": args.sort, "samples_per_side": len(got["new"]), "load": load}
     for name, samples in got.items():
         out[name] = {
             "update_ms_median": rnd(median([s["update_ms"] for s in samples]), 2),
