@@ -5,7 +5,7 @@ against the width its panel really got on screen."""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable
+from textual.widget import Widget
 
 from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import make_app, scenario, settle
@@ -14,7 +14,7 @@ from tests.ui.helpers import make_app, scenario, settle
 MUST_SHOW = {"groups": ("stage", "age"), "tools": ("dur", "status"), "sandboxes": ("state", "elapsed", "idle")}
 
 
-def _right_edge(table: DataTable, column: str) -> int:
+def _right_edge(table, column: str) -> int:  # a DataTable, or the tool calls' LineTable (same columns API)
     edge = 0
     for key, col in table.columns.items():
         edge += col.get_render_width(table)
@@ -29,7 +29,7 @@ async def test_status_and_timeout_columns_stay_on_screen(size) -> None:
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         for table_id, columns in MUST_SHOW.items():
-            table = app.screen.query_one(f"#{table_id}", DataTable)
+            table = app.screen.query_one(f"#{table_id}", Widget)
             visible = table.scrollable_content_region.width
             for column in columns:
                 assert _right_edge(table, column) <= visible, f"{size}: {table_id}.{column} is cut ({visible} wide)"

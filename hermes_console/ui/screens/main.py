@@ -28,6 +28,7 @@ from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.keyed_table import KeyedTable
+from hermes_console.ui.widgets.line_table import LineTable
 from hermes_console.ui.widgets.rewards_panel import RewardsPanel
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.servers_table import ServersTable, last_error
@@ -307,6 +308,11 @@ class MainScreen(Screen[None]):
         event.stop()
         self._drill_from(event.data_table)
 
+    @on(LineTable.RowSelected)
+    def _line_row_selected(self, event: LineTable.RowSelected) -> None:
+        event.stop()
+        self._drill_from(event.table)
+
     def _drill_from(self, panel: Widget | None) -> None:
         state = self.console.state
         if isinstance(panel, GroupsTable):
@@ -413,12 +419,12 @@ class MainScreen(Screen[None]):
 
     def action_sort_table(self) -> None:
         table = self._panel_of(self.focused)
-        if isinstance(table, KeyedTable):
+        if isinstance(table, (KeyedTable, LineTable)):
             table.sort_next()
 
     def action_reverse_table_sort(self) -> None:
         table = self._panel_of(self.focused)
-        if isinstance(table, KeyedTable):
+        if isinstance(table, (KeyedTable, LineTable)):
             table.sort_reversed()
 
     def action_follow(self) -> None:
