@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
+from hermes_console.runtime.coalesce import Coalesced
+from hermes_console.runtime.state import MAX_STREAM
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.keyed_table import cell_key
+from hermes_console.ui.widgets.turns_stream import TAIL_ENTRIES, TurnsStream
 from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import NOW, make_app, settle
 
@@ -100,3 +103,85 @@ async def test_groups_table_rebuilds_only_rows_whose_group_changed() -> None:
         assert table.cell_builds == builds and table.age_builds > ages
         shown = _shown_rows(table)
         assert shown != after and all(shown[k][:-1] == after[k][:-1] for k in after)
+
+
+def _flood_segments(segments: int, per_segment: int, rollout_id: str = "g0034-r1") -> list[Coalesced]:
+    """Folded segments as a flooded queue hands them over: each keeps its newest lines, the rest is a count."""
+    out = []
+    for k in range(segments):
+        seg = Coalesced()
+        for i in range(per_segment):
+            seg.add(
+                ev.TurnFinished(
+                    ts=NOW, rollout_id=rollout_id, turn=1000 + i, latency_s=0.1, content=f"fl{k:03d}.{i:04d}"
+                )
+            )
+        out.append(seg)
+    return out
+
+
+def _expected_lines(state) -> list[str]:
+    """The oracle, straight from the state: what each line of the stream must show, oldest first
+    (collapsed mode, no filter): a gap line where sequence numbers jump, then the entry's text."""
+    out: list[str] = []
+    previous = None
+    for entry in state.stream:
+        if previous is not None and entry.seq - previous > 1:
+            out.append(f"… {entry.seq - previous - 1} lines not shown")
+        previous = entry.seq
+        out.append(entry.text)
+    return out
+
+
+def _screen(stream: TurnsStream) -> list[str]:
+    """The stream's lines on screen now (its content region, as the compositor asks for them)."""
+    return [stream.render_line(y).text for y in range(stream.scrollable_content_region.height)]
+
+
+def _matches(shown: list[str], expected: list[str]) -> bool:
+    return len(shown) == len(expected) and all(want in got for got, want in zip(shown, expected))
+
+
+async def test_stream_replaced_whole_indexes_a_few_screens_and_shows_the_same_lines(main_events) -> None:
+    app = make_app(FakeRuntime(main_events))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        stream = app.screen.query_one(TurnsStream)
+        height = stream.scrollable_content_region.height
+        assert stream.following and height > 5
+        # A flood: 30 folded segments of 500 lines (200 kept each) replace the whole 5,000-entry ring buffer.
+        before = stream.indexed_entries
+        app.apply_events(_flood_segments(30, 500), force=True)
+        await settle(pilot)
+        state = app.state
+        assert len(state.stream) == MAX_STREAM
+        expected = _expected_lines(state)
+        assert any("lines not shown" in line for line in expected)
+        # Indexed: a few screens' worth of entries, not the ring buffer.
+        indexed = stream.indexed_entries - before
+        assert indexed <= max(TAIL_ENTRIES, 4 * stream.size.height), indexed
+        assert indexed < MAX_STREAM // 10
+        # The same screen as a full index: the scroll range covers every line, the tail shows the newest.
+        assert stream.line_count == len(expected) == stream.virtual_size.height
+        assert stream.is_vertical_scroll_end
+        assert _matches(_screen(stream), expected[-height:])
+        # A few more lines push the oldest (never indexed) entries out: still the state's lines.
+        app.apply_events(_flood_segments(1, 50), force=True)
+        await settle(pilot)
+        expected = _expected_lines(state)
+        assert stream.line_count == len(expected)
+        assert _matches(_screen(stream), expected[-height:])
+        assert stream.indexed_entries - before < MAX_STREAM // 5
+        # Scrolling up indexes older entries as they come into view: a page up shows the lines above.
+        stream.focus()
+        await pilot.press("pageup")
+        await settle(pilot)
+        top = round(stream.scroll_y)
+        assert not stream.following and top < len(expected) - height
+        assert _matches(_screen(stream), expected[top : top + height])
+        # Home: the oldest lines; every line is the state's.
+        await pilot.press("home")
+        await settle(pilot)
+        assert round(stream.scroll_y) == 0
+        assert _matches(_screen(stream), expected[:height])
+        assert _matches([strip.text for strip in stream.lines], expected)
