@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 
 from hermes_console.runtime.state import ConsoleState
@@ -23,8 +25,8 @@ class GroupsTable(KeyedTable):
     # panel's border and scrollbar: the item column gets what is left (MainScreen._apply_size).
     FIXED_WIDTH = 9 + 5 + 11 + 14 + 2 * 5 + 4
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         # group id -> (what its first columns show, their cells) and (what its age shows, that cell):
         # a redraw builds cells only for groups that changed; the same row object is handed to
         # ``sync`` again for the others, which skips them without comparing cells.
