@@ -2,6 +2,7 @@
 
 - The groups panel builds a row's cells only when that group changed (its age cell only
   when the shown age text changed); what it shows equals rows built from scratch.
+- The sandboxes panel likewise builds a row only when what it shows changed.
 - The turns stream, after a fold replaced the whole 5,000-entry ring buffer, indexes
   about a screen's worth of entries, not the deque; it shows the same lines as a full
   index of the same state, and scrolling up indexes more.
@@ -15,6 +16,7 @@ from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import MAX_STREAM
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.keyed_table import cell_key
+from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.turns_stream import TAIL_ENTRIES, TurnsStream
 from hermes_console_dev.fake_runtime import FakeRuntime
 from tests.ui.helpers import NOW, make_app, settle
@@ -185,3 +187,41 @@ async def test_stream_replaced_whole_indexes_a_few_screens_and_shows_the_same_li
         assert round(stream.scroll_y) == 0
         assert _matches(_screen(stream), expected[:height])
         assert _matches([strip.text for strip in stream.lines], expected)
+
+
+def _sandbox_rows(app, table: SandboxesTable, fresh: bool) -> dict[str, tuple]:
+    if not fresh:
+        return {key: tuple(cell_key(c) for c in table.get_row(key)) for key in table.keys()}
+    labels = app.state.history.label_of
+    return {
+        sb.task_id: tuple(cell_key(c) for c in SandboxesTable._row(sb, app.now(), labels(sb.task_id)))
+        for sb in app.state.live_sandboxes()
+    }
+
+
+async def test_sandboxes_table_rebuilds_only_rows_whose_sandbox_changed() -> None:
+    opened = [
+        ev.SandboxCreated(ts=NOW - 50 - i, task_id=f"box{i:03d}", backend="local", lifetime_s=300.0) for i in range(100)
+    ]
+    runtime = FakeRuntime(opened)
+    app = make_app(runtime)  # a fixed clock
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(SandboxesTable)
+        assert len(table.keys()) == 100
+        assert _sandbox_rows(app, table, False) == _sandbox_rows(app, table, True)
+        builds = table.row_builds
+        runtime.feed([ev.SandboxCommandStarted(ts=NOW, task_id="box007", command="make test", timeout_s=30.0)])
+        for _ in range(200):
+            await settle(pilot)
+            if table.row_builds != builds:
+                break
+        assert table.row_builds - builds == 1  # only the sandbox whose command started
+        assert _sandbox_rows(app, table, False) == _sandbox_rows(app, table, True)
+        # Time moves on: rows change (elapsed, idle countdown) and equal rows built from scratch.
+        table.update_from(app.state, app.now() + 7.0)
+        labels = app.state.history.label_of
+        assert _sandbox_rows(app, table, False) == {
+            sb.task_id: tuple(cell_key(c) for c in SandboxesTable._row(sb, app.now() + 7.0, labels(sb.task_id)))
+            for sb in app.state.live_sandboxes()
+        }
