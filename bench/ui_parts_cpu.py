@@ -103,7 +103,9 @@ def _gc_probe(pauses: Samples, ui_thread: int) -> Callable[[str, dict[str, Any]]
     return callback
 
 
-async def _measure(rollouts: int, seconds: float, warm_s: float, gc_freeze: bool) -> tuple[Samples, dict[str, Any]]:
+async def _measure(
+    rollouts: int, seconds: float, warm_s: float, gc_freeze: bool, gc_types: int = 0
+) -> tuple[Samples, dict[str, Any]]:
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.ui.app import ConsoleApp
     from hermes_console.ui.config import ConsoleConfig
@@ -151,6 +153,11 @@ async def _measure(rollouts: int, seconds: float, warm_s: float, gc_freeze: bool
                 "queue_depth_end": len(host.queue),
                 "gc_tracked_objects": len(gc.get_objects()),
             }
+            if gc_types:  # what a full collection has to walk, by type (the largest first)
+                by_type: dict[str, int] = defaultdict(int)
+                for obj in gc.get_objects():
+                    by_type[f"{type(obj).__module__}.{type(obj).__qualname__}"] += 1
+                info["top_types"] = sorted(by_type.items(), key=lambda kv: -kv[1])[:gc_types]
             app.exit(0)
     finally:
         gc.callbacks.remove(gc_cb)
@@ -167,10 +174,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warm", type=float, default=3.0)
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after warm-up (diagnostic)")
+    parser.add_argument("--gc-types", type=int, default=0, help="print the N most numerous GC-tracked types")
     args = parser.parse_args(argv)
     load0 = load_average()
-    samples, info = asyncio.run(_measure(args.rollouts, args.seconds, args.warm, args.gc_freeze))
+    samples, info = asyncio.run(_measure(args.rollouts, args.seconds, args.warm, args.gc_freeze, args.gc_types))
+    top = info.pop("top_types", [])
     print(f"load average {load0} -> {load_average()}; " + ", ".join(f"{k} {v:,.2f}" for k, v in info.items()))
+    for name, n in top:
+        print(f"  tracked {n:>8,}  {name}")
     print(f"{'part (thread CPU)':<34} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'sum ms':>9}")
     for name in sorted(samples, key=lambda k: -max(samples[k] or [0])):
         v = samples[name]
