@@ -35,6 +35,7 @@ from hermes_console.ui.screens.main import MainScreen
 Clock = float | Callable[[], float] | None
 T = TypeVar("T")  # what a command's Future resolves with
 CPU_CHECK_EVERY = 64  # plain events applied between two reads of the step's CPU clock
+CATCH_UP_MAX = 4.0  # a late drain step with a backlog may use up to this many step budgets
 PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
 
 
@@ -60,6 +61,9 @@ class ConsoleApp(ReplayControls, App[int]):
         self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
         self._carry: deque[Any] = deque()  # drained but not applied yet: a step's CPU budget ran out
         self.cpu_clock: Callable[[], float] = time.thread_time  # the UI thread's CPU (tests inject one)
+        self.wall_clock: Callable[[], float] = time.monotonic  # when drain steps run (tests inject one)
+        self._last_step_at: float | None = None
+        self._behind = False  # the last drain step left items waiting
         drain_hz = max(self.config.drain_hz, self.config.tick_hz)
         self.budget = UiBudget(
             self.config.ui_cpu_share,
@@ -169,7 +173,8 @@ class ConsoleApp(ReplayControls, App[int]):
         spent: the items left are kept in ``_carry`` and applied first by the next step,
         so nothing is lost and a key never waits for more than about one budget."""
         config = self.config
-        want = int(config.drain_budget_ms / 1000.0 / self._cost_per_event_s)
+        budget_s = self._step_budget_s()
+        want = int(budget_s / self._cost_per_event_s)
         want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
         carry = self._carry
         try:
@@ -181,10 +186,11 @@ class ConsoleApp(ReplayControls, App[int]):
             fresh = []
         carry.extend(fresh)
         if not carry:
+            self._behind = False
             return 0, False
         cpu = self.cpu_clock
         t0 = cpu()
-        deadline = t0 + config.drain_budget_ms / 1000.0
+        deadline = t0 + budget_s
         events = taken = plain = 0
         out_of_budget = False
         while carry and taken < want:
@@ -204,7 +210,21 @@ class ConsoleApp(ReplayControls, App[int]):
         if taken >= 64:  # small batches measure timer noise, not the reducer
             cost = (cpu() - t0) / taken
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        return events, out_of_budget or bool(carry) or taken >= want
+        self._behind = out_of_budget or bool(carry) or taken >= want
+        return events, self._behind
+
+    def _step_budget_s(self) -> float:
+        """This step's CPU budget: ``drain_budget_ms``; while a backlog waits, as much more as the
+        step is late (the loop was busy drawing), up to ``CATCH_UP_MAX`` times. So catching up gets
+        ``drain_budget_ms`` per base drain interval of CPU however few ticks run, and one step stays
+        short enough for a key to wait for at most a few tens of ms."""
+        now = self.wall_clock()
+        last, self._last_step_at = self._last_step_at, now
+        base_s = self.config.drain_budget_ms / 1000.0
+        if not self._behind or last is None:
+            return base_s
+        late = (now - last) / self.budget.base_drain_s
+        return base_s * min(CATCH_UP_MAX, max(1.0, late))
 
     def _fold(self, events: Iterable[Any]) -> int:
         """Apply queued items (events and folded segments); returns the events they stand for."""

@@ -14,7 +14,7 @@ from typing import Any
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.queue import EventQueue
 from hermes_console.runtime.state import ConsoleState
-from hermes_console.ui.app import ConsoleApp
+from hermes_console.ui.app import CATCH_UP_MAX, ConsoleApp
 from hermes_console.ui.config import ConsoleConfig
 from tests.runtime.test_queue_coalesce import counters, generate
 
@@ -48,6 +48,7 @@ def test_drain_step_stops_within_its_cpu_budget_on_coalesced_segments_and_loses_
     app = ConsoleApp(QueueRuntime(q), config=config, start_runtime=False)  # type: ignore[arg-type]
     # The fake UI-thread CPU clock: what the reducer applied so far, at a fixed cost per event.
     app.cpu_clock = lambda: app.state.events_applied * EVENT_COST_S
+    app.wall_clock = lambda: 0.0  # steps on time: no catching up (see the next test)
     budget_s = config.drain_budget_ms / 1000.0
 
     steps = 0
@@ -70,3 +71,31 @@ def test_drain_step_stops_within_its_cpu_budget_on_coalesced_segments_and_loses_
     assert app.state.events_applied == emitted.events == len(events)
     assert app.state.accounting.completed == emitted.completed
     assert app.state.tool_calls_total == emitted.tool_starts + emitted.startless_finishes
+
+
+def test_a_late_drain_step_with_a_backlog_catches_up_by_at_most_a_few_budgets() -> None:
+    """Ticks that run late (the loop was busy drawing) leave the queue growing unless a step that
+    is late with a backlog applies more: as much as the time it missed, capped."""
+    events, _ = generate(6, groups=300)
+    q = EventQueue(maxlen=50_000, coalesce_at=0)
+    for e in events:
+        q.push(e)
+    config = ConsoleConfig(drain_budget_ms=8.0)
+    app = ConsoleApp(QueueRuntime(q), config=config, start_runtime=False)  # type: ignore[arg-type]
+    app.cpu_clock = lambda: app.state.events_applied * EVENT_COST_S
+    wall = [0.0]
+    app.wall_clock = lambda: wall[0]
+    budget_s = config.drain_budget_ms / 1000.0
+    biggest = max(item.count for item in q._q if isinstance(item, Coalesced)) * EVENT_COST_S
+
+    def step() -> float:
+        before = app.state.events_applied
+        app._drain_step()
+        return (app.state.events_applied - before) * EVENT_COST_S
+
+    assert step() <= budget_s + biggest  # the first step: its own budget
+    wall[0] += 1.0  # the next tick runs a second late: far more than the cap's worth
+    spent = step()
+    assert budget_s * 2 < spent <= CATCH_UP_MAX * budget_s + biggest
+    wall[0] += app.budget.base_drain_s  # on time again: one budget
+    assert step() <= budget_s + biggest
