@@ -174,8 +174,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warm", type=float, default=3.0)
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after warm-up (diagnostic)")
+    parser.add_argument("--gc-threshold", type=int, default=0, help="gc.set_threshold(N, 10, 10) first (diagnostic)")
     parser.add_argument("--gc-types", type=int, default=0, help="print the N most numerous GC-tracked types")
     args = parser.parse_args(argv)
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold, 10, 10)
     load0 = load_average()
     samples, info = asyncio.run(_measure(args.rollouts, args.seconds, args.warm, args.gc_freeze, args.gc_types))
     top = info.pop("top_types", [])
