@@ -105,6 +105,16 @@ async def test_groups_table_rebuilds_only_rows_whose_group_changed() -> None:
         assert table.cell_builds == builds and table.age_builds > ages
         shown = _shown_rows(table)
         assert shown != after and all(shown[k][:-1] == after[k][:-1] for k in after)
+        # Groups that finish leave in one pass (DataTable.remove_row re-indexes every row per call).
+        one_by_one: list[object] = []
+        table.remove_row = one_by_one.append  # type: ignore[method-assign,assignment]
+        app.state.apply_all(
+            [rev.ItemCompleted(ts=NOW, group_id=f"grp{i:03d}", scores=[1.0], step=i + 1) for i in range(0, GROUPS, 2)]
+        )
+        table.update_from(app.state, app.now())
+        assert not one_by_one
+        assert table.keys() == [g.group_id for g in app.state.active_groups()] and len(table.keys()) == GROUPS // 2
+        assert _shown_rows(table) == _fresh_rows(app, table)
 
 
 def _flood_segments(segments: int, per_segment: int, rollout_id: str = "g0034-r1") -> list[Coalesced]:

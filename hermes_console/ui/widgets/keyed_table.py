@@ -114,10 +114,12 @@ class KeyedTable(DataTable):
         Returns True if anything changed."""
         changed = False
         selected = self.selected_key()  # the cursor follows its item, not its row number
-        for key in [k for k in self._shown if k not in rows]:
-            self.remove_row(key)
-            del self._shown[key]
-            self._given.pop(key, None)
+        gone = [k for k in self._shown if k not in rows]
+        if gone:  # in one pass: DataTable.remove_row re-indexes every row per call
+            self.remove_rows(gone)
+            for key in gone:  # a row cleared from the table behind our back is forgotten too
+                self._shown.pop(key, None)
+                self._given.pop(key, None)
             changed = True
         column_keys = [c[0] for c in self.COLUMNS]
         added: list[tuple[str, Sequence[Cell]]] = []
