@@ -9,6 +9,7 @@ import asyncio
 import math
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -33,6 +34,8 @@ from hermes_console.ui.screens.main import MainScreen
 
 Clock = float | Callable[[], float] | None
 T = TypeVar("T")  # what a command's Future resolves with
+CPU_CHECK_EVERY = 64  # plain events applied between two reads of the step's CPU clock
+CATCH_UP_MAX = 4.0  # a late drain step with a backlog may use up to this many step budgets
 PHASE_NAMES = {1: "Phase 1 — OpenAI-compatible chat", 2: "Phase 2 — ManagedServer /generate (tokens + logprobs)"}
 
 
@@ -56,6 +59,11 @@ class ConsoleApp(ReplayControls, App[int]):
         self._drain_failed = False
         self._render_key: tuple = ()
         self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
+        self._carry: deque[Any] = deque()  # drained but not applied yet: a step's CPU budget ran out
+        self.cpu_clock: Callable[[], float] = time.thread_time  # the UI thread's CPU (tests inject one)
+        self.wall_clock: Callable[[], float] = time.monotonic  # when drain steps run (tests inject one)
+        self._last_step_at: float | None = None
+        self._behind = False  # the last drain step left items waiting
         drain_hz = max(self.config.drain_hz, self.config.tick_hz)
         self.budget = UiBudget(
             self.config.ui_cpu_share,
@@ -156,40 +164,81 @@ class ConsoleApp(ReplayControls, App[int]):
 
     def _drain_step(self) -> tuple[int, bool]:
         """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
-        whether the step was full (more is waiting)."""
+        whether the step was full (more is waiting).
+
+        One ``runtime.drain`` call per step, sized by the UI thread's CPU per item (not wall
+        time, which GIL waits inflate). A folded segment stands for hundreds of events and
+        costs far more than one, so the step also watches its own CPU (``cpu_clock``: after
+        each segment and every ``CPU_CHECK_EVERY`` events) and stops when the budget is
+        spent: the items left are kept in ``_carry`` and applied first by the next step,
+        so nothing is lost and a key never waits for more than about one budget."""
         config = self.config
-        # Sized by the UI thread's CPU per item (not wall time, which GIL waits inflate):
-        # a key never waits for more than one step's worth of reducer work.
-        want = int(config.drain_budget_ms / 1000.0 / self._cost_per_event_s)
+        budget_s = self._step_budget_s()
+        want = int(budget_s / self._cost_per_event_s)
         want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
+        carry = self._carry
         try:
-            items = self.runtime.drain(want)
+            fresh = self.runtime.drain(max(0, want - len(carry)))
         except Exception as exc:  # noqa: BLE001
             if not self._drain_failed:
                 self._drain_failed = True
                 self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
+            fresh = []
+        carry.extend(fresh)
+        if not carry:
+            self._behind = False
             return 0, False
-        if not items:
-            return 0, False
-        t0 = time.thread_time()
-        events = self._fold(items)
-        if len(items) >= 64:  # small batches measure timer noise, not the reducer
-            cost = (time.thread_time() - t0) / len(items)
+        cpu = self.cpu_clock
+        t0 = cpu()
+        deadline = t0 + budget_s
+        events = taken = plain = 0
+        out_of_budget = False
+        while carry and taken < want:
+            item = carry.popleft()
+            taken += 1
+            events += self._apply_one(item)
+            if isinstance(item, Coalesced):
+                plain = 0
+            else:
+                plain += 1
+                if plain < CPU_CHECK_EVERY:
+                    continue
+                plain = 0
+            if cpu() >= deadline:
+                out_of_budget = True
+                break
+        if taken >= 64:  # small batches measure timer noise, not the reducer
+            cost = (cpu() - t0) / taken
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        return events, len(items) >= want
+        self._behind = out_of_budget or bool(carry) or taken >= want
+        return events, self._behind
+
+    def _step_budget_s(self) -> float:
+        """This step's CPU budget: ``drain_budget_ms``; while a backlog waits, as much more as the
+        step is late (the loop was busy drawing), up to ``CATCH_UP_MAX`` times. So catching up gets
+        ``drain_budget_ms`` per base drain interval of CPU however few ticks run, and one step stays
+        short enough for a key to wait for at most a few tens of ms."""
+        now = self.wall_clock()
+        last, self._last_step_at = self._last_step_at, now
+        base_s = self.config.drain_budget_ms / 1000.0
+        if not self._behind or last is None:
+            return base_s
+        late = (now - last) / self.budget.base_drain_s
+        return base_s * min(CATCH_UP_MAX, max(1.0, late))
 
     def _fold(self, events: Iterable[Any]) -> int:
         """Apply queued items (events and folded segments); returns the events they stand for."""
-        n = 0
-        for event in events:
-            self.state.apply(event)
-            if isinstance(event, Coalesced):
-                n += event.count
-                continue
-            n += 1
-            if event.kind == "phase_switch":
-                self._track_switch(event)
-        return n
+        apply_one = self._apply_one
+        return sum(apply_one(event) for event in events)
+
+    def _apply_one(self, event: Any) -> int:
+        """Apply one queued item; returns the events it stands for."""
+        self.state.apply(event)
+        if isinstance(event, Coalesced):
+            return event.count
+        if event.kind == "phase_switch":
+            self._track_switch(event)
+        return 1
 
     def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
         """Apply ``events`` and redraw at once (shutdown, tests)."""

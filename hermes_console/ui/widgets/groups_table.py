@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import GroupView
-from hermes_console.ui.format import budget, head
-from hermes_console.ui.widgets.keyed_table import KeyedTable, Row
+from hermes_console.ui.format import age, budget, head, level_style
+from hermes_console.ui.widgets.keyed_table import Cell, KeyedTable, Row
 
 
 class GroupsTable(KeyedTable):
@@ -23,18 +25,61 @@ class GroupsTable(KeyedTable):
     # panel's border and scrollbar: the item column gets what is left (MainScreen._apply_size).
     FIXED_WIDTH = 9 + 5 + 11 + 14 + 2 * 5 + 4
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # group id -> (what its first columns show, their cells) and (what its age shows, that cell):
+        # a redraw builds cells only for groups that changed; the same row object is handed to
+        # ``sync`` again for the others, which skips them without comparing cells.
+        self._heads: dict[str, tuple[tuple[object, ...], Row]] = {}
+        self._ages: dict[str, tuple[tuple[object, ...], Cell]] = {}
+        self._rows: dict[str, tuple[Row, Cell, Row]] = {}  # group id -> (head cells, age cell, the row)
+        self.cell_builds = 0  # rows whose first columns were built (tests count them)
+        self.age_builds = 0
+
     def update_from(self, state: ConsoleState, now: float) -> None:
         timeout = state.run.worker_timeout_s
+        labels = state.history.group_label_of
+        heads, ages, last = self._heads, self._ages, self._rows
         rows: dict[str, Row] = {}
+        shown: dict[str, tuple[Row, Cell, Row]] = {}
         for group in state.active_groups():
-            rows[group.group_id] = self._row(group, now, timeout, state.history.group_label_of(group.group_id))
+            gid = group.group_id
+            label = labels(gid)
+            key = (
+                label,
+                group.item_summary,
+                group.rollouts_done,
+                group.group_size,
+                len(group.rollout_ids),
+                group.stage,
+            )
+            head_cached = heads.get(gid)
+            if head_cached is None or head_cached[0] != key:
+                head_cached = heads[gid] = (key, self._head_cells(group, label))
+                self.cell_builds += 1
+            elapsed = max(0.0, now - group.started_at)
+            # Everything the age cell's text and colour depend on (format.budget): whole seconds.
+            age_key = (age(elapsed), timeout, level_style(elapsed / timeout) if timeout else None)
+            age_cached = ages.get(gid)
+            if age_cached is None or age_cached[0] != age_key:
+                age_cached = ages[gid] = (age_key, budget(elapsed, timeout or None))
+                self.age_builds += 1
+            made = last.get(gid)
+            if made is None or made[0] is not head_cached[1] or made[1] is not age_cached[1]:
+                made = (head_cached[1], age_cached[1], (*head_cached[1], age_cached[1]))
+            shown[gid] = made
+            rows[gid] = made[2]
+        for gone in [g for g in heads if g not in rows]:
+            heads.pop(gone, None)
+            ages.pop(gone, None)
+        self._rows = shown
         self.sync(rows)
         title = f"Active groups ({len(rows)})"
         if self.border_title != title:
             self.border_title = title
 
     @staticmethod
-    def _row(group: GroupView, now: float, timeout: float, label: str = "") -> Row:
+    def _head_cells(group: GroupView, label: str) -> Row:
         total = group.group_size or len(group.rollout_ids) or 0
         stage_style = {"scoring": "cyan", "sending": "green", "queued": "dim"}.get(group.stage, "")
         return (
@@ -42,5 +87,9 @@ class GroupsTable(KeyedTable):
             head(group.item_summary or "–", 36),
             f"{group.rollouts_done}/{total or '?'}",
             Text(group.stage, style=stage_style),
-            budget(max(0.0, now - group.started_at), timeout or None),
         )
+
+    @classmethod
+    def _row(cls, group: GroupView, now: float, timeout: float, label: str = "") -> Row:
+        """One row built from scratch (the oracle the cached rows equal)."""
+        return (*cls._head_cells(group, label), budget(max(0.0, now - group.started_at), timeout or None))

@@ -42,7 +42,9 @@ class KeyedTable(DataTable):
     """Rows are identified by a stable key (group id, task id, ...).
 
     ``sync`` adds new rows, removes vanished ones and calls ``update_cell`` only
-    for cells whose rendered value changed — never a full rebuild per tick.
+    for cells whose rendered value changed — never a full rebuild per tick. A row handed
+    over as the same object as in the last ``sync`` is taken as unchanged without looking
+    at its cells (panels that cache their rows pass them again).
     """
 
     COLUMNS: Sequence[tuple[str, str, int | None]] = ()  # (key, label, width)
@@ -55,6 +57,7 @@ class KeyedTable(DataTable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[object, ...]] = {}
+        self._given: dict[str, Sequence[Cell]] = {}  # the row objects ``sync`` was last handed
         self.sort_column: str | None = None  # a header click sorts by it; again: reverse
         self.sort_reverse = False
         self.host_column: HostColumn | None = None
@@ -111,13 +114,20 @@ class KeyedTable(DataTable):
         Returns True if anything changed."""
         changed = False
         selected = self.selected_key()  # the cursor follows its item, not its row number
-        for key in [k for k in self._shown if k not in rows]:
-            self.remove_row(key)
-            del self._shown[key]
+        gone = [k for k in self._shown if k not in rows]
+        if gone:  # in one pass: DataTable.remove_row re-indexes every row per call
+            self.remove_rows(gone)
+            for key in gone:  # a row cleared from the table behind our back is forgotten too
+                self._shown.pop(key, None)
+                self._given.pop(key, None)
             changed = True
         column_keys = [c[0] for c in self.COLUMNS]
         added: list[tuple[str, Sequence[Cell]]] = []
+        given = self._given
         for key, cells in rows.items():
+            if cells is given.get(key) and key in self._shown:
+                continue  # the very row object of the last sync (a cached row): nothing changed
+            given[key] = cells
             if self.host_column is not None:
                 cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
             rendered = tuple(cell_key(c) for c in cells)
@@ -192,6 +202,7 @@ class KeyedTable(DataTable):
             del self.rows[key]
             del self._data[key]
             self._shown.pop(str(key.value), None)
+            self._given.pop(str(key.value), None)
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate
         self.hover_coordinate = self.hover_coordinate

@@ -16,8 +16,10 @@ collapsed to one line unless toggled open.
 from __future__ import annotations
 
 import textwrap
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
+from itertools import islice, takewhile
 from typing import Any, NamedTuple
 
 from rich.text import Text
@@ -35,6 +37,7 @@ from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
 
 ENTRY_CHARS = 400
 STRIP_CACHE = 1_000  # rendered lines kept (a few screens' worth)
+TAIL_ENTRIES = 250  # at least this many newest entries are indexed after a full replacement
 
 KIND_STYLES = {
     "turn": ("▍", ""),
@@ -66,7 +69,14 @@ class TurnsStream(ScrollView, can_focus=True):
         self.new_lines = 0
         self.show_reasoning = False
         self.filter = StreamFilter()
-        self._view: list[StreamLine] = []
+        self._view: list[StreamLine] = []  # the indexed lines: the newest ones (see _hidden)
+        # Lines above ``_view`` not indexed yet: what the state's entries older than ``_first_seq``
+        # take (counted, not built). A flood that replaced the state's whole ring buffer costs an
+        # index of the newest screens only; scrolling up indexes older entries as they show.
+        self._hidden = 0
+        self._first_seq = 0  # seq of the oldest indexed entry while lines are hidden
+        self._hidden_from = 0  # seq of the state's oldest entry when ``_hidden`` was counted
+        self.indexed_entries = 0  # entries turned into lines so far (tests count them)
         self._last_seq = 0  # seq of the newest state entry looked at (shown or filtered out)
         self._state: ConsoleState | None = None  # the state the index was built from
         self._settings: tuple[object, ...] = ()  # filter, reasoning, wrap width the index was built with
@@ -84,17 +94,24 @@ class TurnsStream(ScrollView, can_focus=True):
         stream = state.stream
         if not stream or stream[-1].seq == self._last_seq:
             return
-        self._evict(stream[0])
         fresh = _newer_than(stream, self._last_seq)
-        # The entry before the first fresh one is still in the state unless all of it is new.
-        previous = self._last_seq if len(fresh) < len(stream) else None
-        added = self._append(fresh, previous)
+        tail_only = not self.show_reasoning and len(fresh) > self._window()
+        if not (tail_only and self.following):  # a followed tail re-indexed anew has nothing to keep in place
+            self._evict(stream[0])
+        before = self.line_count
+        if tail_only:
+            self._index_tail(stream)  # most of the ring buffer is new: index the newest screens only
+        else:
+            # The entry before the first fresh one is still in the state unless all of it is new.
+            previous = self._last_seq if len(fresh) < len(stream) else None
+            self._append(fresh, previous)
+        added = self.line_count - before
         self._last_seq = stream[-1].seq
         if not self.following:
             self.new_lines += added
         self._resized()
         if self.following:
-            self.scroll_end(animate=False, immediate=False)
+            self._pin_end()
         self._update_title()
 
     def rebuild(self, state: ConsoleState) -> None:
@@ -103,13 +120,17 @@ class TurnsStream(ScrollView, can_focus=True):
         self._state = state
         self._settings = self._current_settings()
         self._view = []
+        self._hidden = 0
         self._strips.clear()
-        self._append(state.stream, None)
+        if self.show_reasoning:
+            self._append(state.stream, None)  # expanded reasoning wraps: every entry's lines are built
+        else:
+            self._index_tail(state.stream)
         self._last_seq = state.stream[-1].seq if state.stream else 0
         self.new_lines = 0
         self._resized()
         if self.following:
-            self.scroll_end(animate=False, immediate=False)
+            self._pin_end()
         self.refresh()
         self._update_title()
 
@@ -123,6 +144,7 @@ class TurnsStream(ScrollView, can_focus=True):
         before = len(view)
         plain = not self.show_reasoning  # one line per entry: no wrapping to work out
         for entry in entries:
+            self.indexed_entries += 1
             gap = entry.seq - previous - 1 if previous is not None else 0
             previous = entry.seq
             if matches is not None and not matches(entry.rollout_id, entry.group_id):
@@ -135,8 +157,72 @@ class TurnsStream(ScrollView, can_focus=True):
                 view.extend(self._lines_of(entry, gap))
         return len(view) - before
 
+    def _window(self) -> int:
+        """How many of the newest entries a full replacement indexes: a few screens."""
+        return max(TAIL_ENTRIES, 4 * self.size.height)
+
+    def _index_tail(self, stream: deque[StreamEntry]) -> None:
+        """Index only the newest ``_window()`` entries of ``stream``; count the lines of the rest."""
+        self._view = []
+        self._strips.clear()
+        start = max(0, len(stream) - self._window())
+        tail = list(islice(reversed(stream), len(stream) - start))
+        tail.reverse()
+        self._append(tail, stream[start - 1].seq if start else None)
+        self._first_seq = tail[0].seq if tail else 0
+        self._hidden = self._count_lines(islice(stream, start)) if start else 0
+        self._hidden_from = stream[0].seq if stream else 0
+
+    def _count_lines(self, entries: Iterable[StreamEntry]) -> int:
+        """The lines ``entries`` (oldest first, from the state's first entry on) take when collapsed:
+        one per shown entry, plus a gap line where the sequence numbers jump. Nothing is built."""
+        matches = self.filter.matches if self.filter else None
+        previous: int | None = None
+        n = 0
+        for entry in entries:
+            seq = entry.seq
+            gap = previous is not None and seq - previous > 1
+            previous = seq
+            if matches is None or matches(entry.rollout_id, entry.group_id):
+                n += 1 + gap
+        return n
+
+    def _materialize(self, index: int) -> None:
+        """Index older entries until virtual line ``index`` is indexed (the operator scrolled up)."""
+        state = self._state
+        while index < self._hidden and state is not None:
+            stream = state.stream
+            pos = bisect_left(stream, self._first_seq, key=_seq)  # the state's entries before the view
+            start = max(0, pos - self._window())
+            chunk = list(islice(stream, start, pos))
+            if not chunk:  # the state let them go since the last update: nothing older to show
+                self._hidden = 0
+                self._resized()
+                break
+            view, self._view = self._view, []
+            self._append(chunk, stream[start - 1].seq if start else None)
+            self._hidden -= len(self._view)
+            self._view.extend(view)
+            self._first_seq = chunk[0].seq
+            if start == 0 and self._hidden:  # counted from an older state: the view is all there is
+                self._hidden = 0
+                self._resized()
+            self._hidden = max(0, self._hidden)
+
     def _evict(self, first: StreamEntry) -> None:
         """Drop lines of entries the state's ring buffer let go; the view stays where it was."""
+        if self._hidden and first.seq != self._hidden_from:
+            before = self._hidden
+            if first.seq >= self._first_seq:
+                self._hidden = 0  # every hidden entry is gone
+            else:
+                stream = self._state.stream if self._state is not None else deque()
+                self._hidden = self._count_lines(takewhile(lambda e: e.seq < self._first_seq, stream))
+            self._hidden_from = first.seq
+            if before != self._hidden and not self.following:
+                self.scroll_to(y=max(0, self.scroll_y - (before - self._hidden)), animate=False, immediate=True)
+            if self._hidden:
+                return  # the indexed lines are all newer than what went
         view = self._view
         cut = 0
         while cut < len(view) and view[cut].entry.seq < first.seq:
@@ -170,8 +256,14 @@ class TurnsStream(ScrollView, can_focus=True):
         hosts = self._hosts()
         return 9 + (hosts.host_width + 1 if hosts is not None else 0) + 13 + 2
 
+    def _pin_end(self) -> None:
+        """Follow: the last line at the bottom now (a frame drawn at the old offset would index,
+        and show, lines far above the tail), and again after the next layout (a resize)."""
+        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self.scroll_end(animate=False, immediate=False)
+
     def _resized(self) -> None:
-        self.virtual_size = Size(self.scrollable_content_region.width, len(self._view))
+        self.virtual_size = Size(self.scrollable_content_region.width, self.line_count)
 
     def on_resize(self, event: events.Resize) -> None:
         if self.show_reasoning and self._state is not None and self._current_settings() != self._settings:
@@ -186,25 +278,32 @@ class TurnsStream(ScrollView, can_focus=True):
 
     @property
     def line_count(self) -> int:
-        return len(self._view)
+        """Lines the stream takes (indexed or only counted so far)."""
+        return self._hidden + len(self._view)
 
     @property
     def lines(self) -> list[Strip]:
-        """Every indexed line rendered (for tests and inspection; the screen renders only what shows)."""
-        return [self._strip(i) for i in range(len(self._view))]
+        """Every line rendered (for tests and inspection; the screen renders only what shows)."""
+        self._materialize(0)
+        return [self._strip(i) for i in range(self.line_count)]
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         index = scroll_y + y
         style = self.rich_style
-        if index >= len(self._view):
+        if index >= self.line_count:
             return Strip.blank(width, style)
         strip = self._strip(index).crop_extend(scroll_x, scroll_x + width, style)
         return strip.apply_style(style)
 
     def _strip(self, index: int) -> Strip:
-        line = self._view[index]
+        """The rendered virtual line ``index`` (older lines are indexed on the way)."""
+        if index < self._hidden:
+            self._materialize(index)
+        if not 0 <= index - self._hidden < len(self._view):  # the state moved on since the last update
+            return Strip.blank(self.scrollable_content_region.width)
+        line = self._view[index - self._hidden]
         key = (line.entry.seq, line.part)
         strip = self._strips.get(key)
         if strip is None:
@@ -294,6 +393,10 @@ class TurnsStream(ScrollView, can_focus=True):
         if self.filter:
             flags.append(f"filter: {self.filter.text}")
         self.border_subtitle = " · ".join(flags)
+
+
+def _seq(entry: StreamEntry) -> int:
+    return entry.seq
 
 
 def _newer_than(entries: deque[StreamEntry], seq: int) -> list[StreamEntry]:
