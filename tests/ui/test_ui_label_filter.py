@@ -105,3 +105,32 @@ async def test_rollouts_history_filter_matches_readable_labels() -> None:
             await pilot.press("slash", *["backspace"] * 20, *text, "enter")
             await settle(pilot)
             assert {table.get_row_at(i)[0].plain for i in range(table.row_count)} == expected, text
+
+
+async def test_keys_typed_before_the_filter_input_has_focus_are_not_lost() -> None:
+    """`/` then typing at once (a fast operator, keys arriving in one burst over ssh, a loaded
+    box): the dialog's input takes focus a message later than the dialog shows, and the keys
+    that arrive in between must land in it, enter included."""
+    from hermes_console.ui.screens.filter_modal import FilterModal
+
+    runtime = FakeRuntime([rev.RuntimeStatus(ts=T0, status="running"), *_group(T0, *G1, task="count lines")])
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await settle(pilot)
+        assert isinstance(app.screen, FilterModal)
+        app.screen.set_focus(None)  # the moment before the input is focused, made to last
+        await pilot.press(*"g0001-r1")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, FilterModal)
+        assert app.screen.filter.text == "g0001-r1"
+        assert _shown(app) == ({"g0001-r1"}, {"g0001-r1"})
+        # again with a filter set: what is typed replaces it (it shows selected), not appends
+        await pilot.press("slash")
+        await settle(pilot)
+        app.screen.set_focus(None)
+        await pilot.press(*"g0001-r2", "enter")
+        await settle(pilot)
+        assert app.screen.filter.text == "g0001-r2"
