@@ -77,7 +77,12 @@ async def _measure(
     host = RuntimeHost(_spec(rollouts, group_size, turn_sleep_s, tmp), exit_when_finished=False)
     if not coalesce:  # A/B: the queue as before (every event queued one by one)
         host.queue.coalesce_at = host.queue.max_depth
-    app = ConsoleApp(host, config=ConsoleConfig(**config_overrides))
+    config = ConsoleConfig(**config_overrides)
+    if hasattr(config, "freeze_gc_after_start"):  # as run_console sets it (tuned at the top of main)
+        import gc
+
+        config.freeze_gc_after_start = gc.get_threshold()[0] != 700
+    app = ConsoleApp(host, config=config)
 
     tick_ms: list[float] = []
     tick_cpu_ms: list[float] = []  # UI thread CPU of each tick: GIL waits and starvation excluded
@@ -244,7 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ui-cpu-share", type=float, default=None, help="override ConsoleConfig.ui_cpu_share (0: off)")
     ap.add_argument("--no-coalesce", action="store_true", help="queue every event one by one (A/B)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument(
+        "--no-gc-tune", action="store_true", help="keep CPython's GC defaults (the console process tunes them)"
+    )
     args = ap.parse_args(argv)
+    if not args.no_gc_tune:
+        try:  # as run_console does for the console's process (absent in old checkouts of an A/B)
+            from hermes_console.ui import gc_tuning
+        except ImportError:
+            gc_tuning = None  # type: ignore[assignment]
+        if gc_tuning is not None:
+            gc_tuning.tune()
     overrides = {
         k: v
         for k, v in (

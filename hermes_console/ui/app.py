@@ -21,6 +21,7 @@ from textual.screen import ModalScreen, Screen
 from hermes_console.runtime.api import ExtendsCommands, RuntimeAPI
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui import gc_tuning
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
@@ -132,6 +133,9 @@ class ConsoleApp(ReplayControls, App[int]):
             self.call_from_thread(
                 self.notify, f"runtime failed to start: {exc}", severity="error", title="runtime", timeout=30
             )
+            return
+        if self.config.freeze_gc_after_start:
+            gc_tuning.freeze()
 
     def tick(self) -> None:
         """Drain and redraw at the pace the UI's CPU budget allows (``UiBudget``): the
@@ -620,6 +624,8 @@ def run_console(
             return 2
     if drain_deadline_s is not None:  # --drain-deadline reaches the UI's quit too
         config.drain_deadline_s = drain_deadline_s
+    gc_tuning.tune()  # this process is the console's: see gc_tuning for why and why not in tests
+    config.freeze_gc_after_start = True
     app = ConsoleApp(runtime, now=now, config=config)
     result = app.run()
     if app.return_code not in (None, 0):
