@@ -37,6 +37,7 @@ class UiBudget:
         patience: int = 2,
         busy_events_per_s: float = 100.0,
         busy_cpu_share: float = 0.3,
+        saturated_share: float = 0.8,
         cpu: Clock = time.thread_time,
         wall: Clock = time.monotonic,
         others_cpu: Clock | None = None,
@@ -54,6 +55,8 @@ class UiBudget:
         self.window_s = window_s
         self.busy_events_per_s = busy_events_per_s  # below this, heartbeats and a trickle: not busy
         self.busy_cpu_share = busy_cpu_share  # the other threads' share of a core that makes the env busy
+        # ... and the share at which it is CPU-bound: no patience then, every UI cycle is the env's loss
+        self.saturated_share = saturated_share
         # CPU of every other thread of this process (read on the UI thread, like ``cpu``)
         self._others = others_cpu or (lambda: time.process_time() - time.thread_time())
         self.patience = max(1, patience)  # over-budget windows in a row before slowing down (not a burst)
@@ -112,7 +115,7 @@ class UiBudget:
         self._over = self._over + 1 if over else 0
         if not self.share or not self.busy:
             self.redraw_s, self.drain_s = self.base_redraw_s, self.base_drain_s  # idle: fast again
-        elif over and self._over < self.patience:
+        elif over and self._over < self.patience and self.others_share < self.saturated_share:
             pass  # a burst (a log loaded, a group finishing): not yet a busy env
         elif over:
             factor = min(4.0, max(1.5, self.used_share / self.share))

@@ -128,9 +128,16 @@ def test_a_cpu_bound_env_with_few_events_is_busy_too() -> None:
     clocks = Clocks()
     b = make(clocks)
     clocks.env_share = 0.9
-    for _ in range(6):
-        window(b, clocks, 0.30, events=50)
+    window(b, clocks, 0.30, events=50)
+    # CPU-bound (> 80 % of a core): throttled from the first window, no patience for a burst
     assert b.busy and b.others_share == pytest.approx(0.9) and b.throttled
+    for _ in range(5):
+        window(b, clocks, 0.30, events=50)
+    assert b.redraw_s == 2.0
+    clocks.env_share = 0.5  # busy, not saturated: one window over budget is still a burst
+    b2 = make(clocks)
+    window(b2, clocks, 0.30, events=50)
+    assert b2.busy and not b2.throttled
     clocks.env_share = 0.05  # the env went quiet (waiting on its server): fast again at once
     window(b, clocks, 0.30, events=50)
     assert not b.busy and not b.throttled
