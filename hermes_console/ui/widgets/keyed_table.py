@@ -14,6 +14,8 @@ from textual.widgets import DataTable
 from textual.widgets._data_table import Row as TableRow
 from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
 
+from hermes_console.ui.widgets.column_sort import ColumnSort
+
 Cell: TypeAlias = Text | str
 Row = tuple[Cell, ...]
 
@@ -38,7 +40,7 @@ def cell_key(cell: object) -> object:
     return cell
 
 
-class KeyedTable(DataTable):
+class KeyedTable(ColumnSort, DataTable):
     """Rows are identified by a stable key (group id, task id, ...).
 
     ``sync`` adds new rows, removes vanished ones and calls ``update_cell`` only
@@ -75,31 +77,7 @@ class KeyedTable(DataTable):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
-        column = str(event.column_key.value)
-        self.sort_by(column, not self.sort_reverse if column == self.sort_column else False)
-
-    def sort_by(self, column: str | None, reverse: bool = False) -> None:
-        """Sort by ``column`` (None: insertion order again); the header shows ▲/▼."""
-        self.sort_column, self.sort_reverse = column, reverse
-        for key, label, _ in self.COLUMNS:
-            arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
-            for column_key, col in self.columns.items():
-                if column_key.value == key:
-                    col.label = Text(label + arrow)
-        self._resort()
-
-    def sort_next(self) -> None:
-        """`s`: sort by the next column (ascending), after the last one back to the first."""
-        keys = [key for key, _, _ in self.COLUMNS]
-        if not keys:
-            return
-        index = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
-        self.sort_by(keys[index % len(keys)])
-
-    def sort_reversed(self) -> None:
-        """`S`: reverse the order (sorting by the first column if none was chosen)."""
-        column = self.sort_column or next((key for key, _, _ in self.COLUMNS), None)
-        self.sort_by(column, not self.sort_reverse if self.sort_column else True)
+        self.header_clicked(str(event.column_key.value))
 
     def _resort(self) -> None:
         if self.sort_column is None or not self.row_count:

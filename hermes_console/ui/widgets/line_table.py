@@ -32,6 +32,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from hermes_console.ui.widgets.column_sort import ColumnSort
 from hermes_console.ui.widgets.keyed_table import Cell, HostColumn, host_column_of, sort_value
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
@@ -56,7 +57,7 @@ class TableColumn:
         return self.render_width
 
 
-class LineTable(ScrollView, can_focus=True):
+class LineTable(ColumnSort, ScrollView, can_focus=True):
     """Rows keyed by int keys in ``self._order`` (display order); subclasses fill it."""
 
     ALLOW_SELECT = False
@@ -241,29 +242,9 @@ class LineTable(ScrollView, can_focus=True):
     # ------------------------------------------------------------------ sort (click a header, s / S)
 
     def sort_by(self, column: str | None, reverse: bool = False) -> None:
-        """Sort by ``column`` (None: insertion order again); the header shows ▲/▼."""
-        self.sort_column, self.sort_reverse = column, reverse
-        for key, label, _ in self.COLUMNS:
-            arrow = (" ▼" if self.sort_reverse else " ▲") if key == self.sort_column else ""
-            for col in self.columns.values():
-                if col.key == key:
-                    col.label = Text(label + arrow)
-        self._strips.clear()
-        self._resort()
+        self._strips.clear()  # the header's arrow and every line's place change
+        super().sort_by(column, reverse)
         self.refresh()
-
-    def sort_next(self) -> None:
-        """`s`: sort by the next column (ascending), after the last one back to the first."""
-        keys = [key for key, _, _ in self.COLUMNS]
-        if not keys:
-            return
-        index = keys.index(self.sort_column) + 1 if self.sort_column in keys else 0
-        self.sort_by(keys[index % len(keys)])
-
-    def sort_reversed(self) -> None:
-        """`S`: reverse the order (sorting by the first column if none was chosen)."""
-        column = self.sort_column or next((key for key, _, _ in self.COLUMNS), None)
-        self.sort_by(column, not self.sort_reverse if self.sort_column else True)
 
     def _sorted(self, keys: list[int]) -> list[int]:
         """``keys`` (oldest first) in display order: stable, so ties keep their age order."""
@@ -376,8 +357,7 @@ class LineTable(ScrollView, can_focus=True):
             return
         row, column = hit
         if row == -1:
-            key = list(self.columns.values())[column].key
-            self.sort_by(key, not self.sort_reverse if key == self.sort_column else False)
+            self.header_clicked(list(self.columns.values())[column].key)
             return
         again = row == self.cursor_row
         self.move_cursor(row=row, animate=True)
