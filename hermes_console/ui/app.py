@@ -142,13 +142,31 @@ class ConsoleApp(ReplayControls, App[int]):
         base rates (``drain_hz``, ``tick_hz``) while that costs little, slower while the
         env is busy and the UI thread would take more than ``ui_cpu_share`` of a core."""
         budget = self.budget
+        drained = 0
         if budget.drain_due():
-            events, full = self._drain_step()
-            budget.drained(events, backlog=full)
+            # A late step with a backlog may catch up several budgets' worth: one budget now,
+            # the rest as callbacks of one budget each, so a key waits for one step, not all.
+            base_s = self.config.drain_budget_ms / 1000.0
+            total_s = self._step_budget_s()
+            drained, full = self._drain_step(min(base_s, total_s))
+            budget.drained(drained, backlog=full)
+            more = round(total_s / base_s) - 1
+            if full and more > 0:
+                self.call_later(self._catch_up, more)
         budget.update()
         if budget.redraw_due():
             budget.redrawn()
-            self._redraw()
+            if drained:
+                self.call_later(self._redraw)  # its own callback, after the step (and any key) ran
+            else:
+                self._redraw()
+
+    def _catch_up(self, steps: int) -> None:
+        """One more step of catching up (one drain budget), then the next as its own callback."""
+        events, full = self._drain_step(self.config.drain_budget_ms / 1000.0)
+        self.budget.drained(events, backlog=full)
+        if full and steps > 1:
+            self.call_later(self._catch_up, steps - 1)
 
     def panels_per_redraw(self) -> int | None:
         """How many changed panels one redraw may update (None: all): few while throttling."""
@@ -166,7 +184,7 @@ class ConsoleApp(ReplayControls, App[int]):
         """The status bar's note while the UI is throttling its redraws."""
         return self.budget.note()
 
-    def _drain_step(self) -> tuple[int, bool]:
+    def _drain_step(self, budget_s: float | None = None) -> tuple[int, bool]:
         """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
         whether the step was full (more is waiting).
 
@@ -177,7 +195,8 @@ class ConsoleApp(ReplayControls, App[int]):
         spent: the items left are kept in ``_carry`` and applied first by the next step,
         so nothing is lost and a key never waits for more than about one budget."""
         config = self.config
-        budget_s = self._step_budget_s()
+        if budget_s is None:
+            budget_s = self._step_budget_s()
         want = int(budget_s / self._cost_per_event_s)
         want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
         carry = self._carry

@@ -99,3 +99,45 @@ def test_a_late_drain_step_with_a_backlog_catches_up_by_at_most_a_few_budgets() 
     assert budget_s * 2 < spent <= CATCH_UP_MAX * budget_s + biggest
     wall[0] += app.budget.base_drain_s  # on time again: one budget
     assert step() <= budget_s + biggest
+
+
+def test_a_late_tick_catches_up_in_callbacks_of_one_budget_each_and_draws_after_them() -> None:
+    """The tick itself applies one budget; the catching up it is owed runs as separate
+    callbacks of one budget each, and a redraw due in a tick that drained runs as its own
+    callback too: a key pressed meanwhile waits for one short step, never for all of them."""
+    events, _ = generate(7, groups=300)
+    q = EventQueue(maxlen=50_000, coalesce_at=0)
+    for e in events:
+        q.push(e)
+    config = ConsoleConfig(drain_budget_ms=8.0)
+    app = ConsoleApp(QueueRuntime(q), config=config, start_runtime=False)  # type: ignore[arg-type]
+    app.cpu_clock = lambda: app.state.events_applied * EVENT_COST_S
+    wall = [0.0]
+    app.wall_clock = lambda: wall[0]
+    scheduled: list[tuple[Any, tuple[Any, ...]]] = []
+    app.call_later = lambda callback, *args, **_kw: scheduled.append((callback, args)) or True  # type: ignore[method-assign]
+    redraws: list[int] = []
+    app._redraw = lambda **_kw: redraws.append(app.state.events_applied)  # type: ignore[method-assign]
+    budget_s = config.drain_budget_ms / 1000.0
+    biggest = max(item.count for item in q._q if isinstance(item, Coalesced)) * EVENT_COST_S
+
+    def one(call: Any, *args: Any) -> float:
+        before = app.state.events_applied
+        call(*args)
+        return (app.state.events_applied - before) * EVENT_COST_S
+
+    app.budget._last_drain = app.budget._last_redraw = -1e18  # both due
+    assert one(app.tick) <= budget_s + biggest
+    assert redraws == [] and [cb for cb, _ in scheduled] == [app._redraw]  # drawn after the step
+    scheduled.clear()
+    wall[0] += 1.0  # the next tick is a second late: owed CATCH_UP_MAX budgets
+    app.budget._last_drain = -1e18
+    app.budget._last_redraw = 1e18  # no redraw this time
+    assert one(app.tick) <= budget_s + biggest
+    chunks = 1
+    while scheduled:
+        callback, args = scheduled.pop(0)
+        assert callback == app._catch_up
+        assert one(callback, *args) <= budget_s + biggest  # each callback: one budget
+        chunks += 1
+    assert chunks == CATCH_UP_MAX  # all that was owed, in separate steps
