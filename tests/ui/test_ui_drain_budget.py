@@ -73,20 +73,26 @@ def test_drain_step_stops_within_its_cpu_budget_on_coalesced_segments_and_loses_
     assert app.state.tool_calls_total == emitted.tool_starts + emitted.startless_finishes
 
 
-def test_a_late_drain_step_with_a_backlog_catches_up_by_at_most_a_few_budgets() -> None:
-    """Ticks that run late (the loop was busy drawing) leave the queue growing unless a step that
-    is late with a backlog applies more: as much as the time it missed, capped."""
-    events, _ = generate(6, groups=300)
+def _late_app(seed: int) -> tuple[ConsoleApp, list[float], float]:
+    """An app over a flooded queue, with fake clocks: CPU = events applied × EVENT_COST_S, and a
+    wall clock the test moves (``wall[0]``). Also the fake CPU of the biggest folded segment."""
+    events, _ = generate(seed, groups=300)
     q = EventQueue(maxlen=50_000, coalesce_at=0)
     for e in events:
         q.push(e)
-    config = ConsoleConfig(drain_budget_ms=8.0)
-    app = ConsoleApp(QueueRuntime(q), config=config, start_runtime=False)  # type: ignore[arg-type]
+    app = ConsoleApp(QueueRuntime(q), config=ConsoleConfig(drain_budget_ms=8.0), start_runtime=False)  # type: ignore[arg-type]
     app.cpu_clock = lambda: app.state.events_applied * EVENT_COST_S
     wall = [0.0]
     app.wall_clock = lambda: wall[0]
-    budget_s = config.drain_budget_ms / 1000.0
     biggest = max(item.count for item in q._q if isinstance(item, Coalesced)) * EVENT_COST_S
+    return app, wall, biggest
+
+
+def test_a_late_drain_step_with_a_backlog_catches_up_by_at_most_a_few_budgets() -> None:
+    """Ticks that run late (the loop was busy drawing) leave the queue growing unless a step that
+    is late with a backlog applies more: as much as the time it missed, capped."""
+    app, wall, biggest = _late_app(6)
+    budget_s = app.config.drain_budget_ms / 1000.0
 
     def step() -> float:
         before = app.state.events_applied
@@ -105,21 +111,12 @@ def test_a_late_tick_catches_up_in_callbacks_of_one_budget_each_and_draws_after_
     """The tick itself applies one budget; the catching up it is owed runs as separate
     callbacks of one budget each, and a redraw due in a tick that drained runs as its own
     callback too: a key pressed meanwhile waits for one short step, never for all of them."""
-    events, _ = generate(7, groups=300)
-    q = EventQueue(maxlen=50_000, coalesce_at=0)
-    for e in events:
-        q.push(e)
-    config = ConsoleConfig(drain_budget_ms=8.0)
-    app = ConsoleApp(QueueRuntime(q), config=config, start_runtime=False)  # type: ignore[arg-type]
-    app.cpu_clock = lambda: app.state.events_applied * EVENT_COST_S
-    wall = [0.0]
-    app.wall_clock = lambda: wall[0]
+    app, wall, biggest = _late_app(7)
     scheduled: list[tuple[Any, tuple[Any, ...]]] = []
     app.call_later = lambda callback, *args, **_kw: scheduled.append((callback, args)) or True  # type: ignore[method-assign]
     redraws: list[int] = []
     app._redraw = lambda **_kw: redraws.append(app.state.events_applied)  # type: ignore[method-assign]
-    budget_s = config.drain_budget_ms / 1000.0
-    biggest = max(item.count for item in q._q if isinstance(item, Coalesced)) * EVENT_COST_S
+    budget_s = app.config.drain_budget_ms / 1000.0
 
     def one(call: Any, *args: Any) -> float:
         before = app.state.events_applied
