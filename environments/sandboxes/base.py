@@ -68,7 +68,9 @@ __all__ = [
 MARKER_VAR = "HERMES_SANDBOX_ID"  # set in every sandbox process's env, so /proc scans find them
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 130
-START_TIMEOUT_S = 20.0  # a loaded 2-core CI box can take seconds to start bwrap + bash
+# A loaded 2-core box starting hundreds of machines at once took over 20 s for some (two CPU
+# hogs + 256 rollouts): a slow start waits, it does not turn into a tool error.
+START_TIMEOUT_S = 60.0
 _log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
 BROKEN_SHELL_CODES = (196, 197, 198)  # shell.py DRIVER: exits that hand over to a fresh shell

@@ -62,7 +62,10 @@ def test_sweep_cleans_sandboxes_of_a_dead_owner_only(tmp_path: Path) -> None:
         assert workspace.is_dir()
         child.kill()  # dies without cleanup: the background sleep and dirs are orphaned
         child.wait(30)
-        assert _alive(f"sleep {FP}") and workspace.is_dir()
+        # The dirs surely are. The sleep usually is too, but not always: the cgroup part of the
+        # sweep is machine-wide (a crashed console's groups, whatever its root), so a console
+        # starting on another xdist worker right now may already have killed it.
+        assert workspace.is_dir()
         assert sweep_stale(root) == 1
         deadline = time.monotonic() + 30  # returns as soon as the kill has landed
         while _alive(f"sleep {FP}") and time.monotonic() < deadline:
