@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -118,6 +119,10 @@ def test_a_planted_results_symlink_is_never_followed_on_the_host(task, tmp_path)
     (ws / ".hermes-results" / "call_2.txt").symlink_to(victim)
     maybe_persist_tool_result(content, "terminal", "call_2", task, config)
     assert victim.read_text() == "host data"
+    # a FIFO planted where the result goes: the host must not block on it (no reader ever comes)
+    os.mkfifo(ws / ".hermes-results" / "call_3.txt")
+    out = maybe_persist_tool_result(content, "terminal", "call_3", task, config)
+    assert "<persisted-output" not in out and out.startswith("x" * 100)
 
 
 def test_threshold_argument_and_overrides(task):
