@@ -184,7 +184,7 @@ class ConsoleApp(ReplayControls, App[int]):
         """The status bar's note while the UI is throttling its redraws."""
         return self.budget.note()
 
-    def _drain_step(self, budget_s: float | None = None) -> tuple[int, bool]:
+    def _drain_step(self, budget_s: float) -> tuple[int, bool]:
         """Apply about ``drain_budget_ms`` of reducer CPU; returns the events applied and
         whether the step was full (more is waiting).
 
@@ -195,8 +195,6 @@ class ConsoleApp(ReplayControls, App[int]):
         spent: the items left are kept in ``_carry`` and applied first by the next step,
         so nothing is lost and a key never waits for more than about one budget."""
         config = self.config
-        if budget_s is None:
-            budget_s = self._step_budget_s()
         want = int(budget_s / self._cost_per_event_s)
         want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
         carry = self._carry

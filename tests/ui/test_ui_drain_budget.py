@@ -54,7 +54,7 @@ def test_drain_step_stops_within_its_cpu_budget_on_coalesced_segments_and_loses_
     steps = 0
     while len(q) or app._carry:
         before = app.state.events_applied
-        applied, _full = app._drain_step()
+        applied, _full = app._drain_step(app._step_budget_s())
         spent = (app.state.events_applied - before) * EVENT_COST_S
         assert applied == app.state.events_applied - before
         # Stops once the budget is spent: at most one item (a segment, or one check interval of
@@ -96,7 +96,7 @@ def test_a_late_drain_step_with_a_backlog_catches_up_by_at_most_a_few_budgets() 
 
     def step() -> float:
         before = app.state.events_applied
-        app._drain_step()
+        app._drain_step(app._step_budget_s())  # one step given all it is owed (the tick splits it)
         return (app.state.events_applied - before) * EVENT_COST_S
 
     assert step() <= budget_s + biggest  # the first step: its own budget
