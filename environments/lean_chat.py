@@ -93,15 +93,23 @@ def request_body(kwargs: dict[str, Any], tools_cache: dict[int, tuple[Any, str]]
             return None
         body.update(extra)  # the client merges extra_body over the fields, the same way
     tools = body.pop("tools", None)
-    if not plain_json(body):
+    try:
+        # One pass: json refuses what is not JSON (an object goes through the openai client, which
+        # knows how to transform it); a walk to check first cost as much as the dump, every turn,
+        # over a conversation that only grows.
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=_not_json)
+    except (TypeError, ValueError, RecursionError):
         return None
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     if tools is not None:
         tools_text = _tools_json(tools, tools_cache)
         if tools_text is None:
             return None
         text = f'{text[:-1]}{"," if body else ""}"tools":{tools_text}}}'
     return text.encode()
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def _tools_json(tools: Any, cache: dict[int, tuple[Any, str]]) -> str | None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from environments.sandboxes import procfs, quota
+from environments.sandboxes import cgroups, procfs, quota
 from environments.sandboxes.capture import BoundedOutput
 from environments.sandboxes.cgroups import SandboxCgroup
 from environments.sandboxes.hostio import write_new
@@ -341,7 +341,7 @@ class BashSessionSandbox(ABC):
         if self._cgroup is not None:
             roots |= self._cgroup.pids()
         infra = self._infra_pids()  # the machine itself (init, shell, verifier runner, bwrap)
-        found = procfs.sandbox_processes(self._marker, (), roots)
+        found = procfs.sandbox_processes(self._marker, (), roots, among=self._where_processes_can_be())
         return procfs.describe(st for pid, st in found.items() if pid not in infra)
 
     def shell_state(self) -> dict[str, object]:
@@ -368,6 +368,14 @@ class BashSessionSandbox(ABC):
             "bytes": buf.total,
             "tail": buf.peek_tail(max(0, min(int(limit), self._output_limit))),
         }
+
+    def _where_processes_can_be(self) -> set[int] | None:
+        """The pids that can belong to this sandbox: its group's and every pid in no
+        sandbox's group (None: any pid on the host, when there is no pids group to go by)."""
+        if self._cgroup is None or not self._cgroup.has_pids:
+            return None
+        outside = cgroups.pids_outside_sandbox_groups()
+        return None if outside is None else outside | self._cgroup.pids()
 
     def _agent_leftovers(self) -> list[int]:
         """Live non-machine processes of this sandbox: from its cgroup when there is one (a
@@ -402,8 +410,8 @@ class BashSessionSandbox(ABC):
         if self._cgroup is not None:
             self._cgroup.kill_all()  # every member, however it forked or setsid'd
         if not (self._cgroup is not None and self._cgroup.has_pids and self._cgroup_inescapable()):
-            # the safety net: stat + environ of every process on the host (ms with hundreds of sandboxes)
-            procfs.kill_all(self._marker, (), {m.pid for m in machines})
+            # the safety net: stat + environ of every process that can still be ours
+            procfs.kill_all(self._marker, (), {m.pid for m in machines}, among=self._where_processes_can_be)
         for proc in machines:
             _reap(proc)
         # A command in flight sees its machine gone and returns; only then close its fds

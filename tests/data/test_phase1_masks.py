@@ -166,3 +166,20 @@ def test_template_that_rewrites_history_is_counted_as_drift(tokenizer_path):
     runs = [tok.decode(r, skip_special_tokens=False) for r in trained_runs(rendered.tokens, rendered.masks)]
     assert all("TOOL_OUTPUT_XYZ" not in r and "<|im_start|>" not in r for r in runs)
     assert runs[-1].startswith("ANSWER_BBB")
+
+
+@pytest.mark.parametrize("setting", ["truncation", "padding"])
+def test_a_backend_set_to_truncate_or_pad_gives_the_same_tokens(tokenizer_path, setting):
+    """The fast path reads the rendering's tokens from the backend; one configured to
+    truncate or pad (the tokenizer's own call turns both off) must not change them."""
+    from environments.tokenizer import chat_token_ids
+
+    tok = templated_tokenizer(tokenizer_path, "local")
+    if setting == "truncation":
+        tok.backend_tokenizer.enable_truncation(max_length=8)
+    else:
+        tok.backend_tokenizer.enable_padding(length=4096)
+    tokens, masks = tokenize_conversation(tok, LONGER, tools=TOOLS)
+    expected = chat_token_ids(templated_tokenizer(tokenizer_path, "local"), LONGER, tools=TOOLS)
+    assert 8 < len(tokens) < 4096
+    assert tokens == expected and len(masks) == len(tokens)

@@ -135,6 +135,43 @@ async def test_same_request_same_completion_as_the_openai_client(recorder):
     assert notes == []
 
 
+async def test_containers_json_accepts_give_the_openai_clients_body_and_objects_go_through_it(recorder):
+    """Tuples and dict subclasses are JSON to both paths (the same body); an object is not JSON
+    to the lean path, which then leaves the request to the openai client."""
+    from collections import OrderedDict
+
+    from environments.lean_chat import request_body
+
+    def odd_kwargs() -> dict[str, Any]:
+        kwargs = _kwargs()
+        kwargs["messages"] = tuple(OrderedDict(m) for m in kwargs["messages"])
+        return kwargs
+
+    client = openai.AsyncOpenAI(base_url=f"{recorder.base_url}/v1", api_key="k", max_retries=0)
+    lean, _notes = _lean(recorder.base_url)
+    try:
+        await client.chat.completions.create(**odd_kwargs())
+        await lean._chat_completion_wrapper(**odd_kwargs())
+    finally:
+        await client.close()
+        await lean.aclose()
+    (_, b_oai), (_, b_lean) = recorder.requests
+    assert json.loads(b_lean) == json.loads(b_oai)
+    assert request_body(odd_kwargs(), {}) is not None
+
+    class Opaque:
+        pass
+
+    with_object = _kwargs()
+    with_object["messages"] = [*with_object["messages"], {"role": "user", "content": Opaque()}]
+    assert request_body(with_object, {}) is None
+    looped: list[Any] = []
+    looped.append(looped)
+    circular = _kwargs()
+    circular["metadata"] = {"x": looped}
+    assert request_body(circular, {}) is None
+
+
 async def test_http_errors_match_the_openai_client_and_retry_like_it(recorder):
     bad_request = {"error": {"message": "messages: expected a list", "type": "invalid_request_error"}}
     client = openai.AsyncOpenAI(base_url=f"{recorder.base_url}/v1", api_key="k", max_retries=0)

@@ -1,0 +1,121 @@
+"""Cleanup of a local sandbox against processes that hide from it (root, cgroup v1).
+
+Cleanup kills the sandbox's cgroups, then looks for leftovers carrying its marker among
+the processes outside every sandbox's group (not among all of /proc: that cost ~20 ms per
+cleanup with a thousand sandbox processes on the host). These attacks check both halves:
+a process that hides in a group nested below the sandbox's own (with an empty environment,
+orphaned, so neither the marker nor the process tree lead to it) and one that moves itself
+to the host's root group (keeping its environment).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from environments.sandboxes import cgroups
+from environments.sandboxes.local import LocalSandbox
+from environments.sandboxes.settings import SandboxSettings
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
+
+U = f"{os.getpid():07d}"
+pytestmark = pytest.mark.timeout(120)
+
+
+def _needs_groups() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: only root can create and leave cgroups")
+    if "pids" not in cgroups._available():
+        pytest.skip("needs a writable cgroup v1 pids hierarchy")
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[LocalSandbox]:
+    _needs_groups()
+    sb = LocalSandbox("hide", SandboxSettings(sandbox_root=tmp_path, kill_grace=0.3))
+    yield sb
+    sb.cleanup()
+
+
+def _launch(box: LocalSandbox, fingerprint: str, move_to: str, clear_env: bool) -> None:
+    """Start an orphaned ``sleep`` (double fork, own session) that first moves itself into
+    ``move_to`` (a shell expression naming a dir below each controller's mount, e.g.
+    ``$g/inner`` for the sandbox's own group ``$g``)."""
+    env = "env -i " if clear_env else ""
+    script = (
+        "for c in pids memory cpu; do "
+        'g=$(awk -F: -v c="$c" \'$2 ~ "(^|,)"c"(,|$)" {print $3}\' /proc/self/cgroup); '
+        f'd="/sys/fs/cgroup/$c{move_to}"; mkdir -p "$d" 2>/dev/null; '
+        'echo "$1" > "$d/cgroup.procs"; done'
+    )
+    command = (
+        f"( setsid {env}/bin/sh -c 'sh -c \"$0\" x $$ && exec sleep {fingerprint}' {_q(script)} & ) ; echo launched"
+    )
+    result = box.execute(command, 30)
+    assert result.output.strip() == "launched", result.output
+    pids = wait_until_gone_or_started(fingerprint)
+    assert len(pids) == 1, f"the hidden process did not start: {result.output}"
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def wait_until_gone_or_started(fingerprint: str, within: float = 30.0) -> list[int]:
+    """The hidden process once it is ``sleep`` (it moves itself first, then execs)."""
+    import time
+
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        pids = []
+        for pid in live_pids_with(fingerprint):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                    pids.append(pid)
+            except OSError:
+                continue
+        if pids:
+            return pids
+        time.sleep(0.02)
+    return []
+
+
+def _group_of(pid: int, controller: str) -> str:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _n, names, path = line.split(":", 2)
+        if controller in names.split(","):
+            return path
+    return ""
+
+
+def test_a_process_in_a_group_nested_below_the_sandboxs_own_dies_with_the_sandbox(box: LocalSandbox) -> None:
+    fingerprint = f"601.{U}1"
+    _launch(box, fingerprint, "$g/inner", clear_env=True)
+    (pid,) = wait_until_gone_or_started(fingerprint)
+    assert _group_of(pid, "pids").endswith("/inner")  # the attack really hid it
+    assert b"HERMES" not in Path(f"/proc/{pid}/environ").read_bytes()  # no marker to find it by
+    group_dirs = [Path(p) for p in box._cgroup.paths()] if box._cgroup else []
+    box.cleanup()
+    assert wait_until_gone(fingerprint) == []
+    assert not any(d.exists() for d in group_dirs)  # nested groups removed with their parent
+
+
+def test_a_process_that_moved_to_the_root_group_dies_with_the_sandbox(box: LocalSandbox) -> None:
+    fingerprint = f"601.{U}2"
+    _launch(box, fingerprint, "", clear_env=False)
+    (pid,) = wait_until_gone_or_started(fingerprint)
+    assert _group_of(pid, "pids") == "/"  # out of every sandbox group
+    box.cleanup()
+    assert wait_until_gone(fingerprint) == []
+
+
+def test_processes_outside_sandbox_groups_are_listed_and_those_inside_are_not(box: LocalSandbox) -> None:
+    outside = cgroups.pids_outside_sandbox_groups()
+    assert outside is not None
+    assert os.getpid() in outside
+    machine = box._machine.pid if box._machine is not None else None
+    assert machine is not None and machine not in outside
+    assert machine in (box._cgroup.pids() if box._cgroup else set())
