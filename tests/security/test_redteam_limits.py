@@ -330,6 +330,9 @@ def test_the_whole_workspace_is_bounded_not_just_each_file(backend, tmp_path: Pa
     workspace = box.host_workspace
     try:
         assert "4 MB in all (tmpfs)" in box.limits_summary()["workspace"]
+        (line,) = [m for m in Path("/proc/self/mounts").read_text().splitlines() if f" {workspace} " in m]
+        options = line.split()[3].split(",")
+        assert "nosuid" in options and "nodev" in options and "size=4096k" in options and line.split()[2] == "tmpfs"
         out = box.execute("for i in 1 2 3 4; do head -c 2000000 /dev/zero > f$i || echo FULL-$i; done; echo ok", 20)
         assert "FULL-" in out.output and "No space left on device" in out.output
         used = sum(p.stat().st_size for p in workspace.iterdir())
