@@ -22,7 +22,9 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,11 @@ logger = logging.getLogger(__name__)
 # Process-global pool for tool calls. Sized for many concurrent rollouts:
 # too small and tools queue behind each other for minutes.
 _tool_executor: ThreadPoolExecutor = ThreadPoolExecutor(max_workers=128, thread_name_prefix="hermes-tool")
+
+# What a rollout's tool calls wait for before the first one runs: the env's sandbox setup,
+# started alongside the first model call (``HermesAgentEnvConfig.overlap_setup``). Its
+# failure is the rollout's failure, raised where the first tool call would have run.
+tools_ready: ContextVar[Awaitable[Any] | None] = ContextVar("hermes_tools_ready", default=None)
 _pool_lock = threading.Lock()
 
 _ARGS_LIMIT = 200
@@ -382,6 +389,9 @@ class HermesAgentLoop:
                     parsed_from_text=parsed_from_text,
                 )
 
+                ready = tools_ready.get()
+                if ready is not None:
+                    await asyncio.shield(ready)  # shielded: the env, not this loop, owns the setup
                 tool_msgs: list[dict[str, Any]] = []
                 for call in tool_calls:
                     result = await self._run_one_call(call, turn_no, todo_store, user_task, tool_errors)

@@ -21,6 +21,7 @@ Fixed without changing that contract:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import copy
@@ -50,7 +51,7 @@ from atroposlib.type_definitions import Item  # noqa: E402
 from pydantic import Field, field_validator  # noqa: E402
 
 from environments import events, verdicts  # noqa: E402
-from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool  # noqa: E402
+from environments.agent_loop import AgentResult, HermesAgentLoop, resize_tool_pool, tools_ready  # noqa: E402
 from environments.atropos_compat import (  # noqa: E402
     complete_to_rendering,
     drop_reason,
@@ -113,6 +114,11 @@ class HermesAgentEnvConfig(BaseEnvConfig):
     dataset_split: str = Field(default="train", description="Dataset split.")
     prompt_field: str = Field(default="prompt", description="Field holding the prompt.")
     tool_pool_size: int = Field(default=128, ge=1, description="Threads in the tool pool.")
+    overlap_setup: bool = Field(
+        default=True,
+        description="Run prepare_rollout (sandbox start, setup commands) while the first model call is in flight; "
+        "tool calls and the reward wait for it, and its failure fails the rollout as before. False: setup first.",
+    )
     tool_call_parser: str = Field(default="hermes", description="Parser for tool calls in raw text (Phase 2).")
     default_result_size_chars: int = Field(default=100_000, ge=1, description="Tool-result persistence threshold.")
     turn_budget_chars: int = Field(default=200_000, ge=1, description="Per-turn aggregate tool-result budget.")
@@ -211,35 +217,59 @@ def _placeholder_tokens(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple
 
 _NO_COPY = object()  # the tokenizer could not be copied for the off-loop worker
 
-_cleanup_threads: set[threading.Thread] = set()
-_cleanup_threads_lock = threading.Lock()
+# Sandbox teardown (kill, reap, remove dirs) waits more than it computes: a pool of its own,
+# bounded (256 cleanups polling /proc and cgroupfs at once cost more CPU than they save), and
+# not the loop's small default executor, where they queued behind each other for seconds.
+_CLEANUP_WORKERS = 16
+_cleanup_pool = concurrent.futures.ThreadPoolExecutor(max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup")
+_cleanups: set[concurrent.futures.Future[None]] = set()
+_cleanups_lock = threading.Lock()
 
 
-def _start_cleanup_thread(ctx: Any, task_id: str) -> None:
-    """Clean a cancelled rollout's sandbox without blocking the cancellation."""
+def _start_cleanup(ctx: Any) -> concurrent.futures.Future[None]:
+    """Clean a rollout's sandbox in the cleanup pool: a cancellation never blocks on the
+    teardown, and a finished rollout tokenizes meanwhile. ``wait_for_cleanups`` waits for
+    every one not yet done."""
+    done = _cleanup_pool.submit(_cleanup_context, ctx)
+    with _cleanups_lock:
+        _cleanups.add(done)
+    done.add_done_callback(_forget_cleanup)
+    return done
 
-    def run() -> None:
-        try:
-            _cleanup_context(ctx)
-        finally:
-            with _cleanup_threads_lock:
-                _cleanup_threads.discard(threading.current_thread())
 
-    thread = threading.Thread(target=run, name=f"cleanup-{task_id[:8]}", daemon=True)
-    with _cleanup_threads_lock:
-        _cleanup_threads.add(thread)
-    thread.start()
+def shutdown_cleanup_pool(wait: bool = True) -> None:
+    """Stop the cleanup threads at the end of a run; a fresh pool (no thread until used) takes
+    over, so a stopped runtime leaves nothing running while later runs still work."""
+    global _cleanup_pool
+    old = _cleanup_pool
+    _cleanup_pool = concurrent.futures.ThreadPoolExecutor(
+        max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup"
+    )
+    old.shutdown(wait=wait)
+
+
+def _forget_cleanup(done: concurrent.futures.Future[None]) -> None:
+    with _cleanups_lock:
+        _cleanups.discard(done)
+
+
+def _abandon(setup: asyncio.Future[None] | None) -> None:
+    """Cancel a rollout's setup still running (its rollout ended first); its outcome is read so
+    asyncio never reports it as lost."""
+    if setup is None:
+        return
+    if not setup.done():
+        setup.cancel()
+    setup.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 def wait_for_cleanups(timeout_s: float) -> int:
-    """Wait for cleanups of cancelled rollouts; returns how many are still running."""
-    deadline = time.monotonic() + timeout_s
-    with _cleanup_threads_lock:
-        pending = list(_cleanup_threads)
-    for thread in pending:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    with _cleanup_threads_lock:
-        return len(_cleanup_threads)
+    """Wait for sandbox cleanups still running or queued; returns how many are left."""
+    with _cleanups_lock:
+        pending = list(_cleanups)
+    concurrent.futures.wait(pending, timeout=max(0.0, timeout_s))
+    with _cleanups_lock:
+        return sum(1 for f in _cleanups if not f.done())
 
 
 def _cleanup_context(ctx: Any) -> None:
@@ -712,16 +742,30 @@ class HermesAgentBaseEnv(BaseEnv):
         reward_error: str | None = None
         rollout_error: str | None = None
         ctx: ToolContext | None = _make_tool_context(task_id)
+        setup: asyncio.Future[None] | None = None
         reward_details: dict[str, Any] = {}
         try:
             if build_error is not None:
                 raise build_error
             messages = prompt_messages
-            await self.prepare_rollout(item, ctx)
-            result, phase = await self._run_agent(messages, tools, task_id)
+            if getattr(self.config, "overlap_setup", False):
+                # The prompt is built; the first model call does not need the sandbox, only the
+                # tool calls and the reward do: start both, so a sandbox start and the setup
+                # commands cost the rollout no wall time while the model thinks.
+                setup = asyncio.ensure_future(self.prepare_rollout(item, ctx))
+                waiting = tools_ready.set(setup)
+                try:
+                    result, phase = await self._run_agent(messages, tools, task_id)
+                finally:
+                    tools_ready.reset(waiting)
+            else:
+                await self.prepare_rollout(item, ctx)
+                result, phase = await self._run_agent(messages, tools, task_id)
             messages = result.messages
             produced = result.turns_used > 0 and any(m.get("role") == "assistant" for m in messages)
             if produced:
+                if setup is not None:
+                    await setup  # the reward reads the sandbox; a failed setup fails the rollout here
                 reward_started = time.monotonic()
                 try:
                     reward = float(await self.compute_reward(item, result, ctx))
@@ -734,8 +778,8 @@ class HermesAgentBaseEnv(BaseEnv):
                 reward_details = _reward_details(getattr(ctx, "reward_details", None))
             rollout_error = result.error
         except asyncio.CancelledError:
-            # Never block a cancellation on sandbox teardown: do it in a thread.
-            _start_cleanup_thread(ctx, task_id)
+            _abandon(setup)
+            _start_cleanup(ctx)  # never block a cancellation on sandbox teardown
             ctx = None
             raise
         except Exception as exc:  # noqa: BLE001 - one failing rollout never takes down the group
@@ -744,12 +788,14 @@ class HermesAgentBaseEnv(BaseEnv):
             rollout_error = f"{type(exc).__name__}: {exc}"
             logger.error("[%s] rollout failed: %s", task_id[:8], safe_head(rollout_error, 500))
         finally:
-            if ctx is not None:
-                await asyncio.get_running_loop().run_in_executor(None, _cleanup_context, ctx)
+            _abandon(setup)  # the agent failed while setup still ran: the sandbox goes anyway
+            cleanup = _start_cleanup(ctx) if ctx is not None else None
 
         if result is not None:
             self._buffer_tool_errors(result)
         tok = await self._tokens_off_loop(result, messages, tools)
+        if cleanup is not None:  # done while tokenizing, usually; the rollout ends with its sandbox
+            await asyncio.shield(asyncio.wrap_future(cleanup))
         messages = tok.get("messages", messages)
         scored: dict[str, Any] = {
             "tokens": tok["tokens"],

@@ -242,6 +242,7 @@ class SandboxCgroup:
         retry a while)."""
         end = time.monotonic() + deadline_s
         left = dict(self.dirs)
+        pause = 0.001
         while left:
             for controller, path in list(left.items()):
                 for sub in reversed(_tree(path)):  # children before their parent
@@ -254,7 +255,8 @@ class SandboxCgroup:
             if not left or time.monotonic() > end:
                 break
             self.kill_all(0.0)
-            time.sleep(0.02)
+            time.sleep(pause)  # a member still exiting keeps its group busy for a moment
+            pause = min(pause * 2, 0.02)
         return not left
 
 

@@ -184,6 +184,7 @@ def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> 
     deadline passes. Returns how many distinct pids were killed."""
     killed: set[int] = set()
     end = time.monotonic() + deadline_s
+    pause = 0.001  # a killed process is usually gone within a millisecond: look again soon, then less often
     while True:
         pids = list(members())
         if not pids:
@@ -196,7 +197,8 @@ def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> 
                 pass
         if time.monotonic() > end:
             break
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
     return len(killed)
 
 

@@ -490,7 +490,9 @@ def _stop_env_threads(timeout_s: float) -> int:
     loaded = sys.modules  # only what the run imported: no import cost on a config-error exit
     left = 0
     if "environments.hermes_base_env" in loaded:
-        left = int(loaded["environments.hermes_base_env"].wait_for_cleanups(timeout_s) or 0)
+        base_env = loaded["environments.hermes_base_env"]
+        left = int(base_env.wait_for_cleanups(timeout_s) or 0)
+        base_env.shutdown_cleanup_pool(wait=left == 0)  # a hung teardown must not hang the stop
     if "environments.agent_loop" in loaded:
         loaded["environments.agent_loop"].shutdown_tool_pool(wait=True)
     if "environments.tool_context" in loaded:

@@ -314,6 +314,149 @@ async def test_cancellation_still_cleans_up(tokenizer_path):
     assert FakeCtx.instances[0].cleanups == 1
 
 
+class SetupEnv(DemoEnv):
+    """A prepare_rollout whose progress the tests can see and steer."""
+
+    def __init__(self, *a, setup=None, **kw):
+        super().__init__(*a, **kw)
+        self.setup_fn = setup
+        self.setup_done = False
+
+    async def prepare_rollout(self, item, ctx):
+        if self.setup_fn is not None:
+            await self.setup_fn()
+        self.setup_done = True
+
+
+def make_setup_env(tokenizer_path, setup, manager, **overrides):
+    settings = dict(tokenizer_name=tokenizer_path, use_wandb=False, group_size=2, enabled_toolsets=["terminal"])
+    env = SetupEnv(HermesAgentEnvConfig(**{**settings, **overrides}), servers(), setup=setup)
+    env.server = manager
+    return env
+
+
+async def test_setup_runs_while_the_first_model_call_is_in_flight_and_tools_wait_for_it(tokenizer_path):
+    """The model is asked before the sandbox is ready; its tool call runs only once it is."""
+    asked = asyncio.Event()
+    order: list[str] = []
+
+    async def setup():
+        await asyncio.wait_for(asked.wait(), 10)  # never set if setup had to finish first
+        await asyncio.sleep(0.05)
+        order.append("setup done")
+
+    script = iter([reply(None, [call("terminal", {"command": "ls"})]), reply("all done")])
+
+    def answer(messages):
+        asked.set()
+        order.append(f"model call {sum(1 for m in messages if m['role'] == 'assistant') + 1}")
+        return next(script)
+
+    def tool(name, args, task_id=None, user_task=None, **kw):
+        order.append("tool")
+        return json.dumps({"output": "ok", "exit_code": 0, "error": None})
+
+    env = make_setup_env(tokenizer_path, setup, FakeManager(answer))
+    with mock.patch.object(agent_loop, "handle_function_call", side_effect=tool):
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert order == ["model call 1", "setup done", "tool", "model call 2"]
+    assert scored["scores"] == 1.0 and env.reward_calls == 1
+    assert FakeCtx.instances[0].cleanups == 1
+
+
+async def test_the_reward_waits_for_setup_when_the_model_calls_no_tool(tokenizer_path):
+    seen: list[bool] = []
+    release = asyncio.Event()
+
+    async def setup():
+        await release.wait()
+
+    def answer(messages):
+        asyncio.get_running_loop().call_later(0.05, release.set)
+        return reply("no tools needed")
+
+    env = make_setup_env(tokenizer_path, setup, FakeManager(answer))
+    env.reward = lambda item, result, ctx: seen.append(env.setup_done) or 1.0
+    scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert seen == [True] and scored["scores"] == 1.0
+
+
+@pytest.mark.parametrize("answer_kind", ["tool call", "final answer"])
+async def test_a_failed_setup_fails_the_rollout_with_its_message(tokenizer_path, answer_kind, fake_tools):
+    async def setup():
+        raise RuntimeError("setup of task 'x' failed (exit 1) running 'false'")
+
+    first = reply(None, [call("terminal", {"command": "ls"})]) if answer_kind == "tool call" else reply("done")
+    env = make_setup_env(tokenizer_path, setup, FakeManager(lambda m: first))
+    seen = []
+    events.add_observer(seen.append)
+    try:
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+    finally:
+        events.remove_observer(seen.append)
+    assert scored["scores"] == 0.0 and env.reward_calls == 0 and env.rollout_errors == 1
+    assert fake_tools.call_count == 0  # no tool ran in a sandbox that was never set up
+    finished = next(e for e in seen if e.kind == "rollout_finished")
+    assert "setup of task 'x' failed" in finished.error
+    assert FakeCtx.instances[0].cleanups == 1
+
+
+async def test_without_overlap_setup_finishes_before_the_model_is_asked(tokenizer_path):
+    order: list[str] = []
+
+    async def setup():
+        await asyncio.sleep(0.05)
+        order.append("setup done")
+
+    def answer(messages):
+        order.append("model call")
+        return reply("done")
+
+    env = make_setup_env(tokenizer_path, setup, FakeManager(answer), overlap_setup=False)
+    await env.collect_trajectory({"prompt": "p"})
+    assert order == ["setup done", "model call"]
+
+
+@pytest.mark.parametrize("setup_kind", ["still running", "failed"])
+async def test_a_rollout_that_ends_before_its_setup_cancels_the_setup(tokenizer_path, setup_kind):
+    """The model call fails: no reward will read the sandbox, so a setup still running is
+    cancelled and a failed one is not reported as a lost task exception either."""
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def setup():
+        started.set()
+        if setup_kind == "failed":
+            cancelled.set()
+            raise RuntimeError("setup failed")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def boom(messages):
+        raise ConnectionError("down")
+
+    env = make_setup_env(tokenizer_path, setup, FakeManager(boom))
+    lost: list[Any] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: lost.append(context))
+    try:
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+        await asyncio.wait_for(cancelled.wait(), 5)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        import gc
+
+        gc.collect()  # an unretrieved task exception is reported when the task is collected
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert started.is_set() and scored["scores"] == 0.0
+    assert lost == []  # nothing reported as a lost task exception
+    assert FakeCtx.instances[0].cleanups == 1
+
+
 # ---------------------------------------------------------------- groups
 
 
