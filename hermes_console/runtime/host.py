@@ -148,7 +148,17 @@ class RuntimeHost:
         async def go() -> None:
             self.driver.pause()
 
-        return self._submit(go)
+        done = self._submit(go)
+        driver, ready = self.driver, self._ready
+        if driver is None or ready is None or not ready.is_set() or done.done():
+            return done  # not running yet (or any more): the loop answers, as for every command
+        # Intake closes now, from this thread: however busy the runtime loop is, no item is
+        # taken after the key press. The loop then sets the status and wakes the driver.
+        driver.gate.hold_for_operator_now()
+        done.add_done_callback(_log_failure("pause"))
+        closed: Future[None] = Future()
+        closed.set_result(None)
+        return closed
 
     def resume(self) -> Future[None]:
         async def go() -> None:
@@ -523,3 +533,13 @@ def _config_rows(resolved: ResolvedRun) -> list[rev.ConfigRow]:
     except Exception as exc:  # noqa: BLE001
         logger.warning("config view: could not list the resolved config: %s", exc)
         return []
+
+
+def _log_failure(what: str) -> Callable[[Future[Any]], None]:
+    """A done-callback that logs a command's failure nobody else waits for."""
+
+    def check(done: Future[Any]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            logger.warning("%s failed in the runtime: %s", what, done.exception())
+
+    return check

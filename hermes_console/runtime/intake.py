@@ -35,21 +35,35 @@ class IntakeGate:
         self.finished = False  # the run ended by itself: it stays "finished"
         self.closed_reason: str | None = None
         self._holds: set[str] = set()
+        # The operator's hold is a flag of its own: a plain bool any thread may set, so a pause
+        # closes intake the moment the key is handled, not when a busy loop gets to it.
+        self._operator_hold = False
         self._pacer: Callable[[int], bool] | None = None
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------------ holds
 
     def hold(self, who: str) -> None:
-        self._holds.add(who)
+        if who == OPERATOR:
+            self._operator_hold = True
+        else:
+            self._holds.add(who)
         self.poke()
 
     def release(self, who: str) -> None:
-        self._holds.discard(who)
+        if who == OPERATOR:
+            self._operator_hold = False
+        else:
+            self._holds.discard(who)
         self.poke()
 
     def held_by(self, who: str) -> bool:
-        return who in self._holds
+        return self._operator_hold if who == OPERATOR else who in self._holds
+
+    def hold_for_operator_now(self) -> None:
+        """From any thread: no item is taken from here on. The loop then does the rest
+        (status, wake-up) in :meth:`pause`; a resume queued before it still runs before it."""
+        self._operator_hold = True
 
     def pace_with(self, admits: Callable[[int], bool] | None) -> None:
         """Serve mode: ``admits(in_flight)`` says whether the trainer takes another group now."""
@@ -71,7 +85,7 @@ class IntakeGate:
     @property
     def open(self) -> bool:
         """No hold, no stop, not closed, and (serve mode) the trainer takes another group."""
-        if self._holds or self.stopping or self.closed_reason is not None:
+        if self._holds or self._operator_hold or self.stopping or self.closed_reason is not None:
             return False
         return self._pacer is None or self._pacer(self.in_flight())
 
@@ -81,7 +95,7 @@ class IntakeGate:
 
     def held_elsewhere(self) -> bool:
         """Held by something other than the trainer (the trainer link's wait accounting)."""
-        return bool(self._holds - {TRAINER}) or self.stopping
+        return bool(self._holds - {TRAINER}) or self._operator_hold or self.stopping
 
     # ------------------------------------------------------------------ operator
 

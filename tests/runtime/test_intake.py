@@ -143,3 +143,34 @@ def test_a_failing_group_never_stops_the_run(sim, tmp_path, live):
         e.error_kind == "exception" and e.error.startswith("ValueError: reward model unavailable") for e in failed
     )
     assert p.state.accounting.completed == 4 and identity(p.state, p.events) is None
+
+
+def test_a_pause_closes_intake_at_once_even_while_the_runtime_loop_is_busy(sim, tmp_path, live):
+    """The key press itself closes the gate: with the runtime loop stuck in a long step (a
+    flood, a slow env call), the pause is acknowledged at once and no item is taken after it;
+    the status follows once the loop is free."""
+    p = live(make_spec(sim, tmp_path, "--env.total_steps", "1000", env=CountingEnv, max_in_flight=3))
+    p.until(lambda s: s.accounting.received >= 3 and s.status == "running", 30, "3 groups in flight")
+    env = p.host.env
+    loop = p.host._loop
+    busy, free = threading.Event(), threading.Event()
+
+    def stuck() -> None:  # runs on the runtime loop and holds it
+        busy.set()
+        free.wait(30)
+
+    loop.call_soon_threadsafe(stuck)
+    assert busy.wait(10)
+    try:
+        ack = p.host.pause()
+        assert ack.done() and ack.exception() is None  # acknowledged while the loop is still stuck
+        assert not p.host.driver.gate.open
+        calls_at_pause = env.calls
+    finally:
+        free.set()
+    p.until(lambda s: s.accounting.in_flight == 0 and s.status == "paused", 30, "drained after pause")
+    p.sleep(0.5)
+    assert env.calls == calls_at_pause
+    p.host.resume().result(5)
+    p.until(lambda s: s.accounting.in_flight >= 1 and s.status == "running", 30, "running after resume")
+    p.stop(deadline=0.2)

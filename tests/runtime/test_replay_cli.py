@@ -172,12 +172,13 @@ def test_blocking_env_code_does_not_block_the_caller(sim, tmp_path, live):
         assert finishes(p.pump), "drain waited for the blocked runtime loop"
         fut = None
 
-        def ask_pause() -> None:
+        def ask_resume() -> None:
             nonlocal fut
-            fut = p.host.pause()
+            fut = p.host.resume()
 
-        assert finishes(ask_pause), "sending a command waited for the blocked runtime loop"
-        assert fut is not None and not fut.done()
+        assert finishes(ask_resume), "sending a command waited for the blocked runtime loop"
+        assert fut is not None and not fut.done()  # the loop answers it once it is free
+        assert p.host.pause().done()  # a pause closes intake from this thread, at once
     finally:
         release.set()
     fut.result(30)
