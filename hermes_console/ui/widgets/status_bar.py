@@ -30,6 +30,7 @@ class StatusBar(Static):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self._rendered: tuple = ()
+        self._shape: tuple[int, int] | None = None  # (lines, width) of the last text, when none wrapped
 
     def update_from(
         self,
@@ -61,8 +62,12 @@ class StatusBar(Static):
         text = Text("\n").join(lines)
         key = (text.plain, tuple(text.spans))
         if key != self._rendered:
-            self._rendered = key
-            self.update(text)
+            # The same number of lines, each fitting the bar: the height cannot change, so the
+            # new text is a repaint, not a layout of the whole screen (the clock ticks every second).
+            width = self.content_size.width
+            shape = (len(lines), width) if width and all(line.cell_len <= width for line in lines) else None
+            self.update(text, layout=shape is None or shape != self._shape)
+            self._rendered, self._shape = key, shape
 
     # ------------------------------------------------------------------ lines
 

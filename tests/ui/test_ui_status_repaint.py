@@ -1,0 +1,69 @@
+"""The status bar repaints without a layout of the screen when its shape is unchanged.
+
+Its text changes every second (the run's clock, counters); a layout pass of the whole
+screen for each change was a steady share of the UI's CPU (BENCHMARKS P1). The height can
+only change with the number of lines or a line that wraps: those still lay out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import App, ComposeResult
+
+from hermes_console.runtime import events as rev
+from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.widgets.status_bar import StatusBar
+from tests.ui.helpers import NOW
+
+
+class BarApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="bar")
+
+
+def _state() -> ConsoleState:
+    s = ConsoleState()
+    s.apply(
+        rev.RunConfigured(
+            env_name="e", mode="process", phase=1, group_size=4, max_in_flight=4, worker_timeout_s=60.0, total_steps=6
+        )
+    )
+    return s
+
+
+async def test_same_shape_repaints_and_a_new_line_or_a_wrap_lays_out() -> None:
+    app = BarApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        bar = app.query_one(StatusBar)
+        layouts: list[bool] = []
+        real = bar.refresh
+
+        def spy(*regions: Any, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Any:
+            layouts.append(layout)
+            return real(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        bar.refresh = spy  # type: ignore[method-assign]
+        state = _state()
+        bar.update_from(state, NOW, live=True, stopping=False)
+        await pilot.pause()
+        text_before = str(bar.render())
+        lines_before = len(text_before.splitlines())
+        state.apply(rev.ItemReceived(group_id="g1"))
+        layouts.clear()
+        bar.update_from(state, NOW + 7, live=True, stopping=False)  # new clock and counts, same lines
+        await pilot.pause()
+        assert layouts == [False]
+        assert str(bar.render()) != text_before  # the new text shows
+        assert len(str(bar.render()).splitlines()) == lines_before
+
+        layouts.clear()
+        bar.update_from(state, NOW + 8, live=True, stopping=False, ui_note="UI throttled: redraw every 2.0s")
+        await pilot.pause()
+        assert layouts[0] is True  # a third line: the bar grows
+        assert "UI throttled" in str(bar.render())
+
+        layouts.clear()
+        bar.update_from(state, NOW + 9, live=True, stopping=False, ui_note="x" * 400)
+        await pilot.pause()
+        assert layouts[0] is True  # a line wider than the bar wraps: its height changes
+        assert bar.size.height > 3
