@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-from environments import events
 from environments.hermes_base_env import HermesAgentBaseEnv, HermesAgentEnvConfig
+from tests.helpers.events import recording
 
 
 class AnswerEnv(HermesAgentBaseEnv):
@@ -69,11 +69,7 @@ def test_missing_chat_template_is_a_clear_error_at_start(no_template_path):
 async def test_opt_in_placeholder_rollouts_say_so(no_template_path):
     env = make_env(no_template_path, allow_placeholder_tokens=True, terminal_backend="local")
     env.server = OneAnswer()
-    seen = []
-    events.add_observer(seen.append)
-    try:
+    with recording() as seen:
         scored, _ = await env.collect_trajectory({"prompt": "p"})
-    finally:
-        events.remove_observer(seen.append)
     done = next(e for e in seen if e.kind == "rollout_finished")
     assert done.placeholder_tokens is True and done.trainable_turns == 0

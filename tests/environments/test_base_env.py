@@ -20,7 +20,8 @@ import environments.hermes_base_env as hbe
 from environments import events
 from environments.agent_loop import AgentResult, ToolError
 from environments.hermes_base_env import HermesAgentBaseEnv, HermesAgentEnvConfig
-from tests.environments.test_agent_loop import call, reply  # same directory (pytest prepends it to sys.path)
+from tests.environments.test_agent_loop import call, reply
+from tests.helpers.events import recording  # same directory (pytest prepends it to sys.path)
 
 # ---------------------------------------------------------------- fakes
 
@@ -222,12 +223,8 @@ async def test_api_failure_scores_zero_without_compute_reward(tokenizer_path):
         raise ConnectionError("down")
 
     env = make_env(tokenizer_path, manager=FakeManager(boom))
-    seen = []
-    events.add_observer(seen.append)
-    try:
+    with recording() as seen:
         scored, backlog = await env.collect_trajectory({"prompt": "p"})
-    finally:
-        events.remove_observer(seen.append)
     assert scored["scores"] == 0.0 and env.reward_calls == 0 and backlog == []
     assert scored["messages"] == [{"role": "user", "content": "p"}]
     finished = next(e for e in seen if e.kind == "rollout_finished")
@@ -262,12 +259,8 @@ async def test_success_cleanup_once_messages_tokens_and_distinct_task_ids(tokeni
 async def test_placeholder_tokens_without_tokenizer(tokenizer_path):
     env = make_env(tokenizer_path)
     env.tokenizer = None
-    seen = []
-    events.add_observer(seen.append)
-    try:
+    with recording() as seen:
         scored, _ = await env.collect_trajectory({"prompt": "p" * 40})
-    finally:
-        events.remove_observer(seen.append)
     assert scored["masks"][0] == -100 and scored["masks"][1:] == scored["tokens"][1:]
     assert next(e for e in seen if e.kind == "rollout_finished").placeholder_tokens is True
 
@@ -388,12 +381,8 @@ async def test_a_failed_setup_fails_the_rollout_with_its_message(tokenizer_path,
 
     first = reply(None, [call("terminal", {"command": "ls"})]) if answer_kind == "tool call" else reply("done")
     env = make_setup_env(tokenizer_path, setup, FakeManager(lambda m: first))
-    seen = []
-    events.add_observer(seen.append)
-    try:
+    with recording() as seen:
         scored, _ = await env.collect_trajectory({"prompt": "p"})
-    finally:
-        events.remove_observer(seen.append)
     assert scored["scores"] == 0.0 and env.reward_calls == 0 and env.rollout_errors == 1
     assert fake_tools.call_count == 0  # no tool ran in a sandbox that was never set up
     finished = next(e for e in seen if e.kind == "rollout_finished")
@@ -600,13 +589,9 @@ async def test_drop_events_match_atroposlib(tokenizer_path):
     same = {"tokens": [[1], [2]], "masks": [[1], [2]], "scores": [0.5, 0.5]}
     small = {"tokens": [[1]], "masks": [[1]], "scores": [1.0]}
     long = {"tokens": [[1] * 9, [2]], "masks": [[1] * 9, [2]], "scores": [1.0, 0.0]}
-    seen = []
-    events.add_observer(seen.append)
-    try:
+    with recording() as seen:
         with mock.patch.object(env, "jsonl_writer", None):
             await env.handle_send_to_api([ok, same, small, long, None], do_send_to_api=False)
-    finally:
-        events.remove_observer(seen.append)
     drops = [e for e in seen if e.kind == "item_dropped"]
     # Stable codes (so drops-by-reason counts group), specifics in the detail.
     assert [d.reason for d in drops] == ["identical_scores", "wrong_group_size", "too_long", "empty_group"]
