@@ -163,7 +163,12 @@ def test_a_restarted_run_api_is_registered_with_again(tmp_path, sims, live, run_
             "registered with the restarted run-api",
         )
         got = second.join()
-        assert len(got.batches) == 2  # the fresh run-api's trainer is fed by this host
+        p.pump()
+        # the fresh run-api's trainer is fed by this host (else: what the host was doing)
+        assert len(got.batches) == 2, (
+            f"trainer={p.state.trainer}; status={p.state.status} {p.state.status_detail!r}; "
+            f"accounting={p.state.accounting}; proxy forwarded={proxy.posts_forwarded} last={proxy.last_upstream}"
+        )
         new_env_id = p.host.env.env_id
         assert {g["env_id"] for b in got.batches for g in b} == {new_env_id}
         received = [_hash(g) for b in got.batches for g in b]
