@@ -161,3 +161,8 @@ def test_env_ref_errors_are_clear(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"several env classes \(A, B\); pick one"):
         load_env_class(str(two))
+
+
+def test_setup_alongside_the_first_call_is_on_unless_turned_off(tmp_path):
+    assert _resolve(tmp_path).env_config.overlap_setup is True
+    assert _resolve(tmp_path, "--env.overlap_setup", "false").env_config.overlap_setup is False
