@@ -15,24 +15,17 @@ stable address. It counts what it forwarded, so tests can compare with what the 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 
 import aiohttp
 from aiohttp import web
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class FaultProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # bound by the first start (port 0: no race with other workers), kept across down/up
+        self.url = ""
         self.mode = "pass"
         self.posts_forwarded = 0
         self.posts_answered_504 = 0
@@ -84,6 +77,9 @@ class FaultProxy:
         assert self._runner is not None
         self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
         await self._site.start()
+        if not self.port:
+            self.port = int(self._runner.addresses[0][1])
+            self.url = f"http://127.0.0.1:{self.port}"
 
     async def _site_stop(self) -> None:
         if self._site is not None:

@@ -1,11 +1,12 @@
-"""Helpers for the scale-out tests: a real `run-api` subprocess on a free loopback
+"""Helpers for the scale-out tests: a real `run-api` subprocess on a loopback
 port, a host driven like the UI drives it, small polling utilities."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -22,10 +23,7 @@ from tests.runtime.runtime_helpers import identity
 VENV_BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_UVICORN_PORT = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:
@@ -34,29 +32,44 @@ def get_json(url: str, timeout: float = 5.0) -> Any:
 
 
 class RunAPI:
-    """atroposlib's `run-api` console script, as an operator starts it."""
+    """atroposlib's `run-api` console script, as an operator starts it.
+
+    It binds port 0 and the test reads the port uvicorn reports: a port picked free beforehand
+    can be taken by another xdist worker's server before run-api binds it, and then /status is
+    answered by that server while ours exits with "address in use" (a trainer of this test then
+    talked to another test's run-api)."""
+
+    _names = itertools.count()
 
     def __init__(self, log_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log_dir / f"run-api-{self.port}.log", "w")
+        self.port = 0
+        self.url = ""
+        self.log_path = log_dir / f"run-api-{os.getpid()}-{next(self._names)}.log"
+        self.log = open(self.log_path, "w")
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> RunAPI:
         self.proc = subprocess.Popen(
-            [str(VENV_BIN / "run-api"), "--host", "127.0.0.1", "--port", str(self.port)],
+            [str(VENV_BIN / "run-api"), "--host", "127.0.0.1", "--port", "0"],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             assert self.proc.poll() is None, f"run-api exited with {self.proc.returncode}; see {self.log.name}"
+            if not self.port:
+                found = _UVICORN_PORT.search(self.log_path.read_text(errors="replace"))
+                if found is None:
+                    time.sleep(0.05)
+                    continue
+                self.port = int(found.group(1))
+                self.url = f"http://127.0.0.1:{self.port}"
             try:
                 get_json(f"{self.url}/status", timeout=1.0)
                 return self
             except OSError:
                 time.sleep(0.1)
-        raise AssertionError(f"run-api did not answer on {self.url} within {timeout}s")
+        raise AssertionError(f"run-api did not answer within {timeout}s (port {self.port or '?'}); see {self.log.name}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
