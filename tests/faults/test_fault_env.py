@@ -180,7 +180,8 @@ def test_disk_full_keeps_what_was_written_and_reports_it(sim, tmp_path, run):
     with writer._lock:
         writer._fp = _DiskFull(writer._fp, room=2)
     r.until(lambda s: s.status == "error" or s.accounting.failed >= 1, 60, "the sink failure")
-    r.until(lambda s: s.accounting.in_flight == 0, 60, "in-flight settled")
+    # The run ends with the error once the groups still in flight are done: wait for both.
+    r.until(lambda s: s.accounting.in_flight == 0 and s.status == "error", 60, "in-flight settled, run stopped")
     failed = r.of("item_failed")
     assert failed and all("No space left on device" in e.error for e in failed), failed
     assert r.state.status == "error" and "No space left on device" in r.state.status_detail
