@@ -221,7 +221,13 @@ _NO_COPY = object()  # the tokenizer could not be copied for the off-loop worker
 # bounded (256 cleanups polling /proc and cgroupfs at once cost more CPU than they save), and
 # not the loop's small default executor, where they queued behind each other for seconds.
 _CLEANUP_WORKERS = 16
-_cleanup_pool = concurrent.futures.ThreadPoolExecutor(max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup")
+
+
+def _new_cleanup_pool() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup")
+
+
+_cleanup_pool = _new_cleanup_pool()
 _cleanups: set[concurrent.futures.Future[None]] = set()
 _cleanups_lock = threading.Lock()
 
@@ -242,9 +248,7 @@ def shutdown_cleanup_pool(wait: bool = True) -> None:
     over, so a stopped runtime leaves nothing running while later runs still work."""
     global _cleanup_pool
     old = _cleanup_pool
-    _cleanup_pool = concurrent.futures.ThreadPoolExecutor(
-        max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup"
-    )
+    _cleanup_pool = _new_cleanup_pool()
     old.shutdown(wait=wait)
 
 
@@ -741,7 +745,7 @@ class HermesAgentBaseEnv(BaseEnv):
         reward_s = 0.0
         reward_error: str | None = None
         rollout_error: str | None = None
-        ctx: ToolContext | None = _make_tool_context(task_id)
+        ctx: ToolContext = _make_tool_context(task_id)
         setup: asyncio.Future[None] | None = None
         reward_details: dict[str, Any] = {}
         try:
@@ -777,25 +781,20 @@ class HermesAgentBaseEnv(BaseEnv):
                 reward_s = time.monotonic() - reward_started
                 reward_details = _reward_details(getattr(ctx, "reward_details", None))
             rollout_error = result.error
-        except asyncio.CancelledError:
-            _abandon(setup)
-            _start_cleanup(ctx)  # never block a cancellation on sandbox teardown
-            ctx = None
-            raise
         except Exception as exc:  # noqa: BLE001 - one failing rollout never takes down the group
             self.rollout_errors += 1
             reward = 0.0
             rollout_error = f"{type(exc).__name__}: {exc}"
             logger.error("[%s] rollout failed: %s", task_id[:8], safe_head(rollout_error, 500))
         finally:
-            _abandon(setup)  # the agent failed while setup still ran: the sandbox goes anyway
-            cleanup = _start_cleanup(ctx) if ctx is not None else None
+            # Also on cancellation: the cleanup runs in its pool and never blocks the cancel.
+            _abandon(setup)  # the rollout ended while setup still ran: the sandbox goes anyway
+            cleanup = _start_cleanup(ctx)
 
         if result is not None:
             self._buffer_tool_errors(result)
         tok = await self._tokens_off_loop(result, messages, tools)
-        if cleanup is not None:  # done while tokenizing, usually; the rollout ends with its sandbox
-            await asyncio.shield(asyncio.wrap_future(cleanup))
+        await asyncio.shield(asyncio.wrap_future(cleanup))  # done while tokenizing, usually
         messages = tok.get("messages", messages)
         scored: dict[str, Any] = {
             "tokens": tok["tokens"],

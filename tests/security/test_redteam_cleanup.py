@@ -56,7 +56,7 @@ def _launch(box: LocalSandbox, fingerprint: str, move_to: str, clear_env: bool) 
     )
     result = box.execute(command, 30)
     assert result.output.strip() == "launched", result.output
-    pids = wait_until_gone_or_started(fingerprint)
+    pids = started_sleep(fingerprint)
     assert len(pids) == 1, f"the hidden process did not start: {result.output}"
 
 
@@ -64,7 +64,7 @@ def _q(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def wait_until_gone_or_started(fingerprint: str, within: float = 30.0) -> list[int]:
+def started_sleep(fingerprint: str, within: float = 30.0) -> list[int]:
     """The hidden process once it is ``sleep`` (it moves itself first, then execs)."""
     import time
 
@@ -94,7 +94,7 @@ def _group_of(pid: int, controller: str) -> str:
 def test_a_process_in_a_group_nested_below_the_sandboxs_own_dies_with_the_sandbox(box: LocalSandbox) -> None:
     fingerprint = f"601.{U}1"
     _launch(box, fingerprint, "$g/inner", clear_env=True)
-    (pid,) = wait_until_gone_or_started(fingerprint)
+    (pid,) = started_sleep(fingerprint)
     assert _group_of(pid, "pids").endswith("/inner")  # the attack really hid it
     assert b"HERMES" not in Path(f"/proc/{pid}/environ").read_bytes()  # no marker to find it by
     group_dirs = [Path(p) for p in box._cgroup.paths()] if box._cgroup else []
@@ -106,7 +106,7 @@ def test_a_process_in_a_group_nested_below_the_sandboxs_own_dies_with_the_sandbo
 def test_a_process_that_moved_to_the_root_group_dies_with_the_sandbox(box: LocalSandbox) -> None:
     fingerprint = f"601.{U}2"
     _launch(box, fingerprint, "", clear_env=False)
-    (pid,) = wait_until_gone_or_started(fingerprint)
+    (pid,) = started_sleep(fingerprint)
     assert _group_of(pid, "pids") == "/"  # out of every sandbox group
     box.cleanup()
     assert wait_until_gone(fingerprint) == []
