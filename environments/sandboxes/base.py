@@ -946,7 +946,8 @@ class _Channel:
                 ppid = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None
                 return ("R", int(parts[2]), ppid)
             if kind == "D":
-                return ("D", None, _rc(int(parts[2])), None)
+                nth = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None  # which shell
+                return ("D", nth, _rc(int(parts[2])), None)
             if kind == "T" and len(parts) >= 4:
                 cwd = parts[4] if len(parts) == 5 else ""
                 ok = cwd.startswith("/") and "\0" not in cwd and len(cwd.encode()) <= CWD_LIMIT

@@ -241,8 +241,10 @@ SYNC_WAIT_S = 10.0
 class _SyncChannel(_Channel):
     """docker relays the container's stdout and stderr on separate streams, so a command's
     trailer (stderr) can overtake the end of its output (stdout). The shells write
-    ``\\0HS <nonce> <seq>\\0`` at the end of each command's output; after the trailer we read
-    output until that token (bounded wait) and strip every token of ours from the text."""
+    ``\\0HS <nonce> <seq>\\0`` at the end of each command's output, and INIT writes
+    ``\\0HS <nonce> D<n>\\0`` after the output of a shell that died (``exit 3``) before its D
+    record; after the trailer or the D record we read output until that token (bounded
+    wait) and strip every token of ours from the text."""
 
     def _setup(self, nonce: str) -> None:
         super()._setup(nonce)
@@ -250,12 +252,16 @@ class _SyncChannel(_Channel):
         self._carry = b""
         self._awaiting: int | None = None  # the command whose trailer came before its token
         self._last_token = 0  # seq of the last token seen
+        self._death_awaited: int | None = None  # the dead shell whose D record came before its token
+        self._last_death_token = -1
 
     def read_records(self, block_ms: int = 0) -> list[tuple[Any, ...]]:
         records = super().read_records(block_ms)
         for rec in records:
             if rec[0] == "T" and rec[1] > self._last_token:
                 self._awaiting = rec[1]
+            elif rec[0] == "D" and rec[1] is not None and rec[1] > self._last_death_token:
+                self._death_awaited = rec[1]
         return records
 
     def _filter(self, chunk: bytes) -> bytes:
@@ -283,6 +289,10 @@ class _SyncChannel(_Channel):
                 self._last_token = max(self._last_token, int(seq))
                 if self._awaiting is not None and self._last_token >= self._awaiting:
                     self._awaiting = None
+            elif seq[:1] == b"D" and seq[1:].isdigit():
+                self._last_death_token = max(self._last_death_token, int(seq[1:]))
+                if self._death_awaited is not None and self._last_death_token >= self._death_awaited:
+                    self._death_awaited = None
             out += data[:at]
             data = data[end + 1 :]
 
@@ -307,14 +317,15 @@ class _SyncChannel(_Channel):
                 if not until_empty:
                     return
                 continue
-            if not until_empty or self._awaiting is None or time.monotonic() >= end:
+            waiting = self._awaiting is not None or self._death_awaited is not None
+            if not until_empty or not waiting or time.monotonic() >= end:
                 return
             probe = select.poll()
             probe.register(self.ofd, select.POLLIN)
             probe.poll(50)
 
     def discard_output(self) -> None:
-        self._awaiting = None  # between commands: take what is there, wait for nothing
+        self._awaiting = self._death_awaited = None  # between commands: wait for nothing
         super().discard_output()
 
 

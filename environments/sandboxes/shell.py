@@ -139,6 +139,7 @@ exit 199
 # the verifier lives in this machine). fd 7 = a second handle on the output pipe, so a
 # command's `exec >/dev/null` cannot silence every later command (the eval restores it).
 INIT = r"""IFS= read -r __h_n || exit 125
+__h_sync=${HERMES_OUTPUT_SYNC-}
 if [ -n "$6" ]; then
   eval 'bash --noprofile --norc -c "$2" hermes-verify <&'"$4"' >&'"$5"' 2>&'"$6"' '"$4"'<&- '"$5"'>&- '"$6"'>&- &'
   eval 'exec '"$4"'<&- '"$5"'>&- '"$6"'>&-'
@@ -151,7 +152,11 @@ while [ "$__h_k" -lt 10000 ]; do  # bounded: a shell that cannot start must not 
   bash --noprofile --norc -c "$1" bash "$3" "$__h_k" 7>&1 6<<<"$__h_n" 2>&8 8>&-
   __h_rc=$?
   [ "$__h_rc" = 199 ] && exit 0
-  printf 'D %s %s\n' "$__h_n" "$__h_rc" >&8
+  # docker relays stdout and stderr apart: end the dead shell's output with a token, so the
+  # host reading the D record knows when the last of that output has arrived (both carry
+  # the shell's number: a token read before its record is not waited for again)
+  [ -z "$__h_sync" ] || printf '\0HS %s D%s\0' "$__h_n" "$__h_k"
+  printf 'D %s %s %s\n' "$__h_n" "$__h_rc" "$__h_k" >&8
   __h_k=$((__h_k + 1))
 done
 exit 1
