@@ -133,6 +133,9 @@ class BashSessionSandbox(ABC):
         self.host_workspace = host_workspace
         self.sandbox_id = f"{_slug(task_id)}-{uuid.uuid4().hex[:12]}"
         self._marker = f"{MARKER_VAR}={self.sandbox_id}".encode()
+        # Every process of this sandbox starts after this tick (one tick of slack: /proc
+        # start times and uptime are read at different moments of the same tick).
+        self._born_ticks = procfs.now_ticks() - 1
         self._state_host = state_host_dir
         self._state_view = state_view_dir.rstrip("/")
         self._kill_grace = kill_grace
@@ -377,6 +380,18 @@ class BashSessionSandbox(ABC):
         outside = cgroups.pids_outside_sandbox_groups()
         return None if outside is None else outside | self._cgroup.pids()
 
+    def _leftovers(self, roots: set[int]) -> dict[int, procfs.ProcStat]:
+        """The cleanup's safety net: live processes of this sandbox anywhere they can be (its
+        group's, and those in no sandbox's group, the reading of which concurrent cleanups
+        share), only those started since the sandbox was made."""
+        outside = _OUTSIDE_GROUPS.fresh() if self._cgroup is not None and self._cgroup.has_pids else None
+        if outside is None:
+            stats = procfs.read_stats(procfs.all_pids())
+        else:
+            mine = self._cgroup.pids() if self._cgroup is not None else set()
+            stats = {**outside, **procfs.read_stats(mine | roots)}
+        return procfs.select(stats, self._marker, (), roots, since_ticks=self._born_ticks)
+
     def _agent_leftovers(self) -> list[int]:
         """Live non-machine processes of this sandbox: from its cgroup when there is one (a
         few small reads; a full /proc scan per rollout costs ms with hundreds of sandboxes)."""
@@ -410,8 +425,9 @@ class BashSessionSandbox(ABC):
         if self._cgroup is not None:
             self._cgroup.kill_all()  # every member, however it forked or setsid'd
         if not (self._cgroup is not None and self._cgroup.has_pids and self._cgroup_inescapable()):
-            # the safety net: stat + environ of every process that can still be ours
-            procfs.kill_all(self._marker, (), {m.pid for m in machines}, among=self._where_processes_can_be)
+            # the safety net: stat of every process that can still be ours, environ of those
+            # started since this sandbox was made
+            procfs.kill_until_gone(lambda: self._leftovers({m.pid for m in machines}), 3.0)
         for proc in machines:
             _reap(proc)
         # A command in flight sees its machine gone and returns; only then close its fds
@@ -1002,6 +1018,16 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stats_outside_sandbox_groups() -> dict[int, procfs.ProcStat] | None:
+    pids = cgroups.pids_outside_sandbox_groups()
+    return None if pids is None else procfs.read_stats(pids)
+
+
+# The processes in no sandbox's group, as one reading every cleanup under way shares
+# (hundreds of rollouts end together; each cleanup would read the same host processes).
+_OUTSIDE_GROUPS = procfs.SharedReading(_stats_outside_sandbox_groups)
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from environments.redact import redact, truncate
 from environments.sandboxes.records import ProcessInfo
+
+T = TypeVar("T")
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -87,21 +91,43 @@ def sandbox_processes(
     roots: Collection[int] = (),
     include_zombies: bool = False,
     among: Collection[int] | None = None,
+    since_ticks: int | None = None,
 ) -> dict[int, ProcStat]:
     """Every live process tied to a sandbox (see module doc). ``marker`` is b"NAME=value"
     (None: match by groups/roots and their descendants only). ``among``: the only pids that
     can qualify (None: every process on the host); reading stat is ~10 us a process, so a
-    host with a thousand sandbox processes pays ~20 ms for a full scan."""
-    stats: dict[int, ProcStat] = {}
-    for pid in all_pids() if among is None else set(among) | set(roots):
-        st = read_stat(pid)
-        if st is not None:
-            stats[pid] = st
+    host with a thousand sandbox processes pays ~20 ms for a full scan. ``since_ticks``:
+    see :func:`select`."""
+    stats = read_stats(all_pids() if among is None else set(among) | set(roots))
+    return select(stats, marker, groups, roots, include_zombies, since_ticks)
+
+
+def read_stats(pids: Iterable[int]) -> dict[int, ProcStat]:
+    """The stat of each live pid, the console's own left out (never a sandbox's, and its stat
+    sums every thread of the console)."""
     me = os.getpid()
+    stats: dict[int, ProcStat] = {}
+    for pid in pids:
+        if pid != me and (st := read_stat(pid)) is not None:
+            stats[pid] = st
+    return stats
+
+
+def select(
+    stats: dict[int, ProcStat],
+    marker: bytes | None,
+    groups: Collection[int] = (),
+    roots: Collection[int] = (),
+    include_zombies: bool = False,
+    since_ticks: int | None = None,
+) -> dict[int, ProcStat]:
+    """The processes of ``stats`` tied to a sandbox (see :func:`sandbox_processes`).
+    ``since_ticks``: the sandbox was made then, so no process that started earlier can be
+    one of its own (its environment is not read; a start time cannot be forged)."""
+    if since_ticks is not None:
+        stats = {pid: st for pid, st in stats.items() if st.start_ticks >= since_ticks or pid in roots}
     found: set[int] = set()
     for pid, st in stats.items():
-        if pid == me:
-            continue
         if (
             pid in roots
             or st.sid in groups
@@ -116,10 +142,50 @@ def sandbox_processes(
     stack = list(found)
     while stack:
         for child in children.get(stack.pop(), ()):
-            if child not in found and child != me:
+            if child not in found:
                 found.add(child)
                 stack.append(child)
     return {pid: stats[pid] for pid in found if include_zombies or stats[pid].state not in ("Z", "X")}
+
+
+class SharedReading(Generic[T]):
+    """One reading shared by the threads that ask at the same time: a caller gets the result
+    of a reading that *started after* it asked (never an older one), taking it itself when
+    none is under way. Hundreds of sandboxes cleaned up together each need a fresh look at
+    the same host processes; one pass serves every cleanup waiting for it."""
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self._read = read
+        self._cond = threading.Condition()
+        self._reading = False
+        self._started = 0  # readings started so far
+        self._done = 0  # the number of the last reading that finished
+        self._result: T | None = None
+        self.readings = 0
+
+    def fresh(self) -> T:
+        with self._cond:
+            need = self._started + 1  # the first reading that starts after this call
+            while True:
+                if self._done >= need:
+                    return cast(T, self._result)
+                if not self._reading:
+                    self._reading, self._started = True, self._started + 1
+                    mine = self._started
+                    break
+                self._cond.wait()
+        ok = False
+        try:
+            result = self._read()
+            ok = True
+        finally:
+            with self._cond:
+                self._reading = False
+                if ok:
+                    self._result, self._done = result, mine
+                    self.readings += 1
+                self._cond.notify_all()  # on failure a waiter takes its own reading
+        return result
 
 
 def describe(stats: Iterable[ProcStat]) -> list[ProcessInfo]:
@@ -171,11 +237,16 @@ def kill_all(
     roots: Collection[int] = (),
     deadline_s: float = 3.0,
     among: Callable[[], Collection[int] | None] | None = None,
+    since_ticks: int | None = None,
 ) -> int:
     """SIGKILL every process of the sandbox, repeating while forks race us. Returns count.
-    ``among`` gives, on every round, the only pids that can qualify (None: all)."""
+    ``among`` gives, on every round, the only pids that can qualify (None: all);
+    ``since_ticks``: see :func:`sandbox_processes`."""
     return kill_until_gone(
-        lambda: sandbox_processes(marker, groups, roots, among=among() if among is not None else None), deadline_s
+        lambda: sandbox_processes(
+            marker, groups, roots, among=among() if among is not None else None, since_ticks=since_ticks
+        ),
+        deadline_s,
     )
 
 

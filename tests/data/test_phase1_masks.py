@@ -183,3 +183,42 @@ def test_a_backend_set_to_truncate_or_pad_gives_the_same_tokens(tokenizer_path, 
     expected = chat_token_ids(templated_tokenizer(tokenizer_path, "local"), LONGER, tools=TOOLS)
     assert 8 < len(tokens) < 4096
     assert tokens == expected and len(masks) == len(tokens)
+
+
+UNICODE = [
+    {"role": "user", "content": "héllo ☃ 日本語 — naïve café 🙂"},
+    {"role": "assistant", "content": "", "tool_calls": [_call("c1", "echo 'ünï ☃ 🙂' > ü.txt")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "wrote ü.txt\n\t  (3 bytes)"},
+    {"role": "assistant", "content": "Fertig — ✓ 🙂"},
+]
+
+
+@pytest.mark.parametrize("parallelism", ["false", "true"])
+@pytest.mark.parametrize("messages", [REPRO, LONGER, UNICODE], ids=["repro", "longer", "unicode"])
+def test_token_boundaries_at_every_character(kind_tok, messages, parallelism, monkeypatch):
+    """The fast path's boundary lookup, checked at every character of the rendering against
+    an oracle built here from the plain encoding's offsets: the first token that starts at
+    that character, or nothing when none does. Multi-byte text gives tokens that share a
+    character (byte-level pieces), the case where a lookup could land on the wrong one."""
+    from environments import atropos_compat
+
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", parallelism)
+    _kind, tok = kind_tok
+    text = tok.apply_chat_template(messages, tools=TOOLS, tokenize=False)
+    plain = tok.backend_tokenizer.encode(text, add_special_tokens=False)
+    oracle: dict[int, int] = {len(text): len(plain.ids)}
+    for index, (start, _end) in reversed(list(enumerate(plain.offsets))):
+        oracle[start] = index  # reversed: the first token starting there wins
+    fast = atropos_compat._TextBoundaries.build(tok, messages, TOOLS)
+    assert fast is not None and fast.tokens == plain.ids
+    found = {p: fast._end_of(text[:p]) for p in range(len(text) + 1)}
+    assert found == {p: oracle.get(p) for p in range(len(text) + 1)}
+    assert fast._end_of(text[:5] + "\x00") is None  # not a prefix of the rendering
+
+
+def test_unicode_masks_equal_atroposlib_oracle(kind_tok):
+    from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
+
+    _kind, tok = kind_tok
+    oracle = tokenize_for_trainer(_WithTools(tok, TOOLS), UNICODE, train_on_all_assistant_turns=True)
+    assert tokenize_conversation(tok, UNICODE, tools=TOOLS) == (list(oracle["tokens"]), list(oracle["masks"]))

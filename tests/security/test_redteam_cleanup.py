@@ -119,3 +119,44 @@ def test_processes_outside_sandbox_groups_are_listed_and_those_inside_are_not(bo
     machine = box._machine.pid if box._machine is not None else None
     assert machine is not None and machine not in outside
     assert machine in (box._cgroup.pids() if box._cgroup else set())
+
+
+def test_the_safety_net_reads_the_environment_only_of_processes_younger_than_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker is read (one /proc read each, under a GIL every tool thread wants) only
+    from processes that started after the sandbox was made: no older one can be its own.
+    An older host process that happens to carry the marker is left alone; the escaped one
+    (root group, marker kept) still dies."""
+    import subprocess
+    import time
+
+    from environments.sandboxes import procfs
+
+    _needs_groups()
+    old_fp = f"602.{U}1"
+    sb = LocalSandbox("young", SandboxSettings(sandbox_root=tmp_path, kill_grace=0.3))
+    marker = sb._marker.decode()
+    name, _, value = marker.partition("=")
+    older = subprocess.Popen(["sleep", old_fp], env={**os.environ, name: value}, start_new_session=True)
+    try:
+        time.sleep(0.05)
+        born = procfs.read_stat(older.pid)
+        assert born is not None
+        sb._born_ticks = born.start_ticks + 1  # made after the older process (ticks are 10 ms)
+        fingerprint = f"602.{U}2"
+        _launch(sb, fingerprint, "", clear_env=False)
+        (escaped,) = started_sleep(fingerprint)
+        read: list[int] = []
+        real = procfs.has_env_marker
+        monkeypatch.setattr(procfs, "has_env_marker", lambda pid, m: read.append(pid) or real(pid, m))
+        sb.cleanup()
+        assert wait_until_gone(fingerprint) == []
+        assert older.poll() is None  # older than the sandbox: not its own, marker or not
+        assert escaped in read and older.pid not in read and os.getpid() not in read
+        young = [p for p in read if (st := procfs.read_stat(p)) is None or st.start_ticks >= sb._born_ticks]
+        assert young == read
+    finally:
+        older.kill()
+        older.wait()
+        sb.cleanup()
