@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from environments.sandboxes.kernelfiles import Rereadable, read_all
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "hermes-sandboxes"
 _CONTROLLERS = ("pids", "memory", "cpu")
@@ -133,18 +135,15 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def _read_int_map(path: Path) -> dict[str, int]:
+def _int_map(raw: bytes | None) -> dict[str, int]:
+    """``key value`` lines (pids.events, memory.oom_control) as a dict."""
     out: dict[str, int] = {}
-    try:
-        with open(path) as fh:
-            for line in fh.read(65536).splitlines():
-                key, _, value = line.partition(" ")
-                try:
-                    out[key] = int(value)
-                except ValueError:
-                    pass
-    except OSError:
-        pass
+    for line in (raw or b"").decode("utf-8", errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        try:
+            out[key] = int(value)
+        except ValueError:
+            pass
     return out
 
 
@@ -153,6 +152,12 @@ class SandboxCgroup:
 
     def __init__(self, dirs: dict[str, Path]) -> None:
         self.dirs = dirs
+        # read before and after every command: kept open (see kernelfiles)
+        self._events = {
+            name: Rereadable(str(dirs[controller] / name))
+            for controller, name in (("pids", "pids.events"), ("memory", "memory.oom_control"))
+            if controller in dirs
+        }
 
     @classmethod
     def create(
@@ -225,10 +230,10 @@ class SandboxCgroup:
     def counters(self) -> dict[str, int]:
         """Limit-hit counters, to tell the model which limit killed its command."""
         out: dict[str, int] = {}
-        if "pids" in self.dirs:
-            out["pids_max"] = _read_int_map(self.dirs["pids"] / "pids.events").get("max", 0)
-        if "memory" in self.dirs:
-            out["oom_kill"] = _read_int_map(self.dirs["memory"] / "memory.oom_control").get("oom_kill", 0)
+        if "pids.events" in self._events:
+            out["pids_max"] = _int_map(self._events["pids.events"].read()).get("max", 0)
+        if "memory.oom_control" in self._events:
+            out["oom_kill"] = _int_map(self._events["memory.oom_control"].read()).get("oom_kill", 0)
         return out
 
     def kill_all(self, deadline_s: float = 5.0) -> int:
@@ -240,6 +245,8 @@ class SandboxCgroup:
     def remove(self, deadline_s: float = 5.0) -> bool:
         """rmdir every group, sub-groups first (fails while a zombie is still being reaped:
         retry a while)."""
+        for file in self._events.values():
+            file.close()  # an open control file does not keep a group busy, but is ours to close
         end = time.monotonic() + deadline_s
         left = dict(self.dirs)
         pause = 0.001
@@ -261,11 +268,8 @@ class SandboxCgroup:
 
 
 def _procs(path: str | Path) -> set[int]:
-    try:
-        with open(os.path.join(path, "cgroup.procs"), "rb") as fh:
-            return {int(x) for x in fh.read().split()}
-    except (OSError, ValueError):
-        return set()
+    raw = read_all(os.path.join(path, "cgroup.procs"))
+    return {int(x) for x in raw.split() if x.isdigit()} if raw else set()
 
 
 def _tree(top: str | Path, prune: str | None = None, cap: int = 0) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from environments.redact import redact, truncate
+from environments.sandboxes.kernelfiles import read_all, read_record
 from environments.sandboxes.records import ProcessInfo
 
 T = TypeVar("T")
@@ -34,11 +35,10 @@ class ProcStat:
 
 
 def read_stat(pid: int) -> ProcStat | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode("utf-8", errors="replace")
-    except OSError:
+    raw = read_record(f"/proc/{pid}/stat")
+    if raw is None:
         return None
+    data = raw.decode("utf-8", errors="replace")
     # comm may contain spaces/parens: fields start after the LAST ')'.
     rest = data[data.rfind(")") + 2 :].split()
     try:
@@ -55,11 +55,8 @@ def all_pids() -> list[int]:
 
 
 def has_env_marker(pid: int, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            return marker in fh.read().split(b"\0")
-    except OSError:
-        return False
+    raw = read_all(f"/proc/{pid}/environ")  # whole: a huge environment must not hide the marker
+    return raw is not None and marker in raw.split(b"\0")
 
 
 def cmdline(pid: int) -> str:
@@ -78,11 +75,9 @@ def cmdline(pid: int) -> str:
 
 
 def uptime_s() -> float:
-    try:
-        with open("/proc/uptime") as fh:
-            return float(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    """Seconds since boot: the clock /proc/uptime and the start times in stat read (no file
+    read: this runs before and after every command)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def sandbox_processes(
@@ -297,11 +292,10 @@ def ns_pid(pid: int) -> int | None:
 
 def children(pid: int) -> set[int] | None:
     """Direct children of ``pid`` (one small read), or None where the kernel lacks the file."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
-            return {int(x) for x in fh.read(65536).split() if x.isdigit()}
-    except (OSError, ValueError):
+    raw = read_all(f"/proc/{pid}/task/{pid}/children")
+    if raw is None:
         return None
+    return {int(x) for x in raw.split() if x.isdigit()}
 
 
 def descendants_since(root: int, since_ticks: int, spare: Collection[int] | None = None) -> set[int]:
