@@ -77,7 +77,11 @@ class MalformedReply(openai.InternalServerError):
 # ---------------------------------------------------------------------------- the request body
 
 
-def request_body(kwargs: dict[str, Any], tools_cache: dict[int, tuple[Any, str]]) -> bytes | None:
+# schema ids -> (the schemas, their JSON)
+ToolsCache = dict[tuple[int, ...], tuple[tuple[Any, ...], str]]
+
+
+def request_body(kwargs: dict[str, Any], tools_cache: ToolsCache) -> bytes | None:
     """The JSON body the openai client would send for ``kwargs``; None when the client must handle
     them (request options or values that are not plain JSON)."""
     if not _CLIENT_OPTIONS.isdisjoint(kwargs):
@@ -112,17 +116,22 @@ def _not_json(value: Any) -> Any:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def _tools_json(tools: Any, cache: dict[int, tuple[Any, str]]) -> str | None:
-    """Tool schemas serialised once per schema list (an env passes the same list every turn)."""
-    hit = cache.get(id(tools))
-    if hit is not None and hit[0] is tools:
+def _tools_json(tools: Any, cache: ToolsCache) -> str | None:
+    """Tool schemas serialised once per set of schemas. Each rollout's loop holds its own list
+    of the group's schema dicts, so the key is the schemas themselves (by identity), not the
+    list: keyed by list, 256 rollouts missed on every first turn and thrashed the cache."""
+    if type(tools) is not list:
+        return None if not plain_json(tools) else json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+    key = tuple(map(id, tools))
+    hit = cache.get(key)
+    if hit is not None and len(hit[0]) == len(tools) and all(a is b for a, b in zip(hit[0], tools)):
         return hit[1]
     if not plain_json(tools):
         return None
     text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
-    if len(cache) > 64:
+    if len(cache) >= 64:
         cache.clear()
-    cache[id(tools)] = (tools, text)  # holding the list keeps its id from being reused
+    cache[key] = (tuple(tools), text)  # holding the schemas keeps their ids from being reused
     return text
 
 
@@ -212,7 +221,7 @@ class LeanOpenAIServer(OpenAIServer):
         self._session: aiohttp.ClientSession | None = None
         self._closer: Any = None  # the async generator that closes the session when its loop ends
         self.max_retries: int = self.openai.max_retries  # the client's own retry budget
-        self._tools_cache: dict[int, tuple[Any, str]] = {}
+        self._tools_cache: ToolsCache = {}
 
     async def _chat_completion_wrapper(self, **kwargs: Any) -> ChatCompletion:
         if not lean_chat_enabled():

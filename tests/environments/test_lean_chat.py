@@ -281,3 +281,27 @@ def test_a_bare_env_that_never_closes_its_server_leaves_no_open_session():
     finally:
         bad.stop()
     assert server._session is not None and server._session.closed
+
+
+def test_tool_schemas_are_serialised_once_for_every_rollout_that_shares_them(monkeypatch):
+    """Each rollout's loop holds its own list of the group's schema dicts: 300 rollouts
+    (more than the cache holds lists) sharing them cost one serialisation, not 300; other
+    schemas, or a changed list, get their own; the text is always the schemas' JSON."""
+    from environments import lean_chat
+
+    walks: list[int] = []
+    real = lean_chat.plain_json
+    monkeypatch.setattr(lean_chat, "plain_json", lambda v, depth=0: walks.append(1) or real(v, depth))
+    schemas = [tool_schema(n) for n in TOOL_NAMES]
+    cache: lean_chat.ToolsCache = {}
+    bodies = [lean_chat.request_body({**_kwargs(), "tools": list(schemas)}, cache) for _ in range(300)]
+    assert len(walks) == 1
+    assert all(json.loads(b or b"")["tools"] == schemas for b in bodies)
+    fewer = lean_chat.request_body({**_kwargs(), "tools": schemas[:1]}, cache)
+    other = [*schemas[:-1], tool_schema("other_tool")]
+    changed = lean_chat.request_body({**_kwargs(), "tools": other}, cache)
+    as_tuple = lean_chat.request_body({**_kwargs(), "tools": tuple(schemas)}, cache)
+    assert json.loads(fewer or b"")["tools"] == schemas[:1]
+    assert json.loads(changed or b"")["tools"] == other
+    assert as_tuple is None  # not a list: the openai client sends it
+    assert len(walks) == 4
