@@ -71,6 +71,7 @@ class UiBudget:
         self._win_others = self._others()
         self._win_events = 0
         self.used_share = 0.0  # share of a core the UI thread used over the last window
+        self._previous: float | None = None  # the window before's share, while busy
         self.others_share = 0.0  # and the process's other threads
         self.busy = False
 
@@ -111,17 +112,22 @@ class UiBudget:
         many_events = self._win_events > 0 and self._win_events >= self.busy_events_per_s * span
         self.busy = many_events or self.others_share > self.busy_cpu_share
         self._win_wall, self._win_cpu, self._win_others, self._win_events = now, cpu, others, 0
-        over = bool(self.share) and self.busy and self.used_share > self.share
+        # Decide on this window and the one before together: once redraws are spaced out
+        # beyond a window, windows alternate between one with a redraw (over budget) and one
+        # without (far under), and the share of one window swung the pace every window.
+        seen = self.used_share if self._previous is None else 0.5 * (self.used_share + self._previous)
+        self._previous = self.used_share if self.busy else None
+        over = bool(self.share) and self.busy and min(seen, self.used_share) > self.share
         self._over = self._over + 1 if over else 0
         if not self.share or not self.busy:
             self.redraw_s, self.drain_s = self.base_redraw_s, self.base_drain_s  # idle: fast again
         elif over and self._over < self.patience and self.others_share < self.saturated_share:
             pass  # a burst (a log loaded, a group finishing): not yet a busy env
         elif over:
-            factor = min(4.0, max(1.5, self.used_share / self.share))
+            factor = min(4.0, max(1.5, min(seen, self.used_share) / self.share))
             self.redraw_s = min(self.max_redraw_s, self.redraw_s * factor)
             self.drain_s = min(self.max_drain_s, self.drain_s * factor)
-        elif self.used_share < 0.5 * self.share:
+        elif seen < 0.5 * self.share:
             self.redraw_s = max(self.base_redraw_s, self.redraw_s / 1.5)
             self.drain_s = max(self.base_drain_s, self.drain_s / 1.5)
         return self.used_share

@@ -81,3 +81,39 @@ async def test_bulk_add_and_remove_equal_textual_row_by_row() -> None:
         bulk.move_cursor(row=bulk.row_count - 1)
         plain.move_cursor(row=plain.row_count - 1)
         assert bulk.selected_key() == plain.selected_key() == "new2"
+
+
+async def test_rows_coming_and_going_at_a_steady_count_ask_for_no_layout_pass() -> None:
+    """A layout pass re-arranges the whole screen (~19 ms at 160x45): a redraw where one row
+    leaves and another comes (the row count, so the table's virtual size, unchanged) must
+    repaint the table only; a shrinking table still gets its new size (and scrollbars)."""
+    from textual.screen import Screen
+
+    app = _Host()
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(_Table)
+        table.styles.height = 8
+        rows = [f"r{i:02d}" for i in range(20)]
+        table.sync({k: (k,) for k in rows})
+        await pilot.pause()
+        layouts = 0
+        real = Screen._refresh_layout
+
+        def counted(self: Screen, *args: object, **kwargs: object) -> None:
+            nonlocal layouts
+            layouts += 1
+            real(self, *args, **kwargs)
+
+        Screen._refresh_layout = counted  # type: ignore[method-assign]
+        try:
+            for i in range(20, 30):
+                rows = [*rows[1:], f"r{i:02d}"]
+                table.sync({k: (k,) for k in rows})
+                await pilot.pause()
+            assert layouts == 0
+            assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == rows
+            table.sync({k: (k,) for k in rows[:3]})  # the table shrinks: its virtual size follows
+            await pilot.pause()
+            assert table.row_count == 3 and table.virtual_size.height == 4  # 3 rows + the header
+        finally:
+            Screen._refresh_layout = real  # type: ignore[method-assign]

@@ -50,6 +50,7 @@ class RewardsPanel(Horizontal):
     def on_mount(self) -> None:
         self.border_title = "Rewards"
         self._seen = (-1, -1)
+        self._summary_lines = -1  # lines of the summary last shown (its height, when compact)
 
     def update_from(self, state: ConsoleState) -> None:
         key = (state.rollouts_finished, state.groups_scored)
@@ -64,7 +65,12 @@ class RewardsPanel(Horizontal):
         for name in ("mean", "p50", "p90"):
             data: list[float] = [getattr(s, name) for s in steps]
             self.query_one(f"#spark-{name}", Sparkline).data = data
-        self.query_one("#reward-summary", Static).update(self._summary(state))
+        summary = self._summary(state)
+        lines = summary.plain.count("\n")
+        # A layout pass only when the summary's height may change (auto height when compact):
+        # Static.update asks for one every time, a re-arrangement of the whole screen.
+        self.query_one("#reward-summary", Static).update(summary, layout=lines != self._summary_lines)
+        self._summary_lines = lines
         self.border_title = f"Rewards (last {len(rewards)} rollouts, {len(steps)} steps)"
 
     @staticmethod
