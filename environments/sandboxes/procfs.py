@@ -86,15 +86,13 @@ def sandbox_processes(
     roots: Collection[int] = (),
     include_zombies: bool = False,
     among: Collection[int] | None = None,
-    since_ticks: int | None = None,
 ) -> dict[int, ProcStat]:
     """Every live process tied to a sandbox (see module doc). ``marker`` is b"NAME=value"
     (None: match by groups/roots and their descendants only). ``among``: the only pids that
     can qualify (None: every process on the host); reading stat is ~10 us a process, so a
-    host with a thousand sandbox processes pays ~20 ms for a full scan. ``since_ticks``:
-    see :func:`select`."""
+    host with a thousand sandbox processes pays ~20 ms for a full scan."""
     stats = read_stats(all_pids() if among is None else set(among) | set(roots))
-    return select(stats, marker, groups, roots, include_zombies, since_ticks)
+    return select(stats, marker, groups, roots, include_zombies)
 
 
 def read_stats(pids: Iterable[int]) -> dict[int, ProcStat]:
@@ -231,18 +229,9 @@ def kill_all(
     groups: Collection[int] = (),
     roots: Collection[int] = (),
     deadline_s: float = 3.0,
-    among: Callable[[], Collection[int] | None] | None = None,
-    since_ticks: int | None = None,
 ) -> int:
-    """SIGKILL every process of the sandbox, repeating while forks race us. Returns count.
-    ``among`` gives, on every round, the only pids that can qualify (None: all);
-    ``since_ticks``: see :func:`sandbox_processes`."""
-    return kill_until_gone(
-        lambda: sandbox_processes(
-            marker, groups, roots, among=among() if among is not None else None, since_ticks=since_ticks
-        ),
-        deadline_s,
-    )
+    """SIGKILL every process of the sandbox, repeating while forks race us. Returns count."""
+    return kill_until_gone(lambda: sandbox_processes(marker, groups, roots), deadline_s)
 
 
 def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> int:
@@ -302,11 +291,7 @@ def descendants_since(root: int, since_ticks: int, spare: Collection[int] | None
     """Live descendants of ``root`` started by the current command, and theirs: not under a
     child in ``spare`` (root's children before the command: earlier background jobs), or,
     when ``spare`` is None, started after ``since_ticks``."""
-    stats: dict[int, ProcStat] = {}
-    for pid in all_pids():
-        st = read_stat(pid)
-        if st is not None:
-            stats[pid] = st
+    stats = read_stats(all_pids())
     children: dict[int, list[int]] = {}
     for pid, st in stats.items():
         children.setdefault(st.ppid, []).append(pid)
