@@ -10,11 +10,13 @@ from typing import Any, Protocol, TypeAlias
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets._data_table import Row as TableRow
 from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
 
 from hermes_console.ui.widgets.column_sort import ColumnSort
+from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 Cell: TypeAlias = Text | str
 Row = tuple[Cell, ...]
@@ -196,6 +198,13 @@ class KeyedTable(ColumnSort, DataTable):
         # Textual measures every cell of every new row to size auto-width columns; with
         # fixed widths and one-line rows that changes nothing and was a flood's main cost.
         fixed = all(not column.auto_width for column in self.columns.values())
+        if fixed:
+            # The size DataTable is about to set, set first without a layout pass of the screen
+            # when no scrollbar comes or goes (virtual_size.py): its own assignment then
+            # changes nothing. Rows arriving and leaving change the height on most redraws.
+            header = self.header_height if self.show_header else 0
+            width = sum(column.get_render_width(self) for column in self.columns.values())
+            set_virtual_size(self, Size(width + self._row_label_column_width, self._total_row_height + header))
         super()._update_dimensions(() if fixed and not self._labelled_row_exists else new_rows)
 
     def set_column_width(self, key: str, width: int) -> None:

@@ -34,6 +34,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from hermes_console.ui.widgets.column_sort import ColumnSort
 from hermes_console.ui.widgets.keyed_table import Cell, HostColumn, host_column_of, sort_value
+from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
 CELL_CACHE = 5_000  # rendered cells by look (text, styles, width)
@@ -210,7 +211,7 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
 
     def _resized(self) -> None:
         width = sum(column.render_width for column in self.columns.values())
-        self.virtual_size = Size(width, len(self._order) + 1)  # + the header line
+        set_virtual_size(self, Size(width, len(self._order) + 1))  # + the header line
 
     def selected_key(self) -> str | None:
         """Key of the row under the cursor, if any."""

@@ -34,6 +34,7 @@ from hermes_console.runtime.views import StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
+from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 ENTRY_CHARS = 400
 STRIP_CACHE = 1_000  # rendered lines kept (a few screens' worth)
@@ -263,7 +264,7 @@ class TurnsStream(ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=False)
 
     def _resized(self) -> None:
-        self.virtual_size = Size(self.scrollable_content_region.width, self.line_count)
+        set_virtual_size(self, Size(self.scrollable_content_region.width, self.line_count))
 
     def on_resize(self, event: events.Resize) -> None:
         if self.show_reasoning and self._state is not None and self._current_settings() != self._settings:

@@ -1,0 +1,105 @@
+"""A view's content height changes without a layout pass of the screen unless a scrollbar
+comes or goes; the scrollbar, the scroll range and the offset still follow at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from textual.app import App, ComposeResult
+from textual.geometry import Size
+from textual.screen import Screen
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from hermes_console.ui.widgets.virtual_size import set_virtual_size
+
+
+class _Lines(ScrollView):
+    def render_line(self, y: int) -> Strip:
+        return Strip.blank(self.size.width)
+
+
+class _Host(App[None]):
+    CSS = "_Lines { height: 10; }"
+
+    def compose(self) -> ComposeResult:
+        yield _Lines()
+
+
+@contextmanager
+def _layouts() -> Iterator[list[int]]:
+    count = [0]
+    real = Screen._refresh_layout
+
+    def counted(self: Screen, *args: object, **kwargs: object) -> None:
+        count[0] += 1
+        real(self, *args, **kwargs)
+
+    Screen._refresh_layout = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        Screen._refresh_layout = real  # type: ignore[method-assign]
+
+
+async def test_growing_past_the_panel_lays_out_once_then_never_while_it_overflows() -> None:
+    app = _Host()
+    async with app.run_test(size=(40, 20)) as pilot:
+        view = app.query_one(_Lines)
+        width = view.scrollable_content_region.width
+        set_virtual_size(view, Size(width, 5))
+        await pilot.pause()
+        assert not view.show_vertical_scrollbar
+        with _layouts() as layouts:
+            set_virtual_size(view, Size(width, 30))  # the scrollbar appears: a real layout
+            await pilot.pause()
+            assert layouts[0] >= 1 and view.show_vertical_scrollbar
+            width = view.scrollable_content_region.width  # the scrollbar took a column
+            set_virtual_size(view, Size(width, 30))
+            await pilot.pause()
+            layouts[0] = 0
+            for height in (40, 80, 200):
+                set_virtual_size(view, Size(width, height))
+                await pilot.pause()
+                assert view.virtual_size.height == height
+                assert view.vertical_scrollbar.window_virtual_size == height
+                assert view.max_scroll_y == height - view.scrollable_content_region.height
+            assert layouts[0] == 0
+            view.scroll_end(animate=False, immediate=True)
+            await pilot.pause()
+            assert view.scroll_y == 200 - view.scrollable_content_region.height
+
+
+async def test_shrinking_clamps_the_offset_and_a_scrollbar_going_away_lays_out() -> None:
+    app = _Host()
+    async with app.run_test(size=(40, 20)) as pilot:
+        view = app.query_one(_Lines)
+        set_virtual_size(view, Size(view.scrollable_content_region.width, 100))
+        await pilot.pause()
+        width = view.scrollable_content_region.width  # the scrollbar took a column
+        set_virtual_size(view, Size(width, 100))
+        await pilot.pause()
+        view.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        with _layouts() as layouts:
+            set_virtual_size(view, Size(width, 20))  # still taller than the panel
+            await pilot.pause()
+            assert layouts[0] == 0
+            assert view.scroll_y == view.max_scroll_y == 20 - view.scrollable_content_region.height
+            set_virtual_size(view, Size(width, 3))  # fits: the scrollbar goes, the regions change
+            await pilot.pause()
+            assert layouts[0] >= 1
+            assert not view.show_vertical_scrollbar and view.scroll_y == 0
+
+
+async def test_a_width_change_is_always_laid_out() -> None:
+    app = _Host()
+    async with app.run_test(size=(40, 20)) as pilot:
+        view = app.query_one(_Lines)
+        set_virtual_size(view, Size(30, 100))
+        await pilot.pause()
+        with _layouts() as layouts:
+            set_virtual_size(view, Size(80, 100))  # wider than the panel: a horizontal scrollbar
+            await pilot.pause()
+            assert layouts[0] >= 1 and view.show_horizontal_scrollbar
