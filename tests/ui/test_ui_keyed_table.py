@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 
 from hermes_console.ui.widgets.keyed_table import KeyedTable
+from tests.helpers.ui import layout_passes
 
 
 class _Table(KeyedTable):
@@ -83,76 +85,53 @@ async def test_bulk_add_and_remove_equal_textual_row_by_row() -> None:
         assert bulk.selected_key() == plain.selected_key() == "new2"
 
 
+async def _eight_lines_high(pilot: Pilot, rows: list[str]) -> _Table:
+    """The host's table, eight lines high (the header and seven rows), holding ``rows``."""
+    table = pilot.app.query_one(_Table)
+    table.styles.height = 8
+    table.sync({k: (k,) for k in rows})
+    await pilot.pause()
+    return table
+
+
 async def test_rows_coming_and_going_at_a_steady_count_ask_for_no_layout_pass() -> None:
     """A layout pass re-arranges the whole screen (~19 ms at 160x45): a redraw where one row
     leaves and another comes (the row count, so the table's virtual size, unchanged) must
     repaint the table only; a shrinking table still gets its new size (and scrollbars)."""
-    from textual.screen import Screen
-
     app = _Host()
     async with app.run_test(size=(40, 12)) as pilot:
-        table = app.query_one(_Table)
-        table.styles.height = 8
         rows = [f"r{i:02d}" for i in range(20)]
-        table.sync({k: (k,) for k in rows})
-        await pilot.pause()
-        layouts = 0
-        real = Screen._refresh_layout
-
-        def counted(self: Screen, *args: object, **kwargs: object) -> None:
-            nonlocal layouts
-            layouts += 1
-            real(self, *args, **kwargs)
-
-        Screen._refresh_layout = counted  # type: ignore[method-assign]
-        try:
+        table = await _eight_lines_high(pilot, rows)
+        with layout_passes() as layouts:
             for i in range(20, 30):
                 rows = [*rows[1:], f"r{i:02d}"]
                 table.sync({k: (k,) for k in rows})
                 await pilot.pause()
-            assert layouts == 0
+            assert layouts[0] == 0
             assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == rows
             table.sync({k: (k,) for k in rows[:3]})  # the table shrinks: its virtual size follows
             await pilot.pause()
             assert table.row_count == 3 and table.virtual_size.height == 4  # 3 rows + the header
-        finally:
-            Screen._refresh_layout = real  # type: ignore[method-assign]
 
 
 async def test_a_table_growing_and_shrinking_beyond_its_panel_asks_for_no_layout_pass() -> None:
     """Rows of a busy run come faster than they go: the row count changes on most redraws.
     While the table overflows its panel either way, the scrollbar follows in place."""
-    from textual.screen import Screen
-
     app = _Host()
     async with app.run_test(size=(40, 12)) as pilot:
-        table = app.query_one(_Table)
-        table.styles.height = 8
         rows = [f"r{i:03d}" for i in range(20)]
-        table.sync({k: (k,) for k in rows})
-        await pilot.pause()
-        layouts = 0
-        real = Screen._refresh_layout
-
-        def counted(self: Screen, *args: object, **kwargs: object) -> None:
-            nonlocal layouts
-            layouts += 1
-            real(self, *args, **kwargs)
-
-        Screen._refresh_layout = counted  # type: ignore[method-assign]
-        try:
+        table = await _eight_lines_high(pilot, rows)
+        with layout_passes() as layouts:
             for n in (30, 45, 25, 60, 12):
                 rows = [f"r{i:03d}" for i in range(n)]
                 table.sync({k: (k,) for k in rows})
                 await pilot.pause()
                 assert table.virtual_size.height == n + 1  # + the header
                 assert table.vertical_scrollbar.window_virtual_size == n + 1
-            assert layouts == 0
+            assert layouts[0] == 0
             table.move_cursor(row=11)
             await pilot.pause()
             assert table.selected_key() == "r011" and table.scroll_y == table.max_scroll_y
             table.sync({k: (k,) for k in rows[:3]})  # fits the panel: the scrollbar goes
             await pilot.pause()
-            assert layouts >= 1 and not table.show_vertical_scrollbar
-        finally:
-            Screen._refresh_layout = real  # type: ignore[method-assign]
+            assert layouts[0] >= 1 and not table.show_vertical_scrollbar

@@ -3,16 +3,13 @@ comes or goes; the scrollbar, the scroll range and the offset still follow at on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from textual.app import App, ComposeResult
 from textual.geometry import Size
-from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
+from tests.helpers.ui import layout_passes
 
 
 class _Lines(ScrollView):
@@ -27,22 +24,6 @@ class _Host(App[None]):
         yield _Lines()
 
 
-@contextmanager
-def _layouts() -> Iterator[list[int]]:
-    count = [0]
-    real = Screen._refresh_layout
-
-    def counted(self: Screen, *args: object, **kwargs: object) -> None:
-        count[0] += 1
-        real(self, *args, **kwargs)
-
-    Screen._refresh_layout = counted  # type: ignore[method-assign]
-    try:
-        yield count
-    finally:
-        Screen._refresh_layout = real  # type: ignore[method-assign]
-
-
 async def test_growing_past_the_panel_lays_out_once_then_never_while_it_overflows() -> None:
     app = _Host()
     async with app.run_test(size=(40, 20)) as pilot:
@@ -51,7 +32,7 @@ async def test_growing_past_the_panel_lays_out_once_then_never_while_it_overflow
         set_virtual_size(view, Size(width, 5))
         await pilot.pause()
         assert not view.show_vertical_scrollbar
-        with _layouts() as layouts:
+        with layout_passes() as layouts:
             set_virtual_size(view, Size(width, 30))  # the scrollbar appears: a real layout
             await pilot.pause()
             assert layouts[0] >= 1 and view.show_vertical_scrollbar
@@ -82,7 +63,7 @@ async def test_shrinking_clamps_the_offset_and_a_scrollbar_going_away_lays_out()
         await pilot.pause()
         view.scroll_end(animate=False, immediate=True)
         await pilot.pause()
-        with _layouts() as layouts:
+        with layout_passes() as layouts:
             set_virtual_size(view, Size(width, 20))  # still taller than the panel
             await pilot.pause()
             assert layouts[0] == 0
@@ -99,7 +80,7 @@ async def test_a_width_change_is_always_laid_out() -> None:
         view = app.query_one(_Lines)
         set_virtual_size(view, Size(30, 100))
         await pilot.pause()
-        with _layouts() as layouts:
+        with layout_passes() as layouts:
             set_virtual_size(view, Size(80, 100))  # wider than the panel: a horizontal scrollbar
             await pilot.pause()
             assert layouts[0] >= 1 and view.show_horizontal_scrollbar
