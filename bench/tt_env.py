@@ -19,26 +19,41 @@ class TimedTerminalTasksEnv(TerminalTasksEnv):
     # Class-level so the bench can read them from outside the runtime thread.
     t_first_item: float | None = None
     sent_at: list[float] = []
+    # The process's CPU (every thread: env, runtime, UI) at the same two moments
+    cpu_first_item: float | None = None
+    cpu_sent_at: list[float] = []
 
     @classmethod
     def reset_clock(cls) -> None:
         cls.t_first_item = None
         cls.sent_at = []
+        cls.cpu_first_item = None
+        cls.cpu_sent_at = []
 
     async def get_next_item(self) -> dict[str, Any]:
         if type(self).t_first_item is None:
             type(self).t_first_item = time.perf_counter()
+            type(self).cpu_first_item = time.process_time()
         return await super().get_next_item()
 
     async def handle_send_to_api(self, *args: Any, **kwargs: Any) -> None:
         await super().handle_send_to_api(*args, **kwargs)
         type(self).sent_at.append(time.perf_counter())
+        type(self).cpu_sent_at.append(time.process_time())
 
     @classmethod
     def groups_per_s(cls, n_groups: int) -> float | None:
         if cls.t_first_item is None or len(cls.sent_at) < n_groups:
             return None
         return n_groups / (cls.sent_at[n_groups - 1] - cls.t_first_item)
+
+    @classmethod
+    def cpu_ms_per_group(cls, n_groups: int) -> float | None:
+        """This process's CPU per group over the same span as ``groups_per_s`` (the
+        sandboxes' processes and the simulator are other processes, alike for every runner)."""
+        if cls.cpu_first_item is None or len(cls.cpu_sent_at) < n_groups:
+            return None
+        return 1000 * (cls.cpu_sent_at[n_groups - 1] - cls.cpu_first_item) / n_groups
 
 
 def env_overrides(

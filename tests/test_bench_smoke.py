@@ -69,6 +69,10 @@ def test_p1_overhead_smoke() -> None:
     r = p1_overhead.run(True, groups=1, pairs=1)
     _check(r, ["throughput_ratio", "bare_groups_per_s", "console_groups_per_s", "ui_thread_cpu_share_median"], 1)
     assert len(r["bare_groups_per_s"]) == len(r["console_groups_per_s"]) == 1
+    # CPU per group of each runner over the same span (a real rollout costs ms of CPU)
+    assert r["bare_cpu_ms_per_group_median"] > 1 and r["console_cpu_ms_per_group_median"] > 1
+    shown = r["bare_cpu_ms_per_group_median"] / r["console_cpu_ms_per_group_median"]  # of the rounded medians
+    assert abs(r["cpu_per_group_ratio"] - shown) < 0.01
 
 
 def test_p2_efficiency_smoke() -> None:

@@ -6,7 +6,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from hermes_console.ui.widgets.keyed_table import KeyedTable
-from tests.helpers.ui import layout_passes
+from tests.helpers.ui import layout_passes, settle
 
 
 class _Table(KeyedTable):
@@ -86,11 +86,14 @@ async def test_bulk_add_and_remove_equal_textual_row_by_row() -> None:
 
 
 async def _eight_lines_high(pilot: Pilot, rows: list[str]) -> _Table:
-    """The host's table, eight lines high (the header and seven rows), holding ``rows``."""
+    """The host's table, eight lines high (the header and seven rows), holding ``rows``,
+    focused and settled: the focus the app gives it restyles its scrollbar (a layout pass),
+    which on a loaded box could land after one pause, inside a count."""
     table = pilot.app.query_one(_Table)
     table.styles.height = 8
+    table.focus()
     table.sync({k: (k,) for k in rows})
-    await pilot.pause()
+    await settle(pilot)
     return table
 
 

@@ -12,7 +12,7 @@ from hermes_console.ui.widgets.virtual_size import set_virtual_size
 from tests.helpers.ui import layout_passes
 
 
-class _Lines(ScrollView):
+class _Lines(ScrollView, can_focus=False):  # no focus restyling its scrollbar mid-count
     def render_line(self, y: int) -> Strip:
         return Strip.blank(self.size.width)
 
