@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
+from tests.helpers.waits import wait_for
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(200)
@@ -108,9 +109,16 @@ def test_two_pods_of_the_indexed_job_take_disjoint_shards(tmp_path: Path, sims, 
         result["run"] = asyncio.run(run_trainer(run_api.url, steps=STEPS, batch_size=8, deadline_s=120, reset=False))
 
     thread = threading.Thread(target=trainer, daemon=True)
-    thread.start()
     pods = [_pod(i, tmp_path, values) for i in range(PODS)]
     try:
+        # Both pods loaded their env and wait for a trainer before it starts. Started at once,
+        # a pod that loaded seconds earlier on a loaded box could fill the trainer's 3 steps
+        # alone, and the other one exit with no item (seen in CI: [[6 items], []]).
+        logs_of = [tmp_path / f"pod-{i}.log" for i in range(PODS)]
+        assert wait_for(lambda: all("status=running" in log.read_text() for log in logs_of), within=120), [
+            log.read_text()[-2000:] for log in logs_of
+        ]
+        thread.start()
         thread.join(150)
         assert "run" in result and len(result["run"].batches) == STEPS
         codes = [p.wait(90) for p in pods]  # the trainer has its steps: every host exits by itself
