@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from environments.atropos_compat import apply_offline_defaults
@@ -234,9 +235,16 @@ _cleanups_lock = threading.Lock()
 
 def _start_cleanup(ctx: Any) -> concurrent.futures.Future[None]:
     """Clean a rollout's sandbox in the cleanup pool: a cancellation never blocks on the
-    teardown, and a finished rollout tokenizes meanwhile. ``wait_for_cleanups`` waits for
-    every one not yet done."""
-    done = _cleanup_pool.submit(_cleanup_context, ctx)
+    teardown, and a finished rollout tokenizes meanwhile. Our own ToolContext stops the
+    sandbox's processes here first (no waiting), so the wait for a pool thread, long when
+    hundreds of rollouts end together, is not also a wait for the processes to die. A
+    subclass that overrides ``cleanup`` gets its own ``cleanup`` called in the pool, as
+    before. ``wait_for_cleanups`` waits for every one not yet done."""
+    task_id = getattr(ctx, "task_id", "?")
+    if type(ctx).cleanup is ToolContext.cleanup:
+        done = _cleanup_pool.submit(_cleanup_context, task_id, ctx.begin_cleanup())
+    else:
+        done = _cleanup_pool.submit(_cleanup_context, task_id, ctx.cleanup)
     with _cleanups_lock:
         _cleanups.add(done)
     done.add_done_callback(_forget_cleanup)
@@ -276,11 +284,11 @@ def wait_for_cleanups(timeout_s: float) -> int:
         return sum(1 for f in _cleanups if not f.done())
 
 
-def _cleanup_context(ctx: Any) -> None:
+def _cleanup_context(task_id: str, cleanup: Callable[[], None]) -> None:
     try:
-        ctx.cleanup()
+        cleanup()
     except Exception as exc:  # noqa: BLE001 - cleanup is best effort; the reaper is the backstop
-        logger.warning("sandbox cleanup for %s failed: %s", getattr(ctx, "task_id", "?"), exc)
+        logger.warning("sandbox cleanup for %s failed: %s", task_id, exc)
 
 
 def _make_tool_context(task_id: str) -> ToolContext:

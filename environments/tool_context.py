@@ -229,13 +229,30 @@ class ToolContext:
     def cleanup(self) -> None:
         """Kill the rollout's processes and close its sandbox. Idempotent; never raises.
         (Using the context again afterwards gets a fresh sandbox; clean that up too.)"""
+        self._forget_reads()
+        self._finish_cleanup(functools.partial(sandbox_access.cleanup_vm, self.task_id))
+
+    def begin_cleanup(self) -> Callable[[], None]:
+        """The part of :meth:`cleanup` that cannot wait: the sandbox is detached and its
+        processes get SIGKILL now, without blocking. Returns the rest (wait for them to go,
+        remove the dirs) to run where waiting is fine. Never raises."""
+        self._forget_reads()
+        try:
+            rest = sandbox_access.stop_vm(self.task_id)
+        except Exception:  # the rest then does all of it, as cleanup() would
+            logger.warning("stopping sandbox %s early failed", self.task_id, exc_info=True)
+            rest = functools.partial(sandbox_access.cleanup_vm, self.task_id)
+        return functools.partial(self._finish_cleanup, rest)
+
+    def _forget_reads(self) -> None:
         try:
             forget_task(self.task_id)
         except Exception:  # cleanup runs in finally blocks; it must not mask the real error
             logger.debug("forget_task(%s) failed", self.task_id, exc_info=True)
+
+    def _finish_cleanup(self, rest: Callable[[], None]) -> None:
         try:
-            # the sandbox's cleanup kills every process it started (background jobs included)
-            sandbox_access.cleanup_vm(self.task_id)
+            rest()  # the sandbox's cleanup kills every process it started (background jobs included)
         except Exception:
             logger.warning("cleanup of sandbox %s failed", self.task_id, exc_info=True)
 

@@ -31,6 +31,7 @@ from environments.sandboxes.registry import (
     remove_close_listener,
     run_diagnostic,
     shutdown,
+    stop_vm,
 )
 from environments.sandboxes.settings import SandboxSettings, configure, current_settings, reset_configuration
 from environments.sandboxes.stale import sweep_stale
@@ -59,6 +60,7 @@ __all__ = [
     # lifecycle and extras
     "shutdown",
     "reap_idle",
+    "stop_vm",
     "reset_configuration",
     "sweep_stale",
     "add_close_listener",

@@ -144,7 +144,8 @@ class BashSessionSandbox(ABC):
         self._alock = threading.Lock()  # one agent command at a time: one shell
         self._vlock = threading.Lock()  # one verifier command at a time
         self._seq = itertools.count(1)
-        self._closed = False
+        self._closed = False  # no command is accepted any more (set by kill_now or cleanup)
+        self._cleaned = False  # cleanup ran (or is running): it runs once
         self._command_extra_s = 0.0  # operator's extension of the running command's timeout
         self._busy = 0
         self._machine: subprocess.Popen[bytes] | None = None
@@ -414,11 +415,39 @@ class BashSessionSandbox(ABC):
         ch = self._agent
         return [ch.shell_pid] if self._busy and ch is not None and ch.shell_pid else []
 
+    # A host-process machine stops at one signal to its process groups and cgroup; docker's
+    # processes live in the engine and stop with the container, at cleanup.
+    _kills_early = True
+
+    def kill_now(self) -> bool:
+        """The first moment of cleanup, without its waits: refuse further commands and send
+        SIGKILL once to the machine and every member of its cgroup. A finished rollout's
+        processes then stop at once, not when a cleanup thread gets to them (seconds later
+        when hundreds of rollouts end together): a job the model left running burns no CPU
+        meanwhile, and the cleanup finds them gone. Never blocks: while another thread holds
+        the machine lock (starting a machine) it does nothing and returns False;
+        :meth:`cleanup` still does everything."""
+        if not self._kills_early or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._closed:
+                return False
+            self._closed = True
+            machines = [m for m in (self._machine, self._vmachine) if m is not None and m.returncode is None]
+        finally:
+            self._lock.release()
+        for proc in machines:  # not yet reaped (returncode None): the pid is still the machine's
+            procfs.kill_group(proc.pid, signal.SIGKILL)
+        if self._cgroup is not None:
+            for pid in self._cgroup.pids():
+                procfs.kill_pid(pid, signal.SIGKILL)
+        return True
+
     def cleanup(self) -> None:
         with self._lock:
-            if self._closed:
+            if self._cleaned:
                 return
-            self._closed = True
+            self._cleaned = self._closed = True
         machines = [m for m in (self._machine, self._vmachine) if m is not None]
         for proc in machines:
             procfs.kill_group(proc.pid, signal.SIGKILL)

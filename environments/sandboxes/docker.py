@@ -383,6 +383,7 @@ def check_engine(docker: str | None = None, timeout: float = 15.0) -> str:
 class DockerSandbox(BashSessionSandbox):
     backend = "docker"
     _channel_cls = _SyncChannel
+    _kills_early = False  # its processes stop with the container (docker rm -f, at cleanup)
 
     def __init__(
         self,
@@ -449,7 +450,7 @@ class DockerSandbox(BashSessionSandbox):
         except (OSError, subprocess.TimeoutExpired) as exc:
             failure = str(exc)
         if failure is not None:
-            self._closed = True
+            self._cleaned = self._closed = True  # nothing to clean but what is removed here
             self._discard_half_made()
             if self._ws_tmpfs:
                 quota.unmount(host_ws)

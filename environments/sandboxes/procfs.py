@@ -208,6 +208,15 @@ def kill_group(pgid: int, sig: int) -> bool:
         return True
 
 
+def kill_pid(pid: int, sig: int) -> bool:
+    """Signal one process; False when it no longer exists (or is not ours to signal)."""
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def group_alive(pgid: int) -> bool:
     """True while the group has a member that is not a zombie."""
     try:
@@ -244,12 +253,7 @@ def kill_until_gone(members: Callable[[], Iterable[int]], deadline_s: float) -> 
         pids = list(members())
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+        killed.update(pid for pid in pids if kill_pid(pid, signal.SIGKILL))
         if time.monotonic() > end:
             break
         time.sleep(pause)

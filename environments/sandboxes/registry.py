@@ -340,6 +340,36 @@ def cleanup_vm(task_id: str | None) -> None:
         _close(entry, "cleanup")
 
 
+def stop_vm(task_id: str | None) -> Callable[[], None]:
+    """The immediate half of :func:`cleanup_vm`: the sandbox of ``task_id`` leaves the
+    registry (a later ``get_sandbox`` makes a fresh one) and its processes get SIGKILL now
+    (``kill_now``). Returns the slow half (wait for them to go, remove the dirs, report the
+    close) for a worker thread; ``stop_vm(t)()`` is ``cleanup_vm(t)``. Never blocks."""
+    key = _key(task_id)
+    with _lock:
+        entry = _entries.get(key)
+        detached = entry is not None and _detach(entry, "cleanup")
+    if entry is None or not detached:
+        return _nothing_left
+    kill_now = getattr(entry.sandbox, "kill_now", None)
+    if callable(kill_now):
+        try:
+            kill_now()
+        except Exception:  # noqa: BLE001 - the slow half kills everything anyway
+            pass
+    once = threading.Lock()  # taken by the first call, never given back
+
+    def rest() -> None:
+        if once.acquire(blocking=False):
+            _finish_close(entry, "cleanup")
+
+    return rest
+
+
+def _nothing_left() -> None:
+    return None
+
+
 def cleanup_all_environments() -> int:
     """Close every sandbox; returns how many were closed."""
     return _close_all("cleanup")

@@ -6,6 +6,7 @@ where ``environments.sandboxes`` cannot be imported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -32,3 +33,10 @@ def cleanup_vm(task_id: str) -> None:
     from environments.sandboxes import cleanup_vm as _cleanup
 
     _cleanup(task_id)
+
+
+def stop_vm(task_id: str) -> Callable[[], None]:
+    """Stop the sandbox's processes now; returns the rest of its cleanup (see registry.stop_vm)."""
+    from environments.sandboxes import stop_vm as _stop
+
+    return _stop(task_id)
