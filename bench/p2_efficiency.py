@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,7 @@ def _cpu(who: int) -> float:
 # /proc (own + reaped children) below the top process, which the console reaps itself.
 _LIVE_MS: list[float] = [0.0]
 _PROBE_MS: list[float] = [0.0]
+_PROBE_LOOP_MS: list[float] = [0.0]  # the part of it on the event loop's thread (kill_now runs there)
 
 
 def _machine_cpu_ms(box: Any) -> float:
@@ -85,37 +87,47 @@ def _machine_cpu_ms(box: Any) -> float:
 
 
 def _count_machine_cpu() -> Callable[[], None]:
-    """Wrap every sandbox's cleanup with the probe; returns the undo (the smoke test runs
-    this bench inside pytest: the wrapper must not outlive the run)."""
+    """Wrap every sandbox's first kill (``kill_now``, when the rollout ends) and its cleanup
+    with the probe: whichever comes first while the machine still lives reads it. Returns
+    the undo (the smoke test runs this bench inside pytest: the wrapper must not outlive the run)."""
     from environments.sandboxes.base import BashSessionSandbox
 
-    original = BashSessionSandbox.cleanup
-    if getattr(original, "_bench_wrapped", False):
+    originals = {name: getattr(BashSessionSandbox, name) for name in ("kill_now", "cleanup")}
+    if any(getattr(f, "_bench_wrapped", False) for f in originals.values()):
         return lambda: None
 
-    def cleanup(self: Any) -> None:
-        if not self.closed:
-            t0 = time.thread_time()
-            _LIVE_MS[0] += _machine_cpu_ms(self)
-            _PROBE_MS[0] += 1000 * (time.thread_time() - t0)  # the bench's own /proc scan: not the env's
-        original(self)
+    def probed(original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any) -> Any:
+            if not self.closed:
+                t0 = time.thread_time()
+                _LIVE_MS[0] += _machine_cpu_ms(self)
+                spent = 1000 * (time.thread_time() - t0)  # the bench's own /proc scan: not the env's
+                _PROBE_MS[0] += spent
+                if threading.current_thread() is threading.main_thread():
+                    _PROBE_LOOP_MS[0] += spent
+            return original(self)
 
-    cleanup._bench_wrapped = True  # type: ignore[attr-defined]
-    BashSessionSandbox.cleanup = cleanup  # type: ignore[method-assign]
+        wrapper._bench_wrapped = True  # type: ignore[attr-defined]
+        return wrapper
+
+    for name, original in originals.items():
+        setattr(BashSessionSandbox, name, probed(original))
 
     def undo() -> None:
-        BashSessionSandbox.cleanup = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(BashSessionSandbox, name, original)
 
     return undo
 
 
 async def _concurrent(env: Any, items: list[Any], n: int, cpu: dict[str, list[float]]) -> tuple[float, list[Any]]:
-    p0, c0, m0, l0, b0 = (
+    p0, c0, m0, l0, b0, bl0 = (
         _cpu(resource.RUSAGE_SELF),
         _cpu(resource.RUSAGE_CHILDREN),
         time.thread_time(),
         _LIVE_MS[0],
         _PROBE_MS[0],
+        _PROBE_LOOP_MS[0],
     )
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.collect_trajectory(items[i % len(items)]) for i in range(n)))
@@ -124,7 +136,8 @@ async def _concurrent(env: Any, items: list[Any], n: int, cpu: dict[str, list[fl
     probe = (_PROBE_MS[0] - b0) / n
     cpu.setdefault("process_ms", []).append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n - probe)
     cpu.setdefault("bench_probe_ms", []).append(probe)
-    cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n)
+    probe_on_loop = (_PROBE_LOOP_MS[0] - bl0) / n
+    cpu.setdefault("loop_thread_ms", []).append(1000 * (time.thread_time() - m0) / n - probe_on_loop)
     # sandbox processes: those reaped by the console + the machines' own, read before cleanup
     reaped = 1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n
     live = (_LIVE_MS[0] - l0) / n
