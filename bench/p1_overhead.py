@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, rnd, write_results
@@ -58,6 +61,7 @@ async def _console(
     max_in_flight: int | None,
     ui_stats: dict[str, Any],
     ui_config: dict[str, Any] | None = None,
+    gc_tune: bool = True,
 ) -> float:
     from bench.tt_env import TimedTerminalTasksEnv, env_overrides
     from hermes_console.runtime.config import RunSpec
@@ -78,7 +82,10 @@ async def _console(
         check_server=False,
     )
     host = RuntimeHost(spec, exit_when_finished=False)
-    app = ConsoleApp(host, config=ConsoleConfig(**(ui_config or {})))
+    config = ConsoleConfig(**(ui_config or {}))
+    if gc_tune:
+        config.freeze_gc_after_start = True  # as run_console sets it
+    app = ConsoleApp(host, config=config)
     ticks = 0
     orig_tick = app.tick
 
@@ -99,28 +106,29 @@ async def _console(
     app.tick = timed_tick  # type: ignore[method-assign]
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     try:
-        async with app.run_test(size=(160, 45)):
-            end = time.monotonic() + 600
-            window: tuple[float, float] | None = None  # (UI thread CPU, wall) at the first item
-            while len(TimedTerminalTasksEnv.sent_at) < n_groups and time.monotonic() < end:
-                if host.done.done():
-                    break
-                if window is None and TimedTerminalTasksEnv.t_first_item is not None:
-                    window = (time.thread_time(), time.perf_counter())
-                await asyncio.sleep(0.05)  # not pilot.pause: it forces a screen refresh each call
-            if window is not None:
-                # The UI thread's CPU share while groups ran (its start-up excluded).
-                ui_stats.setdefault("ui_cpu_share_in_window", []).append(
-                    (time.thread_time() - window[0]) / (time.perf_counter() - window[1])
+        with _console_process_gc(gc_tune):
+            async with app.run_test(size=(160, 45)):
+                end = time.monotonic() + 600
+                window: tuple[float, float] | None = None  # (UI thread CPU, wall) at the first item
+                while len(TimedTerminalTasksEnv.sent_at) < n_groups and time.monotonic() < end:
+                    if host.done.done():
+                        break
+                    if window is None and TimedTerminalTasksEnv.t_first_item is not None:
+                        window = (time.thread_time(), time.perf_counter())
+                    await asyncio.sleep(0.05)  # not pilot.pause: it forces a screen refresh each call
+                if window is not None:
+                    # The UI thread's CPU share while groups ran (its start-up excluded).
+                    ui_stats.setdefault("ui_cpu_share_in_window", []).append(
+                        (time.thread_time() - window[0]) / (time.perf_counter() - window[1])
+                    )
+                ui_stats["ticks"] = ui_stats.get("ticks", 0) + ticks
+                ui_stats["events"] = ui_stats.get("events", 0) + app.state.events_applied
+                # The UI thread's CPU share: it competes with the runtime thread for the GIL.
+                ui_stats.setdefault("ui_thread_cpu_share", []).append(
+                    (time.thread_time() - cpu0) / (time.perf_counter() - wall0)
                 )
-            ui_stats["ticks"] = ui_stats.get("ticks", 0) + ticks
-            ui_stats["events"] = ui_stats.get("events", 0) + app.state.events_applied
-            # The UI thread's CPU share: it competes with the runtime thread for the GIL.
-            ui_stats.setdefault("ui_thread_cpu_share", []).append(
-                (time.thread_time() - cpu0) / (time.perf_counter() - wall0)
-            )
-            ui_stats.setdefault("tick_ms_mean", []).append(1000 * tick_s / max(1, ticks))
-            app.exit(0)
+                ui_stats.setdefault("tick_ms_mean", []).append(1000 * tick_s / max(1, ticks))
+                app.exit(0)
     finally:
         host.stop(1.0).result(timeout=60)
         host.join(10)
@@ -132,6 +140,25 @@ async def _console(
     return rate
 
 
+@contextlib.contextmanager
+def _console_process_gc(tune: bool) -> Iterator[None]:
+    """The garbage-collector setup of a console process (``run_console``: thresholds raised,
+    what is alive frozen, frozen again once the env is loaded); CPython's defaults back
+    afterwards, so the bare runs in this same process keep what bare atroposlib gets."""
+    if not tune:
+        yield
+        return
+    from hermes_console.ui import gc_tuning
+
+    saved = gc.get_threshold()
+    gc_tuning.tune()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)
+
+
 def run(
     quick: bool = False,
     *,
@@ -139,6 +166,7 @@ def run(
     pairs: int | None = None,
     latency_ms: float = 20.0,
     ui_config: dict[str, Any] | None = None,
+    gc_tune: bool = True,
 ) -> dict[str, Any]:
     from bench.tt_env import TimedTerminalTasksEnv
 
@@ -164,12 +192,12 @@ def run(
                 if which == "bare":
                     bare.append(asyncio.run(_bare(url, groups, tmp, str(i))))
                 else:
-                    console.append(asyncio.run(_console(url, groups, tmp, str(i), 1, ui_stats, ui_config)))
+                    console.append(asyncio.run(_console(url, groups, tmp, str(i), 1, ui_stats, ui_config, gc_tune)))
                 spent = TimedTerminalTasksEnv.cpu_ms_per_group(groups)
                 if spent is not None:
                     cpu[which].append(spent)
         if not quick:
-            default_conc = asyncio.run(_console(url, groups, tmp, "default", None, {}, ui_config))
+            default_conc = asyncio.run(_console(url, groups, tmp, "default", None, {}, ui_config, gc_tune))
     ratio = median(console) / median(bare)
     return {
         "groups_per_run": groups,
@@ -195,6 +223,7 @@ def run(
         "console_default_max_in_flight_groups_per_s": rnd(default_conc),
         "console_default_vs_bare": rnd(default_conc / median(bare), 3) if default_conc else None,
         "ui_config": ui_config or "defaults",
+        "console_gc": "as run_console (gc_tuning)" if gc_tune else "CPython defaults",
         "load_average_before": load_before,
         "load_average_after": load_average(),
         "figures": [figure("P1 console/bare throughput", ratio, TARGET, "x", True)],
@@ -209,10 +238,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--tick-hz", type=float, default=None, help="override ConsoleConfig.tick_hz")
+    ap.add_argument("--ui-cpu-share", type=float, default=None, help="override ConsoleConfig.ui_cpu_share")
+    ap.add_argument(
+        "--no-gc-tune", action="store_true", help="console runs keep CPython's GC defaults (run_console tunes them)"
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    ui_config = {k: v for k, v in (("tick_hz", args.tick_hz),) if v is not None} or None
-    result = run(args.quick, groups=args.groups, pairs=args.pairs, latency_ms=args.latency_ms, ui_config=ui_config)
+    overrides = (("tick_hz", args.tick_hz), ("ui_cpu_share", args.ui_cpu_share))
+    ui_config = {k: v for k, v in overrides if v is not None} or None
+    result = run(
+        args.quick,
+        groups=args.groups,
+        pairs=args.pairs,
+        latency_ms=args.latency_ms,
+        ui_config=ui_config,
+        gc_tune=not args.no_gc_tune,
+    )
     print(json.dumps(result, indent=1, default=str))
     if not args.no_write:
         write_results(SECTION, result)

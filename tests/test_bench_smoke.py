@@ -4,6 +4,7 @@ figures themselves live in BENCHMARKS.md / bench/results.json."""
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,8 +67,12 @@ def test_synthetic_events_replay_through_the_reducer() -> None:
 def test_p1_overhead_smoke() -> None:
     from bench import p1_overhead
 
+    thresholds = gc.get_threshold()
     r = p1_overhead.run(True, groups=1, pairs=1)
     _check(r, ["throughput_ratio", "bare_groups_per_s", "console_groups_per_s", "ui_thread_cpu_share_median"], 1)
+    # the console side ran with the console process's GC setup, and left none of it behind
+    assert r["console_gc"].startswith("as run_console")
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
     assert len(r["bare_groups_per_s"]) == len(r["console_groups_per_s"]) == 1
     # CPU per group of each runner over the same span (a real rollout costs ms of CPU)
     assert r["bare_cpu_ms_per_group_median"] > 1 and r["console_cpu_ms_per_group_median"] > 1

@@ -38,7 +38,9 @@ class ConsoleConfig:
     max_events_per_tick: int = 50_000  # hard cap per drain step
     # CPU budget (ui/budget.py): while the env is busy the UI thread takes at most this share
     # of one core, spacing redraws and drains out up to these intervals; 0 turns it off.
-    ui_cpu_share: float = 0.05
+    # 2 %: a CPU-bound env hosted in-process loses about what the UI takes from its GIL, and
+    # P1's 0.97 leaves 3 % for the UI and everything else the console adds (BENCHMARKS P1).
+    ui_cpu_share: float = 0.02
     max_redraw_interval_s: float = 2.0
     max_drain_interval_s: float = 0.5
     throttled_panels_per_redraw: int = 2  # while throttled, one tick draws at most this many panels
