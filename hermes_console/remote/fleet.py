@@ -25,7 +25,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from hermes_console.remote.client import FleetRuntime, HostLink, parse_targets
 from hermes_console.runtime.listener import read_token_file, trainer_counts
@@ -36,6 +36,7 @@ from hermes_console.ui.bindings import ScopedBindings
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.format import age, head
 from hermes_console.ui.screens.confirm import ConfirmModal
+from hermes_console.ui.widgets.footer import Footer
 from hermes_console.ui.widgets.keyed_table import KeyedTable
 
 LINK_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "bold red", "refused": "bold red"}

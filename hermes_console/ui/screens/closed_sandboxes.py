@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import clock, head
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.widgets.footer import Footer
 
 
 class ClosedSandboxesScreen(DrillDownScreen):

@@ -10,13 +10,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from hermes_console.runtime.events import ConfigRow
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.widgets.footer import Footer
 
 COLUMNS = (("key", "key", 36), ("value", "value", 48), ("source", "source", None))
 

@@ -11,12 +11,13 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import EvalView
 from hermes_console.ui.format import bar, clock, duration
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.widgets.footer import Footer
 
 HISTORY_FIXED = (
     ("n", "#", 4),

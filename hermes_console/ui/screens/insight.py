@@ -15,13 +15,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from hermes_console.runtime.history import ERROR_KINDS, History
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, clock, duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 from hermes_console.ui.throttle import Throttle
+from hermes_console.ui.widgets.footer import Footer
 from hermes_console.ui.widgets.run_graphs import RunGraphs
 
 RECENT_ERRORS = 50

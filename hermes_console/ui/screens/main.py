@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Tab, Tabs
+from textual.widgets import DataTable, Tab, Tabs
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.bindings import bindings_for
@@ -26,6 +26,7 @@ from hermes_console.ui.screens.rollouts import RolloutQuery, RolloutsScreen, bin
 from hermes_console.ui.screens.sandbox import SandboxScreen
 from hermes_console.ui.screens.transcript import TranscriptScreen
 from hermes_console.ui.stream_filter import StreamFilter
+from hermes_console.ui.widgets.footer import Footer
 from hermes_console.ui.widgets.groups_table import GroupsTable
 from hermes_console.ui.widgets.keyed_table import KeyedTable
 from hermes_console.ui.widgets.line_table import LineTable
@@ -57,6 +58,9 @@ COMPACT_HEIGHT = 34
 
 class MainScreen(Screen[None]):
     BINDINGS = bindings_for("main")
+    # Focus lands on the groups table at once, not on the tabs first and then moved: each
+    # focus change rebuilds the footer, while the first groups arrive.
+    AUTO_FOCUS = "#groups"
 
     def __init__(self) -> None:
         super().__init__(id="main")
@@ -102,7 +106,6 @@ class MainScreen(Screen[None]):
         self._apply_size(self.app.size.width, self.app.size.height)
         self.query_one(TurnsStream).rebuild(self.console.state)
         self._set_present({key: False for key in OPTIONAL_PANELS})
-        self.query_one(GroupsTable).focus()
         self.ready = True
         self.refresh_view(self.console.state, self.console.now())
 

@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import RolloutView, ToolCallView
 from hermes_console.ui.format import clock, duration, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.widgets.footer import Footer
 
 PHASE_NAMES = {1: "Phase 1 (chat)", 2: "Phase 2 (managed /generate)"}
 

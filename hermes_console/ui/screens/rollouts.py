@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.events import Resize
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from hermes_console.runtime.history import MAX_RECORDS, RolloutRecord, bin_index
 from hermes_console.runtime.state import ConsoleState
@@ -25,6 +25,7 @@ from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import duration, head, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
 from hermes_console.ui.throttle import Throttle
+from hermes_console.ui.widgets.footer import Footer
 
 # (key, label, width, sort key)
 COLUMNS: list[tuple[str, str, int | None, Callable[[RolloutRecord], Any]]] = [

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Input, RichLog, Static
+from textual.widgets import DataTable, Input, RichLog, Static
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import SandboxView
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.format import bar, budget, clock, duration, head, level_style, shown, visible
 from hermes_console.ui.screens.drilldown import DrillDownScreen
+from hermes_console.ui.widgets.footer import Footer
 
 if TYPE_CHECKING:  # (annotations only: the models cost pydantic and the sandbox layer at import)
     from hermes_console.runtime.payloads import DiagnosticResult, LiveOutput, SandboxDetails
