@@ -101,6 +101,14 @@ def machine() -> dict[str, Any]:
 # --------------------------------------------------------------------------- results.json
 
 
+def publish(section: str, result: dict[str, Any], write: bool) -> None:
+    """A bench's command line ends here: the result on stdout, and in results.json unless
+    ``--no-write``."""
+    print(json.dumps(result, indent=1, default=str))
+    if write:
+        write_results(section, result)
+
+
 def write_results(section: str, result: dict[str, Any], path: Path = RESULTS) -> None:
     """Read-modify-write one section (the same protocol bench_sim uses)."""
     try:

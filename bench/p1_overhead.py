@@ -19,14 +19,13 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import json
 import os
 import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, rnd, write_results
+from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, publish, rnd
 
 TARGET = 0.97
 SECTION = "p1_overhead"
@@ -254,9 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         ui_config=ui_config,
         gc_tune=not args.no_gc_tune,
     )
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

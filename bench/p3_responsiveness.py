@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from typing import Any
 
-from bench.common import bench_tmpdir, figure, load_average, pct, rnd, write_results
+from bench.common import bench_tmpdir, figure, load_average, pct, publish, rnd
 
 SECTION = "p3_responsiveness"
 TARGET_PAUSE_P99_MS = 100.0
@@ -304,9 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         config_overrides=overrides,
         coalesce=not args.no_coalesce,
     )
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from bench.common import REPO, bench_tmpdir, figure, load_average, rnd, rss_mb, write_results
+from bench.common import REPO, bench_tmpdir, figure, load_average, publish, rnd, rss_mb
 
 SECTION = "p4_memory"
 TARGET_GROWTH_MB = 50.0
@@ -134,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     result = run(args.quick, rollouts=args.rollouts)
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

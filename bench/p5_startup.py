@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import REPO, bench_tmpdir, figure, load_average, median, rnd, write_results
+from bench.common import REPO, bench_tmpdir, figure, load_average, median, publish, rnd
 
 SECTION = "p5_startup"
 TARGET_FIRST_FRAME_S = 1.0
@@ -182,9 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     result = run(args.quick, runs=args.runs)
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, SimProcess, bench_tmpdir, load_average, median, rnd, write_results
+from bench.common import REPO, SimProcess, bench_tmpdir, load_average, median, publish, rnd
 
 SECTION = "p7_peers"
 GROUP_SIZE = 4
@@ -292,9 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {result['load_average_before']} before, {result['load_average_after']} after",
         file=sys.stderr,
     )
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

@@ -15,13 +15,12 @@ order and each figure is the median of the rounds. A reducer-only figure
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
 from typing import Any
 
-from bench.common import bench_tmpdir, load_average, median, rnd, write_results
+from bench.common import bench_tmpdir, load_average, median, publish, rnd
 
 SECTION = "scaling"
 TURNS = 4
@@ -165,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")] if args.levels else None
     result = run(args.quick, levels=levels, seconds=args.seconds, turn_sleep_s=args.turn_sleep)
-    print(json.dumps(result, indent=1, default=str))
-    if not args.no_write:
-        write_results(SECTION, result)
+    publish(SECTION, result, write=not args.no_write)
     return 0
 
 

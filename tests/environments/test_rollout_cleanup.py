@@ -21,6 +21,7 @@ from environments import sandboxes as sb
 from environments.sandboxes import procfs, registry
 from environments.sandboxes.base import KILLED_EXIT_CODE
 from environments.tool_context import ToolContext
+from tests.helpers.sandboxes import command_in_flight
 from tests.helpers.waits import finishes, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -114,10 +115,7 @@ def test_using_the_context_after_the_stop_gets_a_fresh_sandbox() -> None:
 
 def test_a_command_in_flight_returns_killed_and_the_machine_is_not_restarted() -> None:
     box = sb.get_sandbox("in-flight")
-    result: list[object] = []
-    t = threading.Thread(target=lambda: result.append(box.execute("sleep 60", 50)))
-    t.start()
-    assert wait_for(lambda: sb.get_sandbox_info("in-flight").state == "running")
+    t, result = command_in_flight("in-flight", "sleep 60", 50)
     rest = registry.stop_vm("in-flight")
     t.join(30)
     assert not t.is_alive() and result[0].exit_code == KILLED_EXIT_CODE

@@ -15,6 +15,7 @@ from environments import events
 from environments import sandboxes as sb
 from environments.sandboxes import registry
 from environments.sandboxes.base import SandboxClosedError
+from tests.helpers.sandboxes import command_in_flight
 from tests.helpers.waits import finishes, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -216,11 +217,7 @@ def test_slow_cleanup_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_kill_sandbox_stops_running_command(recorded: list[events.Event]) -> None:
-    box = sb.get_sandbox("victim")
-    result: list[object] = []
-    t = threading.Thread(target=lambda: result.append(box.execute("sleep 30", 20)))
-    t.start()
-    assert wait_for(lambda: sb.get_sandbox_info("victim").state == "running")
+    t, result = command_in_flight("victim", "sleep 30", 20)
     info = sb.get_sandbox_info("victim")
     assert info.running_command == "sleep 30" and info.running_timeout_s == 20
     assert info.running_since is not None and info.idle_s() == 0.0

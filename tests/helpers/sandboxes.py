@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from environments import sandboxes as sb
+from tests.helpers.waits import wait_for
 
 
 def local_sandbox(tmp_path: Path, task_id: str) -> Iterator[sb.ManagedSandbox]:
@@ -19,6 +21,17 @@ def local_sandbox(tmp_path: Path, task_id: str) -> Iterator[sb.ManagedSandbox]:
     finally:
         sb.shutdown()
         sb.reset_configuration()
+
+
+def command_in_flight(task_id: str, command: str, timeout: float) -> tuple[threading.Thread, list[Any]]:
+    """Start ``command`` in the sandbox of ``task_id`` on a thread and wait until the registry
+    shows it running; returns the thread and the list its result lands in."""
+    box = sb.get_sandbox(task_id)
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(box.execute(command, timeout)))
+    thread.start()
+    assert wait_for(lambda: sb.get_sandbox_info(task_id).state == "running")
+    return thread, result
 
 
 class ShellOnly:
