@@ -234,6 +234,11 @@ class Driver:
                 await asyncio.sleep(self.idle_poll_s)  # serve: "nothing right now"
                 continue
             exhausted = False
+            if not gate.open or not gate.has_room:
+                # Intake closed while get_next_item ran (a pause, a trainer outage, stopping):
+                # the item starts no group now; it waits first in line for intake to open.
+                self.env.backlog.insert(0, item)
+                continue
             self._start_group(item)
 
     async def _next_item(self) -> Any:

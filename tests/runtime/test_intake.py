@@ -3,6 +3,7 @@ every item (re-queued), and stop leaves no thread, task or child process."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -173,4 +174,46 @@ def test_a_pause_closes_intake_at_once_even_while_the_runtime_loop_is_busy(sim, 
     assert env.calls == calls_at_pause
     p.host.resume().result(5)
     p.until(lambda s: s.accounting.in_flight >= 1 and s.status == "running", 30, "running after resume")
+    p.stop(deadline=0.2)
+
+
+class SlowItemEnv(CountingEnv):
+    """get_next_item waits for the test (a slow dataset, a remote queue) once asked to."""
+
+    name = "terminal-tasks-slow-item"
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.hold_next = threading.Event()  # set: the next call waits until `release` is set
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    async def get_next_item(self):
+        if self.hold_next.is_set():
+            self.hold_next.clear()
+            self.waiting.set()
+            while not self.release.is_set():
+                await asyncio.sleep(0.01)
+        return await super().get_next_item()
+
+
+def test_an_item_fetched_while_intake_closed_waits_in_the_backlog_and_no_group_starts(sim, tmp_path, live):
+    """A pause (or a trainer outage) that lands while get_next_item runs: the item it returns
+    starts no group until intake opens again, and is not lost."""
+    p = live(make_spec(sim, tmp_path, "--env.total_steps", "1000", env=SlowItemEnv, max_in_flight=1))
+    p.until(lambda s: s.accounting.received >= 1, 30, "a group started")
+    env = p.host.env
+    env.hold_next.set()
+    assert env.waiting.wait(60), "the next get_next_item never started"
+    p.host.pause().result(5)  # closes the gate while the fetch is still running
+    received_at_pause = p.state.accounting.received
+    env.release.set()
+    p.until(lambda s: s.accounting.in_flight == 0 and s.status == "paused", 60, "drained after pause")
+    p.sleep(0.5)
+    assert p.state.accounting.received == received_at_pause, "a group started after the pause"
+    assert len(env.backlog) == 1 and env.backlog[0] == env.taken[-1]  # kept for later, not dropped
+    held = env.taken[-1]
+    p.host.resume().result(5)
+    p.until(lambda s: s.accounting.received > received_at_pause, 60, "intake again after resume")
+    assert not env.backlog or env.backlog[0] != held  # the kept item went first
     p.stop(deadline=0.2)
