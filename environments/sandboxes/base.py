@@ -425,9 +425,13 @@ class BashSessionSandbox(ABC):
         processes then stop at once, not when a cleanup thread gets to them (seconds later
         when hundreds of rollouts end together): a job the model left running burns no CPU
         meanwhile, and the cleanup finds them gone. Never blocks: while another thread holds
-        the machine lock (starting a machine) it does nothing and returns False;
-        :meth:`cleanup` still does everything."""
-        if not self._kills_early or not self._lock.acquire(blocking=False):
+        the machine lock (starting a machine for a command) it only refuses commands (that
+        command returns as killed once its machine is up) and returns False; :meth:`cleanup`
+        kills everything either way."""
+        if not self._kills_early:
+            return False
+        if not self._lock.acquire(blocking=False):
+            self._closed = True  # a plain store; the command in flight checks it while it runs
             return False
         try:
             if self._closed:

@@ -115,12 +115,33 @@ def test_using_the_context_after_the_stop_gets_a_fresh_sandbox() -> None:
 
 def test_a_command_in_flight_returns_killed_and_the_machine_is_not_restarted() -> None:
     box = sb.get_sandbox("in-flight")
+    # "running" is shown before the machine is up: on a loaded box the stop can land while
+    # the command's thread still holds the machine lock, starting the machine
     t, result = command_in_flight("in-flight", "sleep 60", 50)
     rest = registry.stop_vm("in-flight")
-    t.join(30)
-    assert not t.is_alive() and result[0].exit_code == KILLED_EXIT_CODE
-    assert box._inner.machine_restarts == 0 and box._inner.shell_restarts == 0
-    rest()
+    try:
+        t.join(30)
+        assert not t.is_alive() and result[0].exit_code == KILLED_EXIT_CODE
+        assert box._inner.machine_restarts == 0 and box._inner.shell_restarts == 0
+    finally:
+        rest()
+
+
+def test_a_stop_while_the_machine_starts_still_ends_the_command_that_started_it() -> None:
+    box = sb.get_sandbox("starting-cmd")
+    inner = box._inner
+    result: list[object] = []
+    with inner._lock:  # the command's thread is starting the machine (holds the lock)
+        t = threading.Thread(target=lambda: result.append(box.execute("sleep 60", 50)))
+        t.start()
+        assert wait_for(lambda: sb.get_sandbox_info("starting-cmd").state == "running")
+        rest = registry.stop_vm("starting-cmd")  # cannot signal anything yet
+    try:
+        t.join(30)
+        assert not t.is_alive() and result[0].exit_code == KILLED_EXIT_CODE
+    finally:
+        rest()
+    assert not procfs.sandbox_processes(inner._marker, (), ())
 
 
 def test_the_stop_never_waits_for_a_machine_starting_in_another_thread() -> None:
