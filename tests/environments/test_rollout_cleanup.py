@@ -179,3 +179,20 @@ def test_the_early_kill_is_one_pass_and_the_cleanup_catches_what_forked_after() 
     rest = ctx.begin_cleanup()
     rest()
     assert not procfs.sandbox_processes(inner._marker, (), ())
+
+
+def test_the_early_kill_reaches_a_setsid_double_forked_process(busy_cleanup_pool: threading.Event) -> None:
+    """What a model does to outlive its rollout: a new session, and a parent that exits
+    (the orphan is nobody's child of ours). The cgroup still holds it, so the early kill
+    alone (every cleanup thread held) ends it."""
+    ctx = ToolContext("escapee")
+    _background(ctx, "setsid sh -c 'sleep 600 >/dev/null 2>&1 & echo $! > escapee.pid'")
+    pid_file = Path(sb.get_sandbox(ctx.task_id).host_workspace) / "escapee.pid"
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    pid = int(pid_file.read_text().strip())
+    assert wait_for(lambda: _alive(pid))
+    cleanup = base_env._start_cleanup(ctx)
+    assert wait_for(lambda: not _alive(pid)), "the setsid'd orphan outlived the rollout's end"
+    assert not cleanup.done()
+    busy_cleanup_pool.set()
+    cleanup.result(timeout=60)
