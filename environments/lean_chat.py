@@ -8,7 +8,8 @@ Per attempt it does what the openai client does for a plain-JSON chat request, c
 * the body serialised once with ``json.dumps`` (no TypedDict transform walk); the tool schemas,
   the same object on every turn of an env, are serialised once and spliced in;
 * the reply parsed with ``json.loads`` and the ``ChatCompletion`` built with pydantic's
-  ``model_construct`` (no validation walk), including native ``tool_calls`` and provider extras
+  a construct that skips the validation walk (and openai's per-field ``construct_type`` walk when
+  every value is already built), including native ``tool_calls`` and provider extras
   (``reasoning_content``, ...), which stay readable as attributes.
 
 Same request fields as the openai client (``extra_body`` merged into the body, NOT_GIVEN values
@@ -39,6 +40,7 @@ import aiohttp
 import openai
 import openai._base_client as _openai_base
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
+from openai._models import _get_extra_fields_type, field_get_default
 from openai._utils import is_given
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.chat.chat_completion import Choice
@@ -47,6 +49,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     Function,
 )
 from openai.types.completion_usage import CompletionUsage
+from pydantic import BaseModel
 
 from environments.patches import plain_json
 
@@ -137,6 +140,57 @@ def _tools_json(tools: Any, cache: ToolsCache) -> str | None:
 
 # ---------------------------------------------------------------------------- the reply
 
+_INERT = (str, int, bool, type(None))
+# class -> ((field name, key in the values, field info), names annotated float) | None (extras typed)
+_PLANS: dict[type, tuple[tuple[tuple[str, str, Any], ...], frozenset[str]] | None] = {}
+
+
+def _plan(cls: type[BaseModel]) -> tuple[tuple[tuple[str, str, Any], ...], frozenset[str]] | None:
+    if cls not in _PLANS:
+        fields = cls.model_fields
+        _PLANS[cls] = (
+            None
+            if _get_extra_fields_type(cls) is not None or cls.model_config.get("populate_by_name")
+            else (
+                tuple((name, f.alias or name, f) for name, f in fields.items()),
+                frozenset(name for name, f in fields.items() if f.annotation is float),
+            )
+        )
+    return _PLANS[cls]
+
+
+def _built(value: Any) -> bool:
+    """Nothing left for openai's ``construct_type`` to convert: a scalar, a built model, or a
+    list of those (a dict, or a list of dicts, is still raw JSON)."""
+    if type(value) in _INERT or isinstance(value, BaseModel):
+        return True
+    return type(value) is list and all(type(v) in _INERT or isinstance(v, BaseModel) for v in value)
+
+
+def _construct(cls: Any, **values: Any) -> Any:
+    """``cls.model_construct(**values)`` as openai's models do it, without its per-field type walk
+    when every value is already built (157 -> 34 us per reply; BENCHMARKS.md, session 12). Raw JSON
+    values (a ``logprobs`` object, ``annotations``, usage details) take openai's own construct."""
+    plan = _plan(cls)
+    if plan is None or not all(_built(v) for v in values.values()):
+        return cls.model_construct(**values)
+    fields, floats = plan
+    data: dict[str, Any] = {}
+    fields_set: set[str] = set()
+    for name, key, info in fields:
+        if key in values:
+            value = values.pop(key)
+            data[name] = float(value) if name in floats and type(value) is int else value
+            fields_set.add(name)
+        else:
+            data[name] = field_get_default(info)
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", data)
+    object.__setattr__(model, "__pydantic_private__", None)
+    object.__setattr__(model, "__pydantic_extra__", values)  # what no field took: provider extras
+    object.__setattr__(model, "__pydantic_fields_set__", fields_set)
+    return model
+
 
 def build_completion(raw: bytes, asked_max_tokens: Any, request: Any) -> ChatCompletion:
     """A ``ChatCompletion`` from a reply body, without validation walks; MalformedReply if unusable."""
@@ -158,9 +212,10 @@ def build_completion(raw: bytes, asked_max_tokens: Any, request: Any) -> ChatCom
     built = [_choice(i, c, request) for i, c in enumerate(choices)]
     fields = {k: v for k, v in data.items() if k not in ("choices", "usage")}
     fields.setdefault("object", "chat.completion")
-    return ChatCompletion.model_construct(
+    return _construct(
+        ChatCompletion,
         choices=built,
-        usage=CompletionUsage.model_construct(**usage) if isinstance(usage, dict) else None,
+        usage=_construct(CompletionUsage, **usage) if isinstance(usage, dict) else None,
         **fields,
     )
 
@@ -175,18 +230,19 @@ def _choice(index: int, choice: Any, request: Any) -> Choice:
     fields = {k: v for k, v in message.items() if k != "tool_calls"}
     fields.setdefault("role", "assistant")
     fields.setdefault("content", None)
-    calls = None
     if isinstance(raw_calls, list):
-        calls = [_tool_call(index, j, c, request) for j, c in enumerate(raw_calls)]
-    elif raw_calls is not None:
-        raise MalformedReply(
-            f"choice {index}: tool_calls is a JSON {type(raw_calls).__name__}; expected a list", request
-        )
+        fields["tool_calls"] = [_tool_call(index, j, c, request) for j, c in enumerate(raw_calls)]
+    elif "tool_calls" in message:  # an explicit null is kept as sent
+        if raw_calls is not None:
+            raise MalformedReply(
+                f"choice {index}: tool_calls is a JSON {type(raw_calls).__name__}; expected a list", request
+            )
+        fields["tool_calls"] = None
     rest = {k: v for k, v in choice.items() if k != "message"}
     rest.setdefault("index", index)
     rest.setdefault("finish_reason", None)
     rest.setdefault("logprobs", None)
-    return Choice.model_construct(message=ChatCompletionMessage.model_construct(tool_calls=calls, **fields), **rest)
+    return _construct(Choice, message=_construct(ChatCompletionMessage, **fields), **rest)
 
 
 def _tool_call(index: int, j: int, call: Any, request: Any) -> ChatCompletionMessageFunctionToolCall:
@@ -197,8 +253,8 @@ def _tool_call(index: int, j: int, call: Any, request: Any) -> ChatCompletionMes
     fn = call.get("function")
     fields = {k: v for k, v in call.items() if k != "function"}
     fields.setdefault("type", "function")
-    function = Function.model_construct(**fn) if isinstance(fn, dict) else fn
-    return ChatCompletionMessageFunctionToolCall.model_construct(function=function, **fields)
+    function = _construct(Function, **fn) if isinstance(fn, dict) else fn
+    return _construct(ChatCompletionMessageFunctionToolCall, function=function, **fields)
 
 
 # ---------------------------------------------------------------------------- the server

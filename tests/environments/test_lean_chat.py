@@ -10,12 +10,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
+import openai._models as openai_models
+import pydantic
 import pytest
 from aiohttp import web
 from atroposlib.envs.server_handling.server_baseline import APIServer, APIServerConfig
 from atroposlib.envs.server_handling.server_manager import ServerManager
+from openai.types.chat import ChatCompletion, ChatCompletionTokenLogprob
 
-from environments.lean_chat import LeanOpenAIServer, MalformedReply, server_class_for
+from environments import lean_chat
+from environments.lean_chat import LeanOpenAIServer, MalformedReply, build_completion, server_class_for
 from hermes_console.sim import SimConfig, SimServer
 from tests.faults.bad_server import BadServer
 from tests.sim.sim_helpers import TOOL_NAMES, first_turn, tool_schema
@@ -197,6 +201,94 @@ async def test_http_errors_match_the_openai_client_and_retry_like_it(recorder):
     finally:
         await client.close()
         await lean.aclose()
+
+
+def _variant(**changes: Any) -> dict[str, Any]:
+    reply = json.loads(json.dumps(REPLY))
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        node: Any = reply
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[leaf] = value
+    return reply
+
+
+def _same_models(got: Any, want: Any, where: str = "completion") -> None:
+    """Type, set fields, extras and values, level by level."""
+    assert type(got) is type(want), where
+    if isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same_models(g, w, f"{where}[{i}]")
+        return
+    if not isinstance(want, pydantic.BaseModel):
+        assert got == want, where
+        return
+    assert got.model_fields_set == want.model_fields_set, where
+    assert got.model_extra == want.model_extra, where
+    for name in type(want).model_fields:
+        _same_models(getattr(got, name), getattr(want, name), f"{where}.{name}")
+
+
+REPLY_SHAPES = {
+    "tool call and a provider extra": REPLY,
+    "logprobs object": _variant(
+        choices__0__logprobs={
+            "content": [{"token": "a", "logprob": -1, "bytes": [97], "top_logprobs": []}],
+            "refusal": None,
+        }
+    ),
+    "usage details": _variant(
+        usage={
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "total_tokens": 14,
+            "prompt_tokens_details": {"cached_tokens": 3},
+            "completion_tokens_details": {"reasoning_tokens": 1},
+        }
+    ),
+    "annotations, refusal, vLLM extras": _variant(
+        choices__0__message__annotations=[
+            {"type": "url_citation", "url_citation": {"url": "u", "title": "t", "start_index": 0, "end_index": 1}}
+        ],
+        choices__0__message__refusal=None,
+        choices__0__stop_reason=None,
+        prompt_logprobs=None,
+        kv_transfer_params={"k": 1},
+    ),
+    "plain answer": _variant(
+        choices__0__message={"role": "assistant", "content": "42"}, choices__0__finish_reason="stop"
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", REPLY_SHAPES)
+def test_a_reply_is_built_as_the_openai_client_parses_it(shape):
+    """Oracle: openai's own ``construct_type``, what its client does with a 200 body."""
+    reply = REPLY_SHAPES[shape]
+    want = openai_models.construct_type(type_=ChatCompletion, value=json.loads(json.dumps(reply)))
+    got = build_completion(json.dumps(reply).encode(), 64, None)
+    _same_models(got, want)
+    assert got.model_dump() == want.model_dump()
+
+
+def test_built_values_skip_openais_per_field_walk_and_raw_json_still_takes_it(monkeypatch):
+    calls: list[str] = []
+    walk = openai_models._construct_field
+
+    def counted(value: Any, field: Any, key: str) -> Any:
+        calls.append(key)
+        return walk(value, field, key)
+
+    monkeypatch.setattr(openai_models, "_construct_field", counted)
+    build_completion(json.dumps(REPLY).encode(), 64, None)
+    assert calls == []  # every model of a plain reply is built without the walk
+    build_completion(json.dumps(REPLY_SHAPES["logprobs object"]).encode(), 64, None)
+    assert "logprobs" in calls  # a raw JSON object still goes through openai's construct
+    # an int for a float field becomes a float, as openai's construct makes it
+    token = lean_chat._construct(ChatCompletionTokenLogprob, token="a", logprob=-1, bytes=None, top_logprobs=[])
+    assert type(token.logprob) is float and token.logprob == -1.0
 
 
 @pytest.mark.parametrize(
