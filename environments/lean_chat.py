@@ -141,18 +141,27 @@ def _tools_json(tools: Any, cache: ToolsCache) -> str | None:
 # ---------------------------------------------------------------------------- the reply
 
 _INERT = (str, int, bool, type(None))
-# class -> ((field name, key in the values, field info), names annotated float) | None (extras typed)
-_PLANS: dict[type, tuple[tuple[tuple[str, str, Any], ...], frozenset[str]] | None] = {}
+_CALL = object()  # a default that must be made afresh (a factory, or a mutable value pydantic copies)
+# (field name, key in the values, field info, its default or _CALL)
+_Field = tuple[str, str, Any, Any]
+# class -> (its fields, the names annotated float) | None when openai's construct must do it
+_PLANS: dict[type, tuple[tuple[_Field, ...], frozenset[str]] | None] = {}
 
 
-def _plan(cls: type[BaseModel]) -> tuple[tuple[tuple[str, str, Any], ...], frozenset[str]] | None:
+def _fixed_default(info: Any) -> Any:
+    if info.default_factory is None and type(info.default) in _INERT + (float,):
+        return info.default
+    return None if info.is_required() else _CALL  # openai's construct leaves a required field None
+
+
+def _plan(cls: type[BaseModel]) -> tuple[tuple[_Field, ...], frozenset[str]] | None:
     if cls not in _PLANS:
         fields = cls.model_fields
         _PLANS[cls] = (
             None
             if _get_extra_fields_type(cls) is not None or cls.model_config.get("populate_by_name")
             else (
-                tuple((name, f.alias or name, f) for name, f in fields.items()),
+                tuple((name, f.alias or name, f, _fixed_default(f)) for name, f in fields.items()),
                 frozenset(name for name, f in fields.items() if f.annotation is float),
             )
         )
@@ -177,13 +186,13 @@ def _construct(cls: Any, **values: Any) -> Any:
     fields, floats = plan
     data: dict[str, Any] = {}
     fields_set: set[str] = set()
-    for name, key, info in fields:
+    for name, key, info, default in fields:
         if key in values:
             value = values.pop(key)
             data[name] = float(value) if name in floats and type(value) is int else value
             fields_set.add(name)
         else:
-            data[name] = field_get_default(info)
+            data[name] = field_get_default(info) if default is _CALL else default
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", data)
     object.__setattr__(model, "__pydantic_private__", None)
@@ -278,6 +287,9 @@ class LeanOpenAIServer(OpenAIServer):
         self._closer: Any = None  # the async generator that closes the session when its loop ends
         self.max_retries: int = self.openai.max_retries  # the client's own retry budget
         self._tools_cache: ToolsCache = {}
+        # The httpx request the openai errors carry: one per server (building one per attempt,
+        # only for errors' sake, cost ~20 us of URL parsing each).
+        self._stub = _request_stub(self._chat_url)
 
     async def _chat_completion_wrapper(self, **kwargs: Any) -> ChatCompletion:
         if not lean_chat_enabled():
@@ -331,7 +343,7 @@ class LeanOpenAIServer(OpenAIServer):
         return value if isinstance(value, (int, float)) and 0 < value <= limit else None
 
     async def _attempt(self, body: bytes, max_tokens: Any) -> ChatCompletion:
-        request = _request_stub(self._chat_url)
+        request = self._stub
         try:
             session = await self._pool()
             async with session.post(self._chat_url, data=body, headers=self._headers) as resp:
@@ -420,7 +432,7 @@ def _joined(replies: list[ChatCompletion]) -> ChatCompletion:
 
 
 def _request_stub(url: str) -> Any:
-    """The openai errors carry an httpx request; built only for errors' sake (cheap)."""
+    """The httpx request the openai errors carry (never sent: aiohttp does the sending)."""
     return httpx.Request("POST", url)
 
 
