@@ -10,8 +10,12 @@ returns to the fast base rates at once. The env is busy when events arrive faste
 ``busy_events_per_s`` (a trickle such as lag and server heartbeats is not), or when the
 process's other threads (the env loop, the tool pool) use more than ``busy_cpu_share`` of a
 core: a CPU-bound env at one group in flight emits few events yet loses every cycle the UI
-takes from its GIL. A single busy window (a
-burst) changes nothing: only ``patience`` windows over budget in a row slow it down.
+takes from its GIL. While the env's threads use that much CPU, the first window over budget
+slows the UI down; an env busy only by its event rate (threads mostly waiting) gets
+``patience`` windows over budget in a row first, so a burst (a log loaded, a group finishing)
+changes nothing. Each slow-down goes as far as the window's overshoot says (up to
+``max_step``×), so a run's first paint is followed by the budget's pace, not by seconds of
+base-rate redraws.
 
 Pure logic, no Textual: the clocks are injectable for tests.
 """
@@ -37,7 +41,7 @@ class UiBudget:
         patience: int = 2,
         busy_events_per_s: float = 100.0,
         busy_cpu_share: float = 0.3,
-        saturated_share: float = 0.8,
+        max_step: float = 8.0,
         cpu: Clock = time.thread_time,
         wall: Clock = time.monotonic,
         others_cpu: Clock | None = None,
@@ -54,9 +58,9 @@ class UiBudget:
         self.max_drain_s = max(max_drain_s, base_drain_s)
         self.window_s = window_s
         self.busy_events_per_s = busy_events_per_s  # below this, heartbeats and a trickle: not busy
-        self.busy_cpu_share = busy_cpu_share  # the other threads' share of a core that makes the env busy
-        # ... and the share at which it is CPU-bound: no patience then, every UI cycle is the env's loss
-        self.saturated_share = saturated_share
+        # the other threads' share of a core that makes the env busy, and every UI cycle its loss
+        self.busy_cpu_share = busy_cpu_share
+        self.max_step = max(1.5, max_step)  # the most one window may slow the pace by
         # CPU of every other thread of this process (read on the UI thread, like ``cpu``)
         self._others = others_cpu or (lambda: time.process_time() - time.thread_time())
         self.patience = max(1, patience)  # over-budget windows in a row before slowing down (not a burst)
@@ -121,10 +125,10 @@ class UiBudget:
         self._over = self._over + 1 if over else 0
         if not self.share or not self.busy:
             self.redraw_s, self.drain_s = self.base_redraw_s, self.base_drain_s  # idle: fast again
-        elif over and self._over < self.patience and self.others_share < self.saturated_share:
-            pass  # a burst (a log loaded, a group finishing): not yet a busy env
+        elif over and self._over < self.patience and self.others_share <= self.busy_cpu_share:
+            pass  # a burst (a log loaded, a group finishing) while the env's threads mostly wait
         elif over:
-            factor = min(4.0, max(1.5, min(seen, self.used_share) / self.share))
+            factor = min(self.max_step, max(1.5, min(seen, self.used_share) / self.share))
             self.redraw_s = min(self.max_redraw_s, self.redraw_s * factor)
             self.drain_s = min(self.max_drain_s, self.drain_s * factor)
         elif seen < 0.5 * self.share:
