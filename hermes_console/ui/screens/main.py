@@ -130,7 +130,7 @@ class MainScreen(Screen[None]):
             stop_note=self.console.stop_note(),
             ui_note=self.console.ui_note(),
         )
-        self.query_one("#panels").loading = state.status == "loading" and state.events_applied <= 1
+        self.query_one("#groups").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
         self._draw(
             "groups", (state.groups_version, state.run.worker_timeout_s, second), lambda: groups.update_from(state, now)
