@@ -24,7 +24,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
-import copy
 import logging
 import os
 import threading
@@ -71,6 +70,7 @@ from environments.lean_chat import server_class_for  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
+from environments.tokenizer_copies import UNCOPYABLE, TokenizerCopies  # noqa: E402
 from environments.tool_context import ToolContext  # noqa: E402
 from environments.tools import get_tool_definitions  # noqa: E402
 from environments.tools.budget import BudgetConfig  # noqa: E402
@@ -215,8 +215,6 @@ def _placeholder_tokens(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple
         tokens = list(range(max(1, min(len(text) // 4, _PLACEHOLDER_MAX_TOKENS))))
     return tokens, [-100] + tokens[1:]
 
-
-_NO_COPY = object()  # the tokenizer could not be copied for the off-loop worker
 
 # Sandbox teardown (kill, reap, remove dirs) waits more than it computes: a pool of its own,
 # bounded (256 cleanups polling /proc and cgroupfs at once cost more CPU than they save), and
@@ -653,34 +651,26 @@ class HermesAgentBaseEnv(BaseEnv):
         self, result: AgentResult | None, messages: list[dict[str, Any]], tools: ToolSpec
     ) -> dict[str, Any]:
         """``_tokens_for`` in a worker thread: a long rollout's tokenisation (seconds for a
-        multi-megabyte conversation) must not stall every other rollout on the loop. The worker
-        uses its own copy of the tokenizer (a fast tokenizer must not be used from two threads
-        at once: ManagedServer tokenizes on the loop meanwhile) and one call at a time."""
-        copy_ = self._worker_tokenizer()
-        if copy_ is _NO_COPY:  # could not copy the tokenizer: stay on the loop rather than race
+        multi-megabyte conversation) must not stall every other rollout on the loop. Each
+        worker uses a tokenizer copy of its own (a fast tokenizer must not be used from two
+        threads at once: ManagedServer tokenizes on the loop meanwhile); a few copies, so
+        rollouts that end together do not queue behind one (``tokenizer_copies``)."""
+        copies = self._tokenizer_copies()
+        own = await copies.acquire()
+        if own is UNCOPYABLE:  # could not copy the tokenizer: stay on the loop rather than race
             return self._tokens_for(result, messages, tools)
-
-        def work() -> dict[str, Any]:
-            with self._tokenize_lock:
-                return self._tokens_for(result, messages, tools, copy_)
-
-        return await asyncio.get_running_loop().run_in_executor(None, work)
-
-    def _worker_tokenizer(self) -> Any:
-        cached = self.__dict__.get("_tokenizer_copy")
-        if cached is not None and cached[0] is self.tokenizer:
-            return cached[1]
+        work = asyncio.get_running_loop().run_in_executor(None, self._tokens_for, result, messages, tools, own)
         try:
-            copy_ = copy.deepcopy(self.tokenizer) if self.tokenizer is not None else None
-        except Exception as exc:  # noqa: BLE001 - an exotic tokenizer: tokenise on the loop instead
-            logger.warning("could not copy the tokenizer for off-loop tokenisation (%s); tokenising on the loop", exc)
-            copy_ = _NO_COPY
-        self.__dict__["_tokenizer_copy"] = (self.tokenizer, copy_)
-        return copy_
+            return await asyncio.shield(work)
+        finally:
+            # Cancelled meanwhile: the worker still has the copy until it is done with it.
+            work.add_done_callback(lambda _: copies.release(own))
 
-    @property
-    def _tokenize_lock(self) -> threading.Lock:
-        return self.__dict__.setdefault("_tokenize_lock_obj", threading.Lock())
+    def _tokenizer_copies(self) -> TokenizerCopies:
+        cached = self.__dict__.get("_tokenizer_copies_pool")
+        if cached is None or cached.source is not self.tokenizer:
+            cached = self.__dict__["_tokenizer_copies_pool"] = TokenizerCopies(self.tokenizer)
+        return cached
 
     @staticmethod
     def _health(out: dict[str, Any], assistant_turns: int, phase2: bool = False) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -633,3 +634,38 @@ async def test_tokenisation_never_stalls_the_event_loop(tokenizer_path):
     assert seen["thread"] != threading.main_thread().name and seen["own_copy"]
     assert ticks >= 10  # the loop kept turning during the 0.6 s (on the loop it would be ~0)
     assert scored["tokens"] and len(scored["tokens"]) == len(scored["masks"])
+
+
+async def test_rollouts_ending_together_tokenise_in_parallel_each_on_a_copy_of_its_own(tokenizer_path):
+    """256 rollouts that end together queued behind one tokenizer copy (BENCHMARKS P2): now
+    they tokenise side by side, never two threads on one copy, never on the env's own."""
+    env = make_env(tokenizer_path)
+    real = env._tokens_for
+    lock = threading.Lock()
+    busy: dict[int, int] = {}  # id(copy) -> workers using it now
+    seen: dict[str, Any] = {"most_at_once": 0, "shared": 0, "env_own": 0, "copies": set()}
+
+    def slow_tokens_for(result, messages, tools, tokenizer=None):
+        with lock:
+            busy[id(tokenizer)] = busy.get(id(tokenizer), 0) + 1
+            seen["shared"] += busy[id(tokenizer)] > 1
+            seen["env_own"] += tokenizer is None or tokenizer is env.tokenizer
+            seen["copies"].add(id(tokenizer))
+            seen["most_at_once"] = max(seen["most_at_once"], sum(busy.values()))
+        try:
+            threading.Event().wait(0.3)
+            return real(result, messages, tools, tokenizer)
+        finally:
+            with lock:
+                busy[id(tokenizer)] -= 1
+
+    env._tokens_for = slow_tokens_for
+    started = time.monotonic()
+    scored = await asyncio.gather(*(env.collect_trajectory({"prompt": f"p{i}"}) for i in range(6)))
+    wall = time.monotonic() - started
+    assert all(s["tokens"] and len(s["tokens"]) == len(s["masks"]) for s, _ in scored)
+    assert seen["shared"] == 0 and seen["env_own"] == 0
+    copies = env._tokenizer_copies().size
+    assert seen["most_at_once"] == min(6, copies) >= 2
+    assert len(seen["copies"]) == copies  # no more copies than the pool's size were ever made
+    assert wall < 6 * 0.3  # one at a time would take 1.8 s at least
