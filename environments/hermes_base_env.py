@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import json
 import logging
 import os
 import threading
@@ -214,6 +215,32 @@ def _placeholder_tokens(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple
     if not tokens:
         tokens = list(range(max(1, min(len(text) // 4, _PLACEHOLDER_MAX_TOKENS))))
     return tokens, [-100] + tokens[1:]
+
+
+class _EarlyTokens:
+    """A rollout's tokenisation started before its reward, with what it tokenised."""
+
+    def __init__(self, work: Any, messages: list[dict[str, Any]]) -> None:
+        self.messages = messages
+        self.seen = _fingerprint(messages)
+        self.task = asyncio.ensure_future(work)
+        self.task.add_done_callback(_quiet)  # a cancelled rollout never asks for it
+
+    async def result(self, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The tokens, when ``messages`` are still what was tokenised; else None (do it again)."""
+        if messages is self.messages and _fingerprint(messages) == self.seen:
+            return await self.task
+        self.task.cancel()  # its worker finishes and hands its tokenizer copy back
+        return None
+
+
+def _fingerprint(messages: list[dict[str, Any]]) -> str:
+    return json.dumps(messages, default=repr, ensure_ascii=False)
+
+
+def _quiet(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: no "never retrieved" warning for a result nobody wanted
 
 
 # Sandbox teardown (kill, reap, remove dirs) waits more than it computes: a pool of its own,
@@ -745,6 +772,7 @@ class HermesAgentBaseEnv(BaseEnv):
         rollout_error: str | None = None
         ctx: ToolContext = _make_tool_context(task_id)
         setup: asyncio.Future[None] | None = None
+        early: _EarlyTokens | None = None
         reward_details: dict[str, Any] = {}
         try:
             if build_error is not None:
@@ -768,6 +796,9 @@ class HermesAgentBaseEnv(BaseEnv):
             if produced:
                 if setup is not None:
                     await setup  # the reward reads the sandbox; a failed setup fails the rollout here
+                # The reward mostly waits on its sandbox: tokenise meanwhile (again afterwards,
+                # should the reward edit the messages, so the tokens are always of what is sent).
+                early = _EarlyTokens(self._tokens_off_loop(result, messages, tools), messages)
                 reward_started = time.monotonic()
                 try:
                     reward = float(await self.compute_reward(item, result, ctx))
@@ -791,7 +822,9 @@ class HermesAgentBaseEnv(BaseEnv):
 
         if result is not None:
             self._buffer_tool_errors(result)
-        tok = await self._tokens_off_loop(result, messages, tools)
+        tok = await early.result(messages) if early is not None else None
+        if tok is None:
+            tok = await self._tokens_off_loop(result, messages, tools)
         await asyncio.shield(asyncio.wrap_future(cleanup))  # done while tokenizing, usually
         messages = tok.get("messages", messages)
         scored: dict[str, Any] = {

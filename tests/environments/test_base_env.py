@@ -669,3 +669,47 @@ async def test_rollouts_ending_together_tokenise_in_parallel_each_on_a_copy_of_i
     assert seen["most_at_once"] == min(6, copies) >= 2
     assert len(seen["copies"]) == copies  # no more copies than the pool's size were ever made
     assert wall < 6 * 0.3  # one at a time would take 1.8 s at least
+
+
+async def test_tokenisation_runs_while_the_reward_waits_on_its_sandbox(tokenizer_path):
+    """The reward mostly waits (a check command in the sandbox): the rollout's tokens are
+    made meanwhile, not after it (BENCHMARKS P2: 256 rollouts ending together)."""
+    env = make_env(tokenizer_path)
+    real = env._tokens_for
+
+    def slow_tokens_for(result, messages, tools, tokenizer=None):
+        threading.Event().wait(0.4)
+        return real(result, messages, tools, tokenizer)
+
+    async def slow_reward(item, result, ctx):
+        await asyncio.sleep(0.4)
+        return 1.0
+
+    env._tokens_for = slow_tokens_for
+    env.compute_reward = slow_reward
+    started = time.monotonic()
+    scored, _ = await env.collect_trajectory({"prompt": "p"})
+    assert time.monotonic() - started < 0.75  # one after the other: 0.8 s at least
+    assert scored["scores"] == 1.0 and scored["tokens"] and len(scored["tokens"]) == len(scored["masks"])
+
+
+async def test_a_reward_that_edits_the_messages_gets_tokens_of_the_edited_messages(tokenizer_path):
+    """Tokenising before the reward must not change what is trained: a reward that appends a
+    note to the conversation (or rewrites a message in place) is tokenised as sent."""
+    from environments.atropos_compat import render_conversation
+
+    for edit in ("append", "in place"):
+        env = make_env(tokenizer_path)
+
+        async def editing_reward(item, result, ctx, edit=edit):
+            await asyncio.sleep(0.05)  # the early tokenisation is under way or done
+            if edit == "append":
+                result.messages.append({"role": "user", "content": "judge: looks right"})
+            else:
+                result.messages[-1]["content"] = "rewritten by the reward"
+            return 1.0
+
+        env.compute_reward = editing_reward
+        scored, _ = await env.collect_trajectory({"prompt": "p"})
+        oracle = render_conversation(env.tokenizer, scored["messages"], tools=env._resolve_tools_for_group()[0] or None)
+        assert scored["tokens"] == oracle.tokens and scored["masks"] == oracle.masks, edit
