@@ -9,7 +9,9 @@ GIL, use the other cores.
 
 Everything here runs on the event loop: copies are made there (where the source tokenizer
 is used, so a copy never reads it while another thread encodes with it), handed to one
-worker at a time, and given back when that worker is done.
+worker at a time, and given back when that worker is done. A copy is made the first time
+every existing one is busy, never more than ``size``: a large vocabulary's copy costs a
+fraction of a second of the loop and tens of MB, once per copy for the env's life.
 """
 
 from __future__ import annotations
