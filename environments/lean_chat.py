@@ -28,13 +28,14 @@ sends every call through the openai client instead.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import json
 import os
 import random
 import warnings
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, get_args
 
 import aiohttp
 import openai
@@ -140,31 +141,35 @@ def _tools_json(tools: Any, cache: ToolsCache) -> str | None:
 
 # ---------------------------------------------------------------------------- the reply
 
-_INERT = (str, int, bool, type(None))
+_INERT = (str, int, float, bool, type(None))
 _CALL = object()  # a default that must be made afresh (a factory, or a mutable value pydantic copies)
 # (field name, key in the values, field info, its default or _CALL)
 _Field = tuple[str, str, Any, Any]
-# class -> (its fields, the names annotated float) | None when openai's construct must do it
-_PLANS: dict[type, tuple[tuple[_Field, ...], frozenset[str]] | None] = {}
+# class -> its fields | None when openai's construct must do it
+_PLANS: dict[type, tuple[_Field, ...] | None] = {}
+
+
+def _converts(annotation: Any) -> bool:
+    """openai's ``construct_type`` changes values of these types (an int to a float, a string to
+    a date), wherever they appear in a field's type."""
+    return annotation in (float, datetime.datetime, datetime.date) or any(map(_converts, get_args(annotation)))
 
 
 def _fixed_default(info: Any) -> Any:
-    if info.default_factory is None and type(info.default) in _INERT + (float,):
+    if info.default_factory is None and type(info.default) in _INERT:
         return info.default
     return None if info.is_required() else _CALL  # openai's construct leaves a required field None
 
 
-def _plan(cls: type[BaseModel]) -> tuple[tuple[_Field, ...], frozenset[str]] | None:
+def _plan(cls: type[BaseModel]) -> tuple[_Field, ...] | None:
     if cls not in _PLANS:
         fields = cls.model_fields
-        _PLANS[cls] = (
-            None
-            if _get_extra_fields_type(cls) is not None or cls.model_config.get("populate_by_name")
-            else (
-                tuple((name, f.alias or name, f, _fixed_default(f)) for name, f in fields.items()),
-                frozenset(name for name, f in fields.items() if f.annotation is float),
-            )
+        own_way = (
+            _get_extra_fields_type(cls) is not None
+            or cls.model_config.get("populate_by_name")
+            or any(_converts(f.annotation) for f in fields.values())
         )
+        _PLANS[cls] = None if own_way else tuple((n, f.alias or n, f, _fixed_default(f)) for n, f in fields.items())
     return _PLANS[cls]
 
 
@@ -179,17 +184,16 @@ def _built(value: Any) -> bool:
 def _construct(cls: Any, **values: Any) -> Any:
     """``cls.model_construct(**values)`` as openai's models do it, without its per-field type walk
     when every value is already built (157 -> 34 us per reply; BENCHMARKS.md, session 12). Raw JSON
-    values (a ``logprobs`` object, ``annotations``, usage details) take openai's own construct."""
-    plan = _plan(cls)
-    if plan is None or not all(_built(v) for v in values.values()):
+    values (a ``logprobs`` object, ``annotations``, usage details) and models with fields openai's
+    construct converts (floats, dates) take openai's own construct."""
+    fields = _plan(cls)
+    if fields is None or not all(_built(v) for v in values.values()):
         return cls.model_construct(**values)
-    fields, floats = plan
     data: dict[str, Any] = {}
     fields_set: set[str] = set()
     for name, key, info, default in fields:
         if key in values:
-            value = values.pop(key)
-            data[name] = float(value) if name in floats and type(value) is int else value
+            data[name] = values.pop(key)
             fields_set.add(name)
         else:
             data[name] = field_get_default(info) if default is _CALL else default

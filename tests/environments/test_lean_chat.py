@@ -256,6 +256,7 @@ REPLY_SHAPES = {
         choices__0__stop_reason=None,
         prompt_logprobs=None,
         kv_transfer_params={"k": 1},
+        queue_seconds=0.25,
     ),
     "plain answer": _variant(
         choices__0__message={"role": "assistant", "content": "42"}, choices__0__finish_reason="stop"
@@ -286,7 +287,7 @@ def test_built_values_skip_openais_per_field_walk_and_raw_json_still_takes_it(mo
     assert calls == []  # every model of a plain reply is built without the walk
     build_completion(json.dumps(REPLY_SHAPES["logprobs object"]).encode(), 64, None)
     assert "logprobs" in calls  # a raw JSON object still goes through openai's construct
-    # an int for a float field becomes a float, as openai's construct makes it
+    # a model with a float field is left to openai's construct: an int there becomes a float
     token = lean_chat._construct(ChatCompletionTokenLogprob, token="a", logprob=-1, bytes=None, top_logprobs=[])
     assert type(token.logprob) is float and token.logprob == -1.0
 
