@@ -56,6 +56,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from environments.piece_tokens import RenderingTokens, encode_rendering
+
 # atroposlib is imported inside the functions: apply_offline_defaults() must be
 # callable before transformers / huggingface_hub are imported (they read the
 # offline flags at import time).
@@ -424,23 +426,6 @@ def _turn_span_by_tokens(
     return start, end
 
 
-def _encode(backend: Any, text: str) -> Any:
-    """One encoding with offsets. ``encode_batch`` lets go of the GIL while the tokenizer
-    works (``encode`` holds it: with hundreds of rollouts ending together, the event loop and
-    the tool threads waited behind every tokenization). Only while the tokenizers library
-    runs single-threaded (our default, ``apply_offline_defaults``): its thread pool, once
-    used, makes every later fork print a warning, and sandboxes fork all the time."""
-    if os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower() in ("false", "0", "off", "no"):
-        return backend.encode_batch([text], add_special_tokens=False)[0]
-    return backend.encode(text, add_special_tokens=False)
-
-
-def _start(encoding: Any, index: int) -> int | None:
-    """Where token ``index`` starts in the text (None: a token with no place in it)."""
-    chars = encoding.token_to_chars(index)
-    return None if chars is None else int(chars[0])
-
-
 class _TextBoundaries:
     """Fast path for :func:`render_conversation`: render the prefixes as text (cheap) and map
     their lengths to token positions of the one full tokenization. Used for a turn only
@@ -454,7 +439,7 @@ class _TextBoundaries:
         messages: list[dict[str, Any]],
         tools: Any,
         text: str,
-        encoding: Any,
+        encoding: RenderingTokens,
     ) -> None:
         self.tokenizer, self.messages, self.tools = tokenizer, messages, tools
         self.text, self.encoding = text, encoding
@@ -472,28 +457,17 @@ class _TextBoundaries:
             return None
         try:
             text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)
-            enc = _encode(backend, text)
+            enc = encode_rendering(tokenizer, text)
         except Exception:  # noqa: BLE001 - anything odd: the exact path decides
             return None
         return cls(tokenizer, messages, tools, text, enc)
 
     def _end_of(self, prefix: str) -> int | None:
         """The index of the first token that starts at ``len(prefix)`` (the number of tokens
-        before it), when ``prefix`` is a text prefix of the rendering; else None. Looked up
-        in the encoding (two calls into the tokenizer) rather than by walking every offset:
-        a rollout asks for a few boundaries among thousands of tokens."""
+        before it), when ``prefix`` is a text prefix of the rendering; else None."""
         if not self.text.startswith(prefix):
             return None
-        pos = len(prefix)
-        if pos == len(self.text):
-            return len(self.tokens)
-        enc = self.encoding
-        index = enc.char_to_token(pos)
-        if index is None or _start(enc, index) != pos:
-            return None
-        while index > 0 and _start(enc, index - 1) == pos:  # zero-width tokens at pos come first
-            index -= 1
-        return int(index)
+        return self.encoding.first_token_at(len(prefix))
 
     def span(self, i: int) -> tuple[int, int] | None:
         try:
