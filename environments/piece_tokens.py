@@ -18,6 +18,7 @@ is its pieces' encodings in order, with those added tokens between them, provide
 The first two are read off the tokenizer. For the rest, each tokenizer's first use encodes a
 probe text, and then its first real rendering, both ways. Any difference (ids or offsets)
 and that tokenizer gets whole-text encodings from then on, with one warning.
+``HERMES_PIECE_TOKENS=0`` turns it off (whole renderings only; same tokens, more CPU).
 Tests: ``tests/environments/test_piece_tokens.py`` (the oracle is the tokenizer's own encoding
 of the whole text) and ``tests/data/test_phase1_masks.py`` (atroposlib's ``tokenize_for_trainer``).
 """
@@ -36,6 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+OPT_OUT_VAR = "HERMES_PIECE_TOKENS"
 
 # Pieces shorter than this are encoded each time: a dict look-up saves little on them, and a
 # rollout's own turns (unique, many of them short) would only churn the cache.
@@ -273,6 +276,8 @@ def encode_rendering(tokenizer: Any, text: str) -> RenderingTokens:
     without special tokens added: the ids ``apply_chat_template(tokenize=True)`` gives.
     The pieces between added tokens come from a per-tokenizer cache when seen before."""
     backend = tokenizer.backend_tokenizer
+    if os.environ.get(OPT_OUT_VAR, "").strip().lower() in ("0", "false", "off", "no"):
+        return whole_text(backend, text)
     with _encoders_lock:
         encoder = _encoders.get(tokenizer)
         if encoder is None or encoder.backend is not backend or encoder.fingerprint != _fingerprint(backend):

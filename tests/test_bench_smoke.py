@@ -160,3 +160,11 @@ def test_p7_peers_smoke() -> None:
     assert r["rows"][0]["trainer_sequences"] == [2 * 4]  # every group reached the trainer through run-api
     assert r["rows"][1]["cpu_ms_per_rollout"]["attached_console_process"] is not None
     assert "hermes-console headless + attach" in p7_peers.table(r)
+
+
+def test_tokens_cpu_smoke() -> None:
+    from bench import tokens_cpu
+
+    r = tokens_cpu.run(rollouts=3, rounds=2)
+    assert r["same_tokens_and_masks"] is True
+    assert r["whole_ms_per_rollout"] > 0 and r["pieces_ms_per_rollout"] > 0

@@ -200,3 +200,16 @@ def test_an_added_token_that_looks_across_the_cut_means_whole_text(flag):
     assert not encoder.piecewise and "<s>" in (encoder.why_whole_text or "")
     text = "a <s> b<s>x"
     assert_same_as_whole(tok, text, encode_rendering(tok, text))
+
+
+def test_the_opt_out_encodes_whole_renderings(tok, monkeypatch):
+    encoded: list[str] = []
+    real = piece_tokens._batch_encode
+    monkeypatch.setattr(
+        piece_tokens, "_batch_encode", lambda backend, texts: encoded.extend(texts) or real(backend, texts)
+    )
+    monkeypatch.setenv(piece_tokens.OPT_OUT_VAR, "0")
+    text = tok.apply_chat_template(CONVERSATIONS["plain"], tools=TOOLS, tokenize=False)
+    for _ in range(2):
+        assert_same_as_whole(tok, text, encode_rendering(tok, text))
+    assert encoded == [text, text]
