@@ -478,8 +478,12 @@ class _TextBoundaries:
                 if i
                 else ""
             )
-            through = self.tokenizer.apply_chat_template(
-                self.messages[: i + 1], tools=self.tools or None, tokenize=False
+            through = (
+                self.text  # the last turn ends the conversation: that rendering is the one we have
+                if i + 1 == len(self.messages)
+                else self.tokenizer.apply_chat_template(
+                    self.messages[: i + 1], tools=self.tools or None, tokenize=False
+                )
             )
         except Exception:  # noqa: BLE001
             return None

@@ -222,3 +222,20 @@ def test_unicode_masks_equal_atroposlib_oracle(kind_tok):
     _kind, tok = kind_tok
     oracle = tokenize_for_trainer(_WithTools(tok, TOOLS), UNICODE, train_on_all_assistant_turns=True)
     assert tokenize_conversation(tok, UNICODE, tools=TOOLS) == (list(oracle["tokens"]), list(oracle["masks"]))
+
+
+def test_the_whole_rendering_is_reused_for_the_last_turn(kind_tok, monkeypatch):
+    """Spans need two renderings per assistant turn; the last turn's end is the whole
+    conversation, already rendered once: one rendering fewer, same tokens and masks."""
+    from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
+
+    _kind, tok = kind_tok
+    oracle = tokenize_for_trainer(_WithTools(tok, TOOLS), LONGER, train_on_all_assistant_turns=True)
+    calls: list[int] = []
+    real = tok.apply_chat_template
+    monkeypatch.setattr(tok, "apply_chat_template", lambda chat, **kw: calls.append(len(chat)) or real(chat, **kw))
+    assert tokenize_conversation(tok, LONGER, tools=TOOLS) == (list(oracle["tokens"]), list(oracle["masks"]))
+    turns = sum(1 for m in LONGER if m["role"] == "assistant")
+    assert LONGER[-1]["role"] == "assistant"
+    assert len(calls) == 1 + 2 * turns - 1
+    assert calls.count(len(LONGER)) == 1  # the whole conversation, rendered once
