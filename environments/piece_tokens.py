@@ -191,19 +191,18 @@ class PieceEncoder:
         if at < len(text):
             parts.append((at, text[at:], None))
         found: dict[str, _Piece] = {}
-        missing: list[str] = []
+        missing: dict[str, None] = {}  # in order, each once
         for _where, part, added in parts:
-            if added is not None or part in found:
+            if added is not None or part in found or part in missing:
                 continue
             cached = self._cache.get(part)
-            if cached is not None:
+            if cached is None:
+                missing[part] = None
+            else:
                 self._cache.move_to_end(part)
                 found[part] = cached
-            else:
-                found[part] = None  # type: ignore[assignment]  # filled below
-                missing.append(part)
         if missing:
-            for part, encoding in zip(missing, _batch_encode(self.backend, missing)):
+            for part, encoding in zip(missing, _batch_encode(self.backend, list(missing))):
                 piece = found[part] = _piece_of(encoding)
                 if remember and MIN_CACHED_CHARS <= len(part) <= MAX_CACHED_PIECE_CHARS:
                     self._remember(part, piece)
