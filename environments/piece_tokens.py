@@ -108,6 +108,10 @@ class RenderingTokens:
             out.extend(base + s for s in piece.starts)
         return out
 
+    def same_as(self, other: RenderingTokens) -> bool:
+        """The same ids, each starting at the same character."""
+        return self.ids == other.ids and self.starts() == other.starts()
+
 
 def _batch_encode(backend: Any, texts: list[str]) -> list[Any]:
     """``encode_batch`` lets go of the GIL while the tokenizer works, but only while the
@@ -158,7 +162,7 @@ class PieceEncoder:
             self._renderings += 1
             if self._renderings % CHECK_EVERY == 1:
                 whole = whole_text(self.backend, text)
-                if whole.ids != out.ids or whole.starts() != out.starts():
+                if not whole.same_as(out):
                     self._disable("its encoding of a rendering differs when encoded piece by piece")
                     return whole
             return out
@@ -175,9 +179,7 @@ class PieceEncoder:
         logger.warning("tokenizer: %s; encoding whole renderings from now on (slower, same tokens)", why)
 
     def _agrees(self, text: str) -> bool:
-        whole = whole_text(self.backend, text)
-        pieces = self._pieces(text, remember=False)
-        return whole.ids == pieces.ids and whole.starts() == pieces.starts()
+        return whole_text(self.backend, text).same_as(self._pieces(text, remember=False))
 
     def _pieces(self, text: str, remember: bool = True) -> RenderingTokens:
         assert self._cut is not None

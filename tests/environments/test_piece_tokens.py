@@ -213,3 +213,12 @@ def test_the_opt_out_encodes_whole_renderings(tok, monkeypatch):
     for _ in range(2):
         assert_same_as_whole(tok, text, encode_rendering(tok, text))
     assert encoded == [text, text]
+
+
+def test_token_starts_out_of_order_are_looked_up_without_bisecting():
+    """A piece whose token starts are not ascending (no tokenizer here gives one; a
+    normaliser that reorders could) answers from a table: the first token at each start."""
+    starts = [0, 3, 2, 2, 5]
+    piece = piece_tokens._Piece([10, 11, 12, 13, 14], starts)
+    oracle = {p: starts.index(p) for p in set(starts)}
+    assert [piece.first_token_at(p) for p in range(7)] == [oracle.get(p) for p in range(7)]
