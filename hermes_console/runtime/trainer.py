@@ -175,6 +175,7 @@ class TrainerLink:
         self._tick_at = time.monotonic()
         self._original_send = getattr(self.env, "_send_scored_data_to_api", None)
         self._outage: str | None = None  # the API is unreachable: no new work until it answers
+        self._outages = 0  # outages begun so far: a request notes it, to tell a stale answer from a fresh one
         self._up = asyncio.Event()  # set while the API answers (re-posts wait on it)
         self._up.set()
         self._polling = False
@@ -205,6 +206,7 @@ class TrainerLink:
         while True:
             for group in groups:  # (again on a re-post: a restarted run-api gave us a new id)
                 group["env_id"] = getattr(self.env, "env_id", None)
+            ticket = self._outages
             try:
                 await self.client.send(scored)
             except TrainerAPIError as exc:
@@ -223,7 +225,7 @@ class TrainerLink:
                 self._record_failure(group_id, groups, exc)
                 raise  # handle_send_to_api logs it; the driver reads errors_by_group
             break
-        self._api_up()
+        self._api_answered(ticket)
         self.c.consecutive_rejects = 0
         self.c.groups_sent += len(groups)
         self.c.sent_this_step += len(groups)
@@ -285,8 +287,16 @@ class TrainerLink:
     def _api_down(self, reason: str) -> None:
         self._up.clear()
         if self._outage is None:
+            self._outages += 1
             self._outage = reason
             self._set("unreachable", f"{reason}; intake paused until it answers")
+
+    def _api_answered(self, ticket: int) -> None:
+        """A request begun when ``self._outages`` was ``ticket`` succeeded. It shows the API is back
+        only if it began after the current outage was seen: a post connected before the outage can
+        answer well into it, and must not reopen intake."""
+        if ticket == self._outages:
+            self._api_up()
 
     def _api_up(self) -> None:
         self._up.set()
@@ -511,6 +521,7 @@ class TrainerLink:
         while self.error is None:
             self._tick()
             sent_before = self.c.groups_sent
+            ticket = self._outages
             try:
                 st = await self.client.status_env(int(env.env_id))
                 self._total_queue = (await self.client.status()).queue_size
@@ -524,7 +535,7 @@ class TrainerLink:
                 await asyncio.sleep(REGISTER_RETRY_S)
                 continue
             self._status_env_failures = 0
-            self._api_up()
+            self._api_answered(ticket)
             if self.status is not None and st.current_step != self.status.current_step:
                 self.c.sent_this_step = 0
             self.status = st
