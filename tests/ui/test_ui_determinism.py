@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
@@ -61,10 +62,13 @@ async def _render(events: list, seed: int | None) -> tuple[dict[str, str], str, 
         return panels, svg, stream, rows
 
 
-async def test_same_events_in_any_batching_draw_the_same_screen() -> None:
+# 28: the tool calls panel lost two lines after the last redraw, and a table at its tail kept
+# its old offset (the newest calls fell below the panel); 60 seeds pass now.
+@pytest.mark.parametrize("seed", [17, 28])
+async def test_same_events_in_any_batching_draw_the_same_screen(seed: int) -> None:
     events = scenario("errors")
     assert len(events) > 50, "the errors scenario should be long enough to batch several ways"
-    small = await _render(events, seed=17)
+    small = await _render(events, seed=seed)
     at_once = await _render(events, seed=None)
     for name in PANELS:
         assert small[0][name] == at_once[0][name], f"panel {name} differs between batchings"

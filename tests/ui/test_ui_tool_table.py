@@ -108,3 +108,36 @@ async def test_keys_and_mouse_move_the_cursor_and_open_the_call(main_events) -> 
         await pilot.click(ToolCallsTable, offset=(20, row_y))
         await settle(pilot)
         assert isinstance(app.screen, RolloutScreen) and app.screen.rollout_id == expected
+
+
+async def test_a_panel_that_shrinks_keeps_the_newest_call_or_the_selected_call_on_screen(main_events) -> None:
+    """When the layout gives the table fewer lines (a smaller terminal, a neighbour panel that
+    grew), a table at its tail still shows the newest call on its last line, and a selected
+    call that was on screen stays on screen. (Found by the batching-determinism test, seed 28:
+    the panel lost two lines after the last redraw and the two newest calls fell below it.)"""
+    app = make_app(FakeRuntime(main_events), config=ConsoleConfig(tick_hz=20.0, ui_cpu_share=0.0))
+    async with app.run_test(size=(200, 80)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        app.apply_events(_calls(0, 300), force=True)
+        await settle(pilot)
+        assert "echo 299 " in _screen_text(tools)[-1]
+        before = tools.scrollable_content_region.height
+        await pilot.resize_terminal(200, 50)
+        await settle(pilot)
+        assert tools.scrollable_content_region.height < before  # the oracle needs a smaller panel
+        assert tools.selected_key() == str(app.state.tool_rows[-1].seq)
+        assert "echo 299 " in _screen_text(tools)[-1], _screen_text(tools)[-3:]
+        # Off the tail: the selected call, third from the bottom, stays on screen when the panel
+        # loses more than two lines.
+        tools.focus()
+        await pilot.press("up", "up")
+        await settle(pilot)
+        assert "echo 297 " in _screen_text(tools)[-3], _screen_text(tools)[-3:]
+        before = tools.scrollable_content_region.height
+        await pilot.resize_terminal(200, 40)
+        await settle(pilot)
+        assert tools.scrollable_content_region.height < before - 2
+        shown = _screen_text(tools)
+        assert tools.selected_key() == str(app.state.tool_rows[-3].seq)
+        assert any("echo 297 " in line for line in shown[1:]), shown

@@ -166,6 +166,7 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
         self._strips: dict[Hashable, Strip] = {}
         self._cell_cache: dict[Hashable, list[Segment]] = {}
         self.lines_rendered = 0  # data lines rendered (not from the cache): for tests and benches
+        self._rows_shown = 0  # data rows the last layout had room for (on_resize)
 
     def on_mount(self) -> None:
         if self.HOSTED:
@@ -273,6 +274,14 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
             self.refresh()
         if scroll:
             self._scroll_cursor_into_view(animate=animate)
+
+    def on_resize(self, _: events.Resize) -> None:
+        """A panel that grows or shrinks keeps its cursor's row on screen if it was (a table at
+        its tail keeps showing the newest row); a row scrolled away from stays away."""
+        rows_shown = self._rows_shown
+        self._rows_shown = max(0, self.scrollable_content_region.height - 1)  # the header does not scroll
+        if self._order and int(self.scroll_y) <= self.cursor_row < int(self.scroll_y) + rows_shown:
+            self._scroll_cursor_into_view()
 
     def _clamp_cursor(self) -> None:
         """Keep the cursor on a row after rows went away (DataTable clamps it the same way)."""
