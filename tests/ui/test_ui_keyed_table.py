@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from hermes_console.ui.widgets.keyed_table import KeyedTable
 from tests.helpers.ui import layout_passes, settle
@@ -138,3 +139,34 @@ async def test_a_table_growing_and_shrinking_beyond_its_panel_asks_for_no_layout
             table.sync({k: (k,) for k in rows[:3]})  # fits the panel: the scrollbar goes
             await pilot.pause()
             assert layouts[0] >= 1 and not table.show_vertical_scrollbar
+
+
+class _AutoWidth(KeyedTable):
+    COLUMNS = (("name", "name", 8), ("note", "note", None))  # None: the column is as wide as its cells
+
+
+class _AutoHost(App):
+    def compose(self) -> ComposeResult:
+        yield _AutoWidth(id="bulk")
+        yield DataTable(id="plain")
+
+
+async def test_an_auto_width_column_grows_when_a_cell_changes_as_textual_does() -> None:
+    """A cell that changes after the row was first measured (a server's error arriving after
+    its row) widens its auto-width column, as DataTable.update_cell(update_width=True) does
+    (the oracle). It used to keep the header's width: the serve snapshot showed "APIConnect"
+    when the error arrived in a later batch than the server."""
+    app = _AutoHost()
+    async with app.run_test(size=(100, 20)) as pilot:
+        bulk, plain = app.query_one("#bulk", _AutoWidth), app.query_one("#plain", DataTable)
+        plain.add_column("name", width=8, key="name")
+        plain.add_column("note", key="note")
+        bulk.sync({"a": ("server-a", "")})
+        plain.add_row("server-a", "", key="a")
+        await settle(pilot)
+        long = "APIConnectionError: Connection refused (127.0.0.1:8100)"
+        bulk.sync({"a": ("server-a", long)})
+        plain.update_cell("a", "note", long, update_width=True)
+        await settle(pilot)
+        widths = [[c.get_render_width(t) for c in t.columns.values()] for t in (bulk, plain)]
+        assert widths[0] == widths[1] and widths[0][1] >= len(long), widths

@@ -67,3 +67,31 @@ async def test_same_shape_repaints_and_a_new_line_or_a_wrap_lays_out() -> None:
         await pilot.pause()
         assert layouts[0] is True  # a line wider than the bar wraps: its height changes
         assert bar.size.height > 3
+
+
+async def test_a_throttled_redraws_later_ticks_leave_counters_for_the_next_redraw_but_not_controls() -> None:
+    """The ticks that finish a throttled redraw (``counters_may_wait``) do not redraw the bar for
+    counters and rates (the next redraw brings them: one render of the bar per redraw, not per
+    panel pair), but they do for what the operator controls or must act on."""
+    app = BarApp()
+    async with app.run_test(size=(160, 20)) as pilot:
+        bar = app.query_one(StatusBar)
+        state = _state()
+        bar.update_from(state, NOW, live=True, stopping=False)
+        await pilot.pause()
+        shown = str(bar.render())
+        state.apply(rev.ItemReceived(group_id="g1"))
+        bar.update_from(state, NOW + 1, live=True, stopping=False, counters_may_wait=True)
+        await pilot.pause()
+        assert str(bar.render()) == shown  # a counter only: waits
+        bar.update_from(state, NOW + 1, live=True, stopping=True, counters_may_wait=True)
+        await pilot.pause()
+        assert "STOPPING" in str(bar.render()) and "received 1" in str(bar.render())  # a control: now
+        shown = str(bar.render())
+        bar.update_from(state, NOW + 2, live=True, stopping=True, ui_note="UI throttled", counters_may_wait=True)
+        await pilot.pause()
+        assert "UI throttled" in str(bar.render()) and str(bar.render()) != shown
+        state.apply(rev.ItemReceived(group_id="g2"))
+        bar.update_from(state, NOW + 3, live=True, stopping=True, ui_note="UI throttled")  # the next redraw
+        await pilot.pause()
+        assert "received 2" in str(bar.render())

@@ -129,6 +129,7 @@ class MainScreen(Screen[None]):
             switch_peak=self.console.switch_peak,
             stop_note=self.console.stop_note(),
             ui_note=self.console.ui_note(),
+            counters_may_wait=self._owed is not None,  # this tick finishes a throttled redraw
         )
         self.query_one("#groups").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)

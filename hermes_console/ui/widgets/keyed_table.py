@@ -155,8 +155,13 @@ class KeyedTable(ColumnSort, DataTable):
 
     def set_cell(self, key: str, column: str, value: Cell) -> None:
         """``update_cell`` without its per-call repaint: call ``flush_cells`` after a batch."""
-        self._data[RowKey(key)][ColumnKey(column)] = value
+        row_key, column_key = RowKey(key), ColumnKey(column)
+        self._data[row_key][column_key] = value
         self._cells_dirty = True
+        spec = self.columns.get(column_key)
+        if spec is not None and spec.auto_width:  # re-measured on idle, as update_cell(update_width=True)
+            self._updated_cells.add(CellKey(row_key, column_key))
+            self._require_update_dimensions = True
 
     def flush_cells(self) -> None:
         if self._cells_dirty:
