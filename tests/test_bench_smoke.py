@@ -168,3 +168,11 @@ def test_tokens_cpu_smoke() -> None:
     r = tokens_cpu.run(rollouts=3, rounds=2)
     assert r["same_tokens_and_masks"] is True
     assert r["whole_ms_per_rollout"] > 0 and r["pieces_ms_per_rollout"] > 0
+
+
+def test_trend_line_cpu_smoke() -> None:
+    from bench import trend_line_cpu
+
+    r = trend_line_cpu.run(rounds=2, redraws=3, points=30, width=20, height=2)
+    assert r["same_cells"] is True and r["samples_per_side"] == 6
+    assert r["textual_sparkline_ms_per_redraw"] > 0 and r["trend_line_ms_per_redraw"] > 0

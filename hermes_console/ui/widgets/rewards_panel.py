@@ -9,10 +9,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Label, Static
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.widgets.reward_histogram import RewardHistogram
+from hermes_console.ui.widgets.trend_line import TrendLine
 
 SPARK_STEPS = 120
 HIST_BINS = 10
@@ -44,7 +45,7 @@ class RewardsPanel(Horizontal):
             for name in ("mean", "p50", "p90"):
                 with Horizontal(classes="trend-row"):
                     yield Label(name, classes="trend-label")
-                    yield Sparkline([], id=f"spark-{name}", summary_function=max)
+                    yield TrendLine([], id=f"spark-{name}", summary_function=max)
         yield Static("", id="reward-summary")
 
     def on_mount(self) -> None:
@@ -64,7 +65,7 @@ class RewardsPanel(Horizontal):
         steps = list(state.reward_steps)[-SPARK_STEPS:]
         for name in ("mean", "p50", "p90"):
             data: list[float] = [getattr(s, name) for s in steps]
-            self.query_one(f"#spark-{name}", Sparkline).data = data
+            self.query_one(f"#spark-{name}", TrendLine).data = data
         summary = self._summary(state)
         lines = summary.plain.count("\n")
         # A layout pass only when the summary's height may change (auto height when compact):

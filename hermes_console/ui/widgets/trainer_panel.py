@@ -6,10 +6,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from hermes_console.runtime.events import TrainerStatus
 from hermes_console.runtime.state import ConsoleState
+from hermes_console.ui.widgets.trend_line import TrendLine
 
 STATE_STYLE = {
     "running": "bold green",
@@ -76,7 +77,7 @@ class TrainerPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(render_trainer(None), id="trainer-text")
-        yield Sparkline([], id="trainer-queue", summary_function=max)
+        yield TrendLine([], id="trainer-queue", summary_function=max)
 
     def on_mount(self) -> None:
         self.border_title = "Trainer"
@@ -94,5 +95,5 @@ class TrainerPanel(Vertical):
             return
         self._seen = key
         self.query_one("#trainer-text", Static).update(render_trainer(t))
-        self.query_one("#trainer-queue", Sparkline).data = [float(p.queue_size) for p in state.trainer_history]
+        self.query_one("#trainer-queue", TrendLine).data = [float(p.queue_size) for p in state.trainer_history]
         self.border_title = f"Trainer ({t.state})" if t is not None else "Trainer"
