@@ -141,3 +141,47 @@ async def test_a_panel_that_shrinks_keeps_the_newest_call_or_the_selected_call_o
         shown = _screen_text(tools)
         assert tools.selected_key() == str(app.state.tool_rows[-3].seq)
         assert any("echo 297 " in line for line in shown[1:]), shown
+
+
+async def test_a_window_that_moves_up_by_a_few_rows_renders_only_the_new_ones(main_events) -> None:
+    """With a full window, each new call pushes the oldest out and every row moves up. Its
+    zebra stripe moves with it, and its line is re-assembled from cached cells, not rendered
+    again: only the new rows are made into text (structural count). The oracle for the looks:
+    every line equals the same line rendered from empty caches (segments, styles, row/column meta)."""
+    app = make_app(FakeRuntime(main_events), config=ConsoleConfig(tick_hz=20.0, ui_cpu_share=0.0))
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        tools = app.screen.query_one(ToolCallsTable)
+        app.apply_events(_calls(0, MAX_ROWS + 50), force=True)
+        await settle(pilot)
+        visible = tools.scrollable_content_region.height - 1
+        first = MAX_ROWS + 50
+
+        def stripes() -> dict[str, object]:
+            """Each shown call's line background, by its command."""
+            out = {}
+            for y in range(1, visible + 1):
+                strip = tools.render_line(y)
+                text = strip.text
+                if "echo " in text and y - 1 + int(tools.scroll_y) != tools.cursor_row:
+                    out[text.split("echo ")[1].split()[0]] = list(strip)[0].style.bgcolor
+            return out
+
+        for _ in range(3):
+            shown = stripes()
+            before = tools.lines_rendered
+            app.apply_events(_calls(first, 3), force=True)  # three new calls, three old ones leave
+            first += 3
+            await settle(pilot)
+            assert tools.row_count == MAX_ROWS
+            assert "echo %d " % (first - 1) in _screen_text(tools)[-1]
+            rendered = tools.lines_rendered - before
+            assert rendered <= 3 + 1, f"{rendered} lines rendered for 3 new calls ({visible} on screen)"
+            lines = [tools.render_line(y) for y in range(visible + 1)]
+            tools._strips.clear()
+            getattr(tools, "_rows", {}).clear()
+            tools._cell_cache.clear()
+            fresh = [tools.render_line(y) for y in range(visible + 1)]
+            assert [list(s) for s in lines] == [list(s) for s in fresh]
+            now = stripes()  # a call keeps its stripe as it moves up (odd and even rows still alternate)
+            assert len(set(now.values())) == 2 and all(now[c] == shown[c] for c in now.keys() & shown.keys())

@@ -38,6 +38,7 @@ from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
 CELL_CACHE = 5_000  # rendered cells by look (text, styles, width)
+_RowCells = tuple[list[list[Segment]], Style]  # a row's rendered cells, and the style after them
 PADDING = 1  # DataTable's cell_padding: one blank cell each side of a column
 
 
@@ -164,6 +165,8 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
         # Keyed like DataTable.columns (ColumnKey equals and hashes as its string).
         self.columns: dict[ColumnKey, TableColumn] = {}
         self._strips: dict[Hashable, Strip] = {}
+        self._rows: dict[Hashable, _RowCells] = {}  # a row's cells by look, whatever its place
+        self._zebra = 0  # the stripe of row 0 (0: even); _set_order keeps stripes on their rows
         self._cell_cache: dict[Hashable, list[Segment]] = {}
         self.lines_rendered = 0  # data lines rendered (not from the cache): for tests and benches
         self._rows_shown = 0  # data rows the last layout had room for (on_resize)
@@ -205,6 +208,11 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
         return self._pos.get(key)
 
     def _set_order(self, order: list[int]) -> None:
+        # Zebra stripes stay on their rows: the first row that stays keeps its stripe, so the
+        # oldest rows leaving a full window move the stripes up with the rows instead of
+        # flipping every line (which also re-rendered every line on screen).
+        kept = self.index_of(order[0]) if order and self._order else None
+        self._zebra = (kept + self._zebra) % 2 if kept is not None else 0
         self._order = order
         self._pos = None
         self._resized()
@@ -245,6 +253,7 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
 
     def sort_by(self, column: str | None, reverse: bool = False) -> None:
         self._strips.clear()  # the header's arrow and every line's place change
+        self._rows.clear()
         super().sort_by(column, reverse)
         self.refresh()
 
@@ -393,6 +402,7 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._rows.clear()
         self._cell_cache.clear()
         self.refresh()
 
@@ -406,8 +416,10 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
         key = self._order[index] if index >= 0 else None
         cursor = index == self.cursor_row
         hover = self._show_hover_cursor and index == self.hover_row
+        odd = (index + self._zebra) % 2 == 1
         cache_key = (
             index,
+            odd,
             key,
             self._stamp(key) if key is not None else None,
             cursor,
@@ -421,37 +433,49 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
         if strip is None:
             if len(self._strips) >= STRIP_CACHE:
                 self._strips.clear()
-            strip = self._render_row(index, key, cursor, hover, scroll_x, width, base_style)
-            self._strips[cache_key] = strip
-            if key is not None:
-                self.lines_rendered += 1
+            # A row's look does not depend on its place: when the oldest rows leave a full
+            # window, every line moves up and is re-assembled from its cached cells.
+            row_key = cache_key[1:]
+            cells = self._rows.get(row_key)
+            if cells is None:
+                if len(self._rows) >= STRIP_CACHE:
+                    self._rows.clear()
+                cells = self._rows[row_key] = self._row_cells(odd, key, cursor, hover)
+                if key is not None:
+                    self.lines_rendered += 1
+            strip = self._strips[cache_key] = self._assemble(index, cells, scroll_x, width, base_style)
         return strip
 
-    def _render_row(
-        self, index: int, key: int | None, cursor: bool, hover: bool, scroll_x: int, width: int, base_style: Style
-    ) -> Strip:
-        """One line as DataTable draws a row of a row-cursor table (same segments and styles)."""
+    def _row_cells(self, odd: bool, key: int | None, cursor: bool, hover: bool) -> _RowCells:
+        """A row's cells as DataTable draws them in a row-cursor table (``odd``: its zebra
+        stripe), and the style of the space after the last column: all but their place."""
         header = key is None
         if header:
             row_style = self.get_component_styles("datatable--header").rich_style
             cells: Sequence[Any] = [column.label for column in self.columns.values()]
         else:
-            zebra = "datatable--odd-row" if index % 2 else "datatable--even-row"
+            zebra = "datatable--odd-row" if odd else "datatable--even-row"
             row_style = self.get_component_styles(zebra).rich_style
             cells = [_formatted(cell) for cell in self._cells(key or 0)]
         component, post = self._cell_styles(header, hover, cursor)
+        lines = [
+            self._cell_line(cell, column, row_style, component, post)
+            for column, cell in zip(self.columns.values(), cells)
+        ]
+        return lines, row_style + component
+
+    def _assemble(self, index: int, cells: _RowCells, scroll_x: int, width: int, base_style: Style) -> Strip:
+        """One line at row ``index``: the same segments and styles as DataTable's."""
+        lines, extend = cells
         segments: list[Segment] = []
-        for column_index, (column, cell) in enumerate(zip(self.columns.values(), cells)):
-            # The cell's place rides on its segments as DataTable puts it (mouse hits, and
-            # the same segments on screen); added last, it changes nothing else of the style.
+        for column_index, line in enumerate(lines):
+            # The cell's place rides on its segments as DataTable puts it (the same segments
+            # on screen); added last, it changes nothing else of the style.
             meta = Style.from_meta({"row": index, "column": column_index})
-            segments += [
-                Segment(text, style + meta)
-                for text, style, _ in self._cell_line(cell, column, row_style, component, post)
-            ]
+            segments += [Segment(text, style + meta) for text, style, _ in line]
         table_width = sum(column.render_width for column in self.columns.values())
-        extend = row_style + component + Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
-        segments.append(Segment(" " * max(0, width - table_width), extend))
+        out_of_bounds = Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
+        segments.append(Segment(" " * max(0, width - table_width), extend + out_of_bounds))
         cropped = line_crop(segments, scroll_x, scroll_x + width, width)
         return Strip(cropped).adjust_cell_length(width, base_style).simplify()
 
