@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
@@ -170,3 +172,69 @@ async def test_an_auto_width_column_grows_when_a_cell_changes_as_textual_does() 
         await settle(pilot)
         widths = [[c.get_render_width(t) for c in t.columns.values()] for t in (bulk, plain)]
         assert widths[0] == widths[1] and widths[0][1] >= len(long), widths
+
+
+class _Wide(KeyedTable):
+    COLUMNS = (("name", "name", 10), ("state", "state", 8), ("age", "age", 6))
+
+
+class _LookHost(App):
+    def compose(self) -> ComposeResult:
+        yield _Wide(id="bulk")
+        yield DataTable(id="plain", cursor_type="row", zebra_stripes=True)
+
+
+def _rows(tick: int) -> dict[str, tuple]:
+    return {
+        f"r{i:02d}": (
+            Text(f"r{i:02d}", style="bold"),
+            "running" if i % 3 else Text("done", style="green"),
+            f"{tick + i}s",
+        )
+        for i in range(12)
+    }
+
+
+async def test_a_redraw_renders_only_the_cells_that_changed_and_draws_what_datatable_draws() -> None:
+    """DataTable drops every rendered cell on any change (its cache is keyed by an update
+    count): a ticking age column re-rendered every visible cell. KeyedTable keeps cells by
+    their look. The count of cells rendered is structural (calls of the console's
+    render_lines); the oracle for the looks is Textual's DataTable fed the same rows, line by
+    line (text, styles and the row/column meta)."""
+    app = _LookHost()
+    async with app.run_test(size=(60, 40)) as pilot:
+        bulk, plain = app.query_one("#bulk", _Wide), app.query_one("#plain", DataTable)
+        for key, label, width in _Wide.COLUMNS:
+            plain.add_column(label, key=key, width=width)
+        for key, cells in _rows(0).items():
+            plain.add_row(*cells, key=key)
+        bulk.sync(_rows(0))
+        app.set_focus(None)  # both unfocused: a focused table draws in other colours
+        await settle(pilot)
+        calls, depth = 0, 0
+        console = app.console
+        real = console.render_lines
+
+        def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal calls, depth
+            calls += depth == 0  # a cell's padding renders its text with a nested call
+            depth += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                depth -= 1
+
+        console.render_lines = counting  # type: ignore[method-assign]
+        for tick in (1, 2):
+            calls = 0
+            bulk.sync(_rows(tick))
+            bulk.render_lines(Region(0, 0, bulk.size.width, bulk.size.height))  # what the next repaint asks
+            rendered = calls
+            assert rendered <= 12 + 3, f"{rendered} cells rendered for 12 changed ages (36 cells, 3 headers)"
+            for key, cells in _rows(tick).items():
+                plain.update_cell(key, "age", cells[2])
+            await settle(pilot)
+            lines = bulk.render_lines(Region(0, 0, bulk.size.width, bulk.size.height))
+            theirs = plain.render_lines(Region(0, 0, plain.size.width, plain.size.height))
+            assert [list(s) for s in lines] == [list(s) for s in theirs]
+        console.render_lines = real  # type: ignore[method-assign]

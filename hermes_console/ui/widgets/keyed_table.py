@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import zip_longest
 from typing import Any, Protocol, TypeAlias
 
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual._types import SegmentLines
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.renderables.styled import Styled
 from textual.widgets import DataTable
 from textual.widgets._data_table import Row as TableRow
 from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
@@ -19,6 +24,7 @@ from hermes_console.ui.widgets.column_sort import ColumnSort
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 Cell: TypeAlias = Text | str
+LOOK_CACHE = 5_000  # rendered cells kept by look (a few screens at several cursor / hover states)
 Row = tuple[Cell, ...]
 
 
@@ -66,6 +72,7 @@ class KeyedTable(ColumnSort, DataTable):
         self.sort_reverse = False
         self.host_column: HostColumn | None = None
         self._cells_dirty = False
+        self._look_cache: dict[Hashable, SegmentLines] = {}  # rendered cells by look (_render_cell)
 
     def on_mount(self) -> None:
         if self.HOSTED:
@@ -152,6 +159,74 @@ class KeyedTable(ColumnSort, DataTable):
         self.cursor_coordinate = self.cursor_coordinate
         self._update_count += 1
         self.check_idle()
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> SegmentLines:
+        """DataTable's cell, cached by how it looks instead of by the table's update count.
+
+        Any change of any cell bumps the update count, which dropped every cached cell: a
+        redraw whose only change was a ticking age column rendered every visible cell again
+        (Rich's padding and line splitting per cell, the groups and sandboxes tables' main
+        cost in a redraw). A cell is rendered without its place and the place (DataTable's
+        row/column meta) is added to its segments, so the lines are DataTable's own."""
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else None
+        column_key = self._column_locations.get_key(column_index) if column_index >= 0 else None
+        row = self.rows.get(row_key) if row_key is not None else None
+        value = self._data.get(row_key, {}).get(column_key) if row_key is not None and column_key else None
+        if row is None or column_key is None or row.height != 1 or not isinstance(value, (str, Text)):
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
+        key = (
+            cell_key(value) if isinstance(value, Text) else value,
+            (value.justify, value.overflow, value.no_wrap, value.end) if isinstance(value, Text) else None,
+            width,
+            base_style,
+            cursor,
+            hover,
+            fixed,
+            self._show_hover_cursor,
+            self.show_cursor,
+            self._pseudo_class_state,
+            self.cursor_foreground_priority,
+            self.cursor_background_priority,
+        )
+        lines = self._look_cache.get(key)
+        if lines is None:
+            component_style, post_style = self._get_styles_to_render_cell(
+                False,
+                False,
+                fixed,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self.cursor_foreground_priority == "css",
+                self.cursor_background_priority == "css",
+            )
+            cell = self._get_row_renderables(row_index).cells[column_index]
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            styled = Styled(
+                Padding(cell, (0, self.cell_padding)), pre_style=base_style + component_style, post_style=post_style
+            )
+            lines = self.app.console.render_lines(styled, options)
+            if len(self._look_cache) >= LOOK_CACHE:
+                self._look_cache.clear()
+            self._look_cache[key] = lines
+        meta = Style.from_meta({"row": row_index, "column": column_index})
+        return [
+            [Segment(text, style + meta if style else meta, control) for text, style, control in line] for line in lines
+        ]
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._look_cache.clear()  # the theme's colours are in the cached cells
 
     def set_cell(self, key: str, column: str, value: Cell) -> None:
         """``update_cell`` without its per-call repaint: call ``flush_cells`` after a batch."""
