@@ -103,6 +103,24 @@ def spec_for(tmp_path: Path, *flags: str, config_path: str | None = None, **kw: 
     )
 
 
+def link_env_config(**overrides: Any) -> Any:
+    """The env config fields ``TrainerLink`` reads, for tests that build a link without an env."""
+    from types import SimpleNamespace
+
+    fields: dict[str, Any] = dict(
+        group_size=4,
+        batch_size=8,
+        max_batches_offpolicy=3,
+        total_steps=5,
+        min_batch_allocation=None,
+        rollout_server_url="http://127.0.0.1:9",
+        max_token_length=10,
+        wandb_name="x",
+        inference_weight=1.0,
+    )
+    return SimpleNamespace(**{**fields, **overrides})
+
+
 def identity_holds(p: RuntimePump) -> bool:
     """The console's accounting agrees with an item-by-item count of the events (see identity)."""
     problem = identity(p.state, p.events)

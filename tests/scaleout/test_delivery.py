@@ -18,7 +18,7 @@ import pytest
 from hermes_console.runtime import trainer as trainer_mod
 from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
 from tests.scaleout.fault_proxy import FaultProxy
-from tests.scaleout.scaleout_helpers import RunAPI, identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import RunAPI, identity_holds, link_env_config, spec_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -217,17 +217,7 @@ async def test_an_answer_to_a_request_sent_before_the_outage_does_not_reopen_int
     from hermes_console.runtime.intake import IntakeGate
 
     monkeypatch.setattr(trainer_mod, "REGISTER_RETRY_S", 0.05)
-    cfg = SimpleNamespace(
-        group_size=2,
-        batch_size=8,
-        max_batches_offpolicy=3,
-        total_steps=100,
-        min_batch_allocation=None,
-        rollout_server_url="http://127.0.0.1:9",
-        max_token_length=10,
-        wandb_name="x",
-        inference_weight=1.0,
-    )
+    cfg = link_env_config(group_size=2, total_steps=100)
     env = SimpleNamespace(config=cfg, env_id=0, server=SimpleNamespace(update_weight=_noop_weight))
     link = trainer_mod.TrainerLink(env, IntakeGate(lambda: 0, 4), tmp_path, poll_s=0.05)
     api = _SlowAPI()

@@ -15,7 +15,7 @@ from hermes_console.runtime.intake import IntakeGate
 from hermes_console.runtime.trainer import GROUP_SIZE_ONE_WARNING, Pacing, TrainerLink
 from hermes_console.runtime.trainer_api import EnvStatus
 from hermes_console_dev.fake_trainer import run_trainer
-from tests.scaleout.scaleout_helpers import identity_holds, spec_for
+from tests.scaleout.scaleout_helpers import identity_holds, link_env_config, spec_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -135,17 +135,7 @@ def test_admission_counts_in_flight_and_stops_at_the_target():
 
 
 def test_group_size_one_warns_that_atropos_under_counts(tmp_path):
-    cfg = SimpleNamespace(
-        group_size=1,
-        batch_size=8,
-        max_batches_offpolicy=3,
-        total_steps=5,
-        min_batch_allocation=None,
-        rollout_server_url="http://127.0.0.1:9",
-        max_token_length=10,
-        wandb_name="x",
-        inference_weight=1.0,
-    )
+    cfg = link_env_config(group_size=1)
     env = SimpleNamespace(config=cfg, env_id=0)
     link = TrainerLink(env, IntakeGate(lambda: 0, 1), tmp_path)
     fields = link._fields()
