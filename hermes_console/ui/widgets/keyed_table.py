@@ -7,6 +7,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import zip_longest
 from typing import Any, Protocol, TypeAlias
 
+from rich.console import RenderableType
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
@@ -39,6 +40,22 @@ class HostColumn(Protocol):
 def host_column_of(app: object) -> HostColumn | None:
     """The app's host column source: None in a local console (and attached to one host)."""
     return getattr(app, "host_column", None)
+
+
+def cell_look(cell: Text | str) -> Hashable:
+    """Everything that decides how a one-line cell is drawn (the key of the cell caches)."""
+    if isinstance(cell, Text):
+        return (cell.plain, cell.style, tuple(cell.spans), cell.justify, cell.overflow, cell.no_wrap, cell.end)
+    return cell
+
+
+def render_cell_line(
+    app: Any, cell: RenderableType, width: int, padding: int, pre_style: Style, post_style: Style | None
+) -> SegmentLines:
+    """A cell in a one-line row, padded and styled as DataTable renders it."""
+    options = app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+    styled = Styled(Padding(cell, (0, padding)), pre_style=pre_style, post_style=post_style)
+    return app.console.render_lines(styled, options)
 
 
 def cell_key(cell: object) -> object:
@@ -184,8 +201,7 @@ class KeyedTable(ColumnSort, DataTable):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
         key = (
-            cell_key(value) if isinstance(value, Text) else value,
-            (value.justify, value.overflow, value.no_wrap, value.end) if isinstance(value, Text) else None,
+            cell_look(value),
             width,
             base_style,
             cursor,
@@ -211,11 +227,7 @@ class KeyedTable(ColumnSort, DataTable):
                 self.cursor_background_priority == "css",
             )
             cell = self._get_row_renderables(row_index).cells[column_index]
-            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
-            styled = Styled(
-                Padding(cell, (0, self.cell_padding)), pre_style=base_style + component_style, post_style=post_style
-            )
-            lines = self.app.console.render_lines(styled, options)
+            lines = render_cell_line(self.app, cell, width, self.cell_padding, base_style + component_style, post_style)
             if len(self._look_cache) >= LOOK_CACHE:
                 self._look_cache.clear()
             self._look_cache[key] = lines

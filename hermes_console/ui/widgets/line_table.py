@@ -18,7 +18,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -27,13 +26,19 @@ from textual._segment_tools import line_crop
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size, Spacing
 from textual.message import Message
-from textual.renderables.styled import Styled
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from hermes_console.ui.widgets.column_sort import ColumnSort
-from hermes_console.ui.widgets.keyed_table import Cell, HostColumn, host_column_of, sort_value
+from hermes_console.ui.widgets.keyed_table import (
+    Cell,
+    HostColumn,
+    cell_look,
+    host_column_of,
+    render_cell_line,
+    sort_value,
+)
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
@@ -484,16 +489,12 @@ class LineTable(ColumnSort, ScrollView, can_focus=True):
     ) -> list[Segment]:
         """A cell padded and styled as DataTable renders it (one line), cached by its look:
         the same status, tool name or duration in another row costs a dict lookup."""
-        key = (cell.plain, cell.style, tuple(cell.spans), cell.no_wrap, cell.justify, cell.overflow, column.width)
-        cache_key = (key, row_style, component, post)
+        cache_key = (cell_look(cell), column.width, row_style, component, post)
         line = self._cell_cache.get(cache_key)
         if line is None:
             if len(self._cell_cache) >= CELL_CACHE:
                 self._cell_cache.clear()
-            lines = self.app.console.render_lines(
-                Styled(Padding(cell, (0, PADDING)), pre_style=row_style + component, post_style=post),
-                self.app.console_options.update_dimensions(column.render_width, 1).update(no_wrap=True),
-            )
+            lines = render_cell_line(self.app, cell, column.render_width, PADDING, row_style + component, post)
             line = self._cell_cache[cache_key] = lines[0]
         return line
 

@@ -11,7 +11,7 @@ once per change of data, size or colours.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
@@ -22,7 +22,7 @@ from textual.widgets import Sparkline
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def bucket_summaries(data: Sequence[float], width: int, summary: object) -> list[float]:
+def bucket_summaries(data: Sequence[float], width: int, summary: Callable[[Sequence[float]], float]) -> list[float]:
     """``summary`` of each of ``width`` slices of ``data``, as Textual partitions them
     (slice ``i`` is ``data[i*n//width : (i+1)*n//width]``; empty slices are skipped)."""
     n = len(data)
@@ -30,7 +30,7 @@ def bucket_summaries(data: Sequence[float], width: int, summary: object) -> list
     for i in range(width):
         part = data[i * n // width : (i + 1) * n // width]
         if part:
-            out.append(summary(part))  # type: ignore[operator]
+            out.append(summary(part))
     return out
 
 
