@@ -21,6 +21,7 @@ from hermes_console.runtime.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from hermes_console.runtime.api import RuntimeAPI
+    from hermes_console.runtime.config import RunSpec
 
 DEMO_FAULTS = {"http_500": 0.02, "malformed_tool_json": 0.03, "unknown_tool": 0.02}
 DEMO_ENV = "environments.terminal_tasks"
@@ -259,7 +260,8 @@ def _front_end(
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
-    from hermes_console.runtime.config import RunSpec, check_flag_values, parse_flags
+    from hermes_console.runtime.config import RunSpec
+    from hermes_console.runtime.flags import check_flag_values, parse_flags
     from hermes_console.runtime.host import RuntimeHost
 
     parse_flags(extra)  # syntax errors now, before anything starts
@@ -292,7 +294,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _demo(args: argparse.Namespace, extra: list[str]) -> int:
-    from hermes_console.runtime.config import RunSpec
+    from hermes_console.runtime.flags import check_flag_values
     from hermes_console.runtime.host import RuntimeHost
 
     port = _free_loopback_port()
@@ -310,13 +312,16 @@ def _demo(args: argparse.Namespace, extra: list[str]) -> int:
         holder["sim"] = sim
         sim.start()
 
-    from hermes_console.runtime.config import check_flag_values
-
     check_flag_values(extra)
     _check_record_path(args.record)
     _rotate_demo_runs(args.runs_dir, args.keep_runs)
-    try:
-        spec = RunSpec(
+
+    def demo_spec() -> RunSpec:
+        # Built when the runtime starts (after the first frame): every value is ours or was
+        # checked above, and pydantic's import (~0.2 s) stays off the way to the first frame.
+        from hermes_console.runtime.config import RunSpec
+
+        return RunSpec(
             env=DEMO_ENV,
             mode="process",
             flags=["--openai.base_url", f"{base_url}/v1", "--env.total_steps", str(args.total_steps), *extra],
@@ -324,7 +329,9 @@ def _demo(args: argparse.Namespace, extra: list[str]) -> int:
             record_path=args.record,
             server_wait_s=10.0,
         )
-        host = RuntimeHost(spec, exit_when_finished=args.headless, prepare=start_sim)
+
+    try:
+        host = RuntimeHost(demo_spec, exit_when_finished=args.headless, prepare=start_sim)
         print(f"hermes-console demo: simulator at {base_url} (both phases point at it)", file=sys.stderr)
         return _front_end(host, args.headless, args.drain_deadline, args.keys, args.sigterm_exit_code)
     finally:

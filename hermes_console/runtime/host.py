@@ -22,12 +22,12 @@ from environments import events
 from environments.events import Event
 from hermes_console.runtime import atropos_bridge
 from hermes_console.runtime import events as rev
-from hermes_console.runtime.config import ResolvedRun, RunSpec
 from hermes_console.runtime.errors import ConfigError, first_line
 from hermes_console.runtime.logbridge import DISCARD, LogBridge
 from hermes_console.runtime.queue import EventQueue
 
 if TYPE_CHECKING:
+    from hermes_console.runtime.config import ResolvedRun, RunSpec
     from hermes_console.runtime.payloads import DiagnosticResult, EvalMetrics, RuntimeDiagnostics, SandboxDetails
 
 logger = logging.getLogger(__name__)
@@ -40,9 +40,16 @@ class RuntimeHost:
     """Implements :class:`hermes_console.runtime.api.RuntimeAPI` for a live run."""
 
     def __init__(
-        self, spec: RunSpec, *, exit_when_finished: bool = True, prepare: Callable[[], Any] | None = None
+        self,
+        spec: RunSpec | Callable[[], RunSpec],
+        *,
+        exit_when_finished: bool = True,
+        prepare: Callable[[], Any] | None = None,
     ) -> None:
-        self.spec = spec
+        # A callable is called once, when the spec is first needed (at start, on the thread
+        # that starts the runtime): the demo builds its own there, after the UI's first frame.
+        self._spec: RunSpec | None = None if callable(spec) else spec
+        self._spec_factory = spec if callable(spec) else None
         self.exit_when_finished = exit_when_finished
         # Runs on the host thread before loading (e.g. the demo starts its simulator
         # there, after the UI's first frame); its failure is a fatal load error.
@@ -63,6 +70,13 @@ class RuntimeHost:
         self._done: Future[None] = Future()
         self._started = False
         self._log_bridge = LogBridge()
+
+    @property
+    def spec(self) -> RunSpec:
+        if self._spec is None:
+            assert self._spec_factory is not None
+            self._spec = self._spec_factory()
+        return self._spec
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -29,7 +29,6 @@ from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_co
 from hermes_console.ui.format import duration, visible
 from hermes_console.ui.replay_controls import ReplayControls
 from hermes_console.ui.screens.confirm import ConfirmModal
-from hermes_console.ui.screens.evaluation import EvaluationScreen
 from hermes_console.ui.screens.help import HelpScreen
 from hermes_console.ui.screens.main import MainScreen
 
@@ -101,8 +100,9 @@ class ConsoleApp(ReplayControls, App[int]):
             self.set_keymap(self.config.keymap)
         self.push_screen(MainScreen())
         if self._start_runtime:
-            # start() may load the env (slow): keep it off the UI thread so the first frame shows at once.
-            self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
+            # start() may load the env (slow): keep it off the UI thread, and begin after the
+            # first frame, so its imports do not share the GIL with drawing that frame.
+            self.call_after_refresh(self._start_in_worker)
         self.set_interval(self.budget.base_drain_s, self.tick, name="drain")
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
         self._watch_stop_signals()
@@ -125,6 +125,9 @@ class ConsoleApp(ReplayControls, App[int]):
             self.runtime.stop(0.0)  # forced: the drain ends now, the waiting shutdown then exits
         else:
             self.shutdown()
+
+    def _start_in_worker(self) -> None:
+        self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
 
     def _start(self) -> None:
         try:
@@ -450,6 +453,8 @@ class ConsoleApp(ReplayControls, App[int]):
             view = None
         else:
             return
+        from hermes_console.ui.screens.evaluation import EvaluationScreen
+
         self._evals_before = None
         result, self._eval_result = self._eval_result, None
         self.push_screen(EvaluationScreen(view.eval_id if view else "latest", fallback_metrics=result))
@@ -518,6 +523,8 @@ class ConsoleApp(ReplayControls, App[int]):
             self.push_screen(InsightScreen())
 
     def action_eval_history(self) -> None:
+        from hermes_console.ui.screens.evaluation import EvaluationScreen
+
         if isinstance(self.screen, EvaluationScreen):
             return
         if not self.state.evals:

@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from hermes_console.ui.bindings import binding_ids
 
 DEFAULT_KEYS_FILE = Path("~/.config/hermes-console/keys.yaml")
@@ -91,6 +89,8 @@ def load_keymap(path: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise KeymapError(f"{path}: cannot read keymap file ({exc.strerror or exc})") from exc
+    import yaml  # only when there is a keymap file: off the way to the first frame
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -8,15 +8,17 @@ screen (its widgets remember what they drew).
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from hermes_console.runtime.api import RuntimeAPI
-from hermes_console.runtime.replay import ReplaySource
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.ui.format import bar, duration
 
 if TYPE_CHECKING:  # typed as what it is mixed into, without importing the app at run time
     from textual.app import App
+
+    from hermes_console.runtime.replay import ReplaySource
 
     _MixinBase = App[Any]
 else:
@@ -33,7 +35,9 @@ class ReplayControls(_MixinBase):
 
     def _replay_source(self) -> ReplaySource | None:
         """The log being replayed (it can seek), or None for a live run."""
-        return self.runtime if isinstance(self.runtime, ReplaySource) else None
+        # Not imported yet: no runtime can be one (kept off the import path of a live console).
+        replay = sys.modules.get("hermes_console.runtime.replay")
+        return self.runtime if replay is not None and isinstance(self.runtime, replay.ReplaySource) else None
 
     def _replay_controls(self) -> bool:
         return self._replay_source() is not None

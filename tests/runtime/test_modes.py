@@ -197,8 +197,27 @@ def test_demo_starts_its_simulator_on_the_host_thread_after_the_ui(monkeypatch) 
     assert cli.main(["demo", "--headless"]) == 0
     assert seen["built_before_front_end"] == 0
     assert (seen["built"], seen["started"], seen["stopped"]) == (1, 1, 1)
-    assert f"127.0.0.1:{seen['port']}/v1" in " ".join(seen["spec"].flags)
-    assert seen["spec"].server_wait_s > 0
+    # The spec is built when the runtime starts (off the way to the first frame: pydantic).
+    assert callable(seen["spec"])
+    spec = seen["spec"]()
+    assert f"127.0.0.1:{seen['port']}/v1" in " ".join(spec.flags)
+    assert spec.server_wait_s > 0
+
+
+def test_a_spec_given_as_a_callable_is_built_once_when_first_needed() -> None:
+    from hermes_console.runtime.config import RunSpec
+    from hermes_console.runtime.host import RuntimeHost
+
+    built: list[RunSpec] = []
+
+    def build() -> RunSpec:
+        built.append(RunSpec(env="environments/terminal_tasks/env.py", runs_dir="unused"))
+        return built[-1]
+
+    host = RuntimeHost(build)
+    assert built == []  # nothing is built (or imported) with the host
+    assert host.spec is host.spec is built[0]
+    assert len(built) == 1
 
 
 async def test_probe_waits_for_a_server_that_starts_late() -> None:

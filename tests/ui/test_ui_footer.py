@@ -13,6 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer as TextualFooter
 from textual.widgets import Input
+from textual.widgets._footer import FooterKey
 
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.widgets.footer import Footer
@@ -145,3 +146,43 @@ async def test_a_rebuild_queued_when_its_screen_goes_is_dropped() -> None:
             await pilot.pause()
         await pilot.pause()
         assert not isinstance(app.screen, Modal) and app.is_running
+
+
+class StockFooterApp(FooterApp):
+    def compose(self) -> ComposeResult:
+        yield Plain(id="a")
+        yield Plain(id="b")
+        yield WithExtraKey(id="c")
+        yield TextualFooter()
+
+
+async def _keys_after_rebuilds(app: FooterApp) -> list[tuple[str, tuple[str, ...], str, int]]:
+    async with app.run_test(size=(100, 10)) as pilot:
+        for focus in ("#a", "#c", "#a"):  # two rebuilds: a key comes and goes
+            app.query_one(focus).focus()
+            await pilot.pause()
+            await pilot.pause()
+        return [
+            (key.key, tuple(sorted(key.classes)), key.render().plain, key.region.width)
+            for key in app.screen.query(FooterKey)
+        ]
+
+
+async def test_a_rebuild_restyles_no_key_and_every_key_looks_as_textuals(monkeypatch) -> None:
+    """Textual's key starts compact and is then bound to the footer's setting: each key of
+    each rebuild was restyled twice after mounting. Ours are built with the setting in place."""
+    restyled: list[tuple[str, ...]] = []
+    original = FooterKey.update_node_styles
+
+    def counted(self: FooterKey, animate: bool = True) -> None:
+        restyled.append(tuple(sorted(self.classes)))
+        original(self, animate)
+
+    monkeypatch.setattr(FooterKey, "update_node_styles", counted)
+    ours = await _keys_after_rebuilds(FooterApp())
+    ours_restyled, restyled[:] = list(restyled), []
+    stock = await _keys_after_rebuilds(StockFooterApp())
+    assert ours == stock  # the oracle: Textual's own footer, key by key (classes, text, width)
+    assert len(restyled) >= 2 * len(stock)  # Textual's: at least twice per key
+    # Ours: only the palette key, which Textual does not bind to the footer's setting.
+    assert all("-command-palette" in classes for classes in ours_restyled), ours_restyled

@@ -7,6 +7,10 @@ several in a row (auto focus, app focus) while the first groups arrive, and movi
 panels sends one per move although the keys shown rarely differ. Here a signal that arrives
 while a rebuild is queued joins it, and the rebuild is skipped when the keys it would show
 are the ones shown (same key, label, action, enabled state, tooltip and group, in order).
+
+Each key bound to the footer's compact setting is also built with it in place. Textual's
+key starts compact and is then bound to the footer's (not compact) setting, so every key of
+every rebuild gained and lost its "-compact" class after mounting: two restyles per key.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Hashable
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer as TextualFooter
+from textual.widgets._footer import FooterKey
 
 
 class Footer(TextualFooter):
@@ -27,7 +32,14 @@ class Footer(TextualFooter):
         if self._bindings_ready:  # textual 8.2: compose shows nothing until bindings are readable
             self._shown = self._keys_shown()
             self.rebuilds += 1
-        yield from super().compose()
+        compact = self.compact
+        for widget in super().compose():
+            # A key bound to the footer's setting gets it before mounting, so its first watch
+            # has no class to change. (The palette key is not bound: it keeps its own.)
+            if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or {}):
+                widget.set_reactive(FooterKey.compact, compact)
+                widget.set_class(compact, "-compact", update=False)
+            yield widget
 
     def bindings_changed(self, screen: Screen) -> None:
         # Textual's own handler, queueing at most one rebuild.
