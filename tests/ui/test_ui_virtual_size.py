@@ -74,7 +74,7 @@ async def test_shrinking_clamps_the_offset_and_a_scrollbar_going_away_lays_out()
             assert not view.show_vertical_scrollbar and view.scroll_y == 0
 
 
-async def test_a_width_change_is_always_laid_out() -> None:
+async def test_a_width_that_brings_a_scrollbar_is_laid_out() -> None:
     app = _Host()
     async with app.run_test(size=(40, 20)) as pilot:
         view = app.query_one(_Lines)
@@ -84,3 +84,75 @@ async def test_a_width_change_is_always_laid_out() -> None:
             set_virtual_size(view, Size(80, 100))  # wider than the panel: a horizontal scrollbar
             await pilot.pause()
             assert layouts[0] >= 1 and view.show_horizontal_scrollbar
+
+
+class _Twins(App[None]):
+    CSS = "_Lines { height: 10; } .cropped { overflow-x: hidden; }"
+
+    def compose(self) -> ComposeResult:
+        yield _Lines(id="ours")
+        yield _Lines(id="twin")
+
+
+def _figures(view: ScrollView) -> tuple:
+    """What a layout decides for a view: its scrollbars, their windows, the scroll range."""
+    vertical = view.vertical_scrollbar if view.show_vertical_scrollbar else None
+    horizontal = view.horizontal_scrollbar if view.show_horizontal_scrollbar else None
+    return (
+        view.virtual_size,
+        view.show_horizontal_scrollbar,
+        view.show_vertical_scrollbar,
+        view.max_scroll_x,
+        view.max_scroll_y,
+        view.scrollable_content_region.size,
+        vertical and (vertical.window_virtual_size, vertical.window_size),
+        horizontal and (horizontal.window_virtual_size, horizontal.window_size),
+    )
+
+
+async def test_content_narrowed_by_its_own_scrollbar_is_not_laid_out_again() -> None:
+    """A view as wide as its content region, cropped sideways (the turns stream): its scrollbar
+    appears (one layout), then its content follows the narrower region without a second one."""
+    app = _Twins()
+    async with app.run_test(size=(40, 30)) as pilot:
+        ours = app.query_one("#ours", _Lines)
+        ours.add_class("cropped")
+        await pilot.pause()
+        set_virtual_size(ours, Size(ours.scrollable_content_region.width, 5))
+        await pilot.pause()
+        set_virtual_size(ours, Size(ours.scrollable_content_region.width, 30))  # the scrollbar appears
+        await pilot.pause()
+        await pilot.pause()  # the scrollbar's own second pass
+        narrowed = ours.scrollable_content_region.width
+        assert ours.show_vertical_scrollbar and narrowed < ours.virtual_size.width
+        with layout_passes() as layouts:
+            set_virtual_size(ours, Size(narrowed, 31))
+            await pilot.pause()
+            assert layouts[0] == 0
+
+
+async def test_every_size_ends_as_textuals_own_layout_would_leave_it() -> None:
+    """The oracle is a twin view sized the plain way (a layout each time): after every step of
+    a random walk of widths and heights, both show the same scrollbars, windows and ranges."""
+    import random
+
+    rng = random.Random(7)
+    app = _Twins()
+    async with app.run_test(size=(40, 30)) as pilot:
+        ours, twin = app.query_one("#ours", _Lines), app.query_one("#twin", _Lines)
+        in_place = 0
+        for step in range(60):
+            if step == 30:  # the second half cropped sideways, as the turns stream is
+                ours.add_class("cropped")
+                twin.add_class("cropped")
+                await pilot.pause()
+            size = Size(rng.choice([10, 37, 38, 39, 40, 41, 60]), rng.choice([1, 8, 9, 10, 11, 40]))
+            with layout_passes() as layouts:
+                set_virtual_size(ours, size)
+                await pilot.pause()
+                in_place += layouts[0] == 0
+            twin.virtual_size = size
+            await pilot.pause()
+            await pilot.pause()
+            assert _figures(ours) == _figures(twin), size
+        assert in_place > 5  # the walk did take the in-place path
