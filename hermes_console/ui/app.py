@@ -127,6 +127,8 @@ class ConsoleApp(ReplayControls, App[int]):
             self.shutdown()
 
     def _start_in_worker(self) -> None:
+        if self.stopping:  # quit (or a stop signal) before the first frame: nothing to start
+            return
         self.run_worker(self._start, thread=True, group="runtime-start", exit_on_error=False)
 
     def _start(self) -> None:
