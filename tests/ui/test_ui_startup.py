@@ -110,3 +110,21 @@ async def test_the_runtime_starts_loading_after_the_first_frame() -> None:
         await settle(pilot)
         assert runtime.start_seen.wait(10)
         assert runtime.status_width_at_start == 160, "the runtime started before the main screen was laid out"
+
+
+async def test_a_quit_before_the_first_frame_starts_no_runtime() -> None:
+    """The runtime starts from a callback after the first frame; a stop that came first
+    (quit, SIGTERM) must not be followed by a runtime starting up behind it."""
+    runtime = FakeRuntime([])
+    app = make_app(runtime, config=ConsoleConfig(tick_hz=20.0, ui_cpu_share=0.0))
+    app._start_runtime = False  # the test runs the first-frame callback itself
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        app.stopping = True
+        app._start_in_worker()
+        await app.workers.wait_for_complete()
+        assert not runtime.started
+        app.stopping = False
+        app._start_in_worker()
+        await app.workers.wait_for_complete()
+        assert runtime.started  # the same call starts it when no stop came first
