@@ -15,7 +15,7 @@ from hermes_console.runtime import events as rev
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import MAX_STREAM
 from hermes_console.ui.widgets.groups_table import GroupsTable
-from hermes_console.ui.widgets.keyed_table import cell_key
+from hermes_console.ui.widgets.keyed_table import cell_look
 from hermes_console.ui.widgets.sandboxes_table import SandboxesTable
 from hermes_console.ui.widgets.turns_stream import TAIL_ENTRIES, TurnsStream
 from hermes_console_dev.fake_runtime import FakeRuntime
@@ -50,7 +50,7 @@ def _fresh_rows(app, table: GroupsTable) -> dict[str, tuple]:
     state = app.state
     return {
         g.group_id: tuple(
-            cell_key(c)
+            cell_look(c)
             for c in GroupsTable._row(
                 g, app.now(), state.run.worker_timeout_s, state.history.group_label_of(g.group_id)
             )
@@ -60,7 +60,7 @@ def _fresh_rows(app, table: GroupsTable) -> dict[str, tuple]:
 
 
 def _shown_rows(table: GroupsTable) -> dict[str, tuple]:
-    return {key: tuple(cell_key(c) for c in table.get_row(key)) for key in table.keys()}
+    return {key: tuple(cell_look(c) for c in table.get_row(key)) for key in table.keys()}
 
 
 async def test_groups_table_rebuilds_only_rows_whose_group_changed() -> None:
@@ -201,10 +201,10 @@ async def test_stream_replaced_whole_indexes_a_few_screens_and_shows_the_same_li
 
 def _sandbox_rows(app, table: SandboxesTable, fresh: bool) -> dict[str, tuple]:
     if not fresh:
-        return {key: tuple(cell_key(c) for c in table.get_row(key)) for key in table.keys()}
+        return {key: tuple(cell_look(c) for c in table.get_row(key)) for key in table.keys()}
     labels = app.state.history.label_of
     return {
-        sb.task_id: tuple(cell_key(c) for c in SandboxesTable._row(sb, app.now(), labels(sb.task_id)))
+        sb.task_id: tuple(cell_look(c) for c in SandboxesTable._row(sb, app.now(), labels(sb.task_id)))
         for sb in app.state.live_sandboxes()
     }
 
@@ -232,6 +232,6 @@ async def test_sandboxes_table_rebuilds_only_rows_whose_sandbox_changed() -> Non
         table.update_from(app.state, app.now() + 7.0)
         labels = app.state.history.label_of
         assert _sandbox_rows(app, table, False) == {
-            sb.task_id: tuple(cell_key(c) for c in SandboxesTable._row(sb, app.now() + 7.0, labels(sb.task_id)))
+            sb.task_id: tuple(cell_look(c) for c in SandboxesTable._row(sb, app.now() + 7.0, labels(sb.task_id)))
             for sb in app.state.live_sandboxes()
         }

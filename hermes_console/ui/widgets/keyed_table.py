@@ -43,7 +43,8 @@ def host_column_of(app: object) -> HostColumn | None:
 
 
 def cell_look(cell: Text | str) -> Hashable:
-    """Everything that decides how a one-line cell is drawn (the key of the cell caches)."""
+    """Everything that decides how a one-line cell is drawn: the key of the cell caches, and
+    what ``sync`` compares to tell a changed cell (a Text does not compare by value)."""
     if isinstance(cell, Text):
         return (cell.plain, cell.style, tuple(cell.spans), cell.justify, cell.overflow, cell.no_wrap, cell.end)
     return cell
@@ -56,13 +57,6 @@ def render_cell_line(
     options = app.console_options.update_dimensions(width, 1).update(no_wrap=True)
     styled = Styled(Padding(cell, (0, padding)), pre_style=pre_style, post_style=post_style)
     return app.console.render_lines(styled, options)
-
-
-def cell_key(cell: object) -> object:
-    # Text is not hashable/comparable by value in a cheap way; plain + spans is.
-    if isinstance(cell, Text):
-        return (cell.plain, cell.style, tuple(cell.spans))
-    return cell
 
 
 class KeyedTable(ColumnSort, DataTable):
@@ -134,7 +128,7 @@ class KeyedTable(ColumnSort, DataTable):
             given[key] = cells
             if self.host_column is not None:
                 cells = (Text(self.host_column.host_of(key), style="bold"), *cells)
-            rendered = tuple(cell_key(c) for c in cells)
+            rendered = tuple(cell_look(c) for c in cells)
             previous = self._shown.get(key)
             if previous is None:
                 added.append((key, cells))
