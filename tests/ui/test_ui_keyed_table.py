@@ -238,3 +238,20 @@ async def test_a_redraw_renders_only_the_cells_that_changed_and_draws_what_datat
             theirs = plain.render_lines(Region(0, 0, plain.size.width, plain.size.height))
             assert [list(s) for s in lines] == [list(s) for s in theirs]
         console.render_lines = real  # type: ignore[method-assign]
+
+
+async def test_a_row_drawn_before_its_column_is_re_measured_is_drawn_again_at_the_new_width() -> None:
+    """The column widens on idle; a row drawn between the change and that pass was cached at
+    the old width (DataTable's caches are keyed by its update count, not by column widths),
+    and stayed cropped until the next change: the serve snapshot's "APIConnect", ~1 render
+    in 6. The row's line after the idle pass must show the whole cell."""
+    app = _AutoHost()
+    async with app.run_test(size=(100, 20)) as pilot:
+        bulk = app.query_one("#bulk", _AutoWidth)
+        bulk.sync({"a": ("server-a", "")})
+        await settle(pilot)
+        long = "APIConnectionError: Connection refused (127.0.0.1:8100)"
+        bulk.sync({"a": ("server-a", long)})
+        bulk.render_line(1)  # a paint before the idle pass: cached at the header's width
+        await settle(pilot)
+        assert long in bulk.render_line(1).text

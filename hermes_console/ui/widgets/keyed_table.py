@@ -244,6 +244,16 @@ class KeyedTable(ColumnSort, DataTable):
             self._updated_cells.add(CellKey(row_key, column_key))
             self._require_update_dimensions = True
 
+    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
+        # DataTable re-measures changed cells on idle, but its row and line caches are keyed
+        # by the update count, not by column widths: a row drawn between the change and this
+        # pass kept its old width (the serve snapshot's cropped "last error", ~1 render in 6).
+        before = [column.content_width for column in self.columns.values()]
+        super()._update_column_widths(updated_cells)
+        if [column.content_width for column in self.columns.values()] != before:
+            self._update_count += 1
+            self.refresh()
+
     def flush_cells(self) -> None:
         if self._cells_dirty:
             self._cells_dirty = False
