@@ -579,6 +579,11 @@ def test_verifier_keeps_the_agents_service_when_told(tmp_path: Path) -> None:
     try:
         box.execute("sleep 300 >/dev/null 2>&1 &", 10)
         assert box.execute("echo verify", 10, isolated=True).output == "verify\n"
+        # The backgrounded job shows as "sleep 300" once its fork has exec'd: on a loaded
+        # box that can come after the verifier ran, so look for a few seconds.
+        deadline = time.monotonic() + 5.0
+        while not any("sleep 300" in p.command for p in box.process_tree()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert any("sleep 300" in p.command for p in box.process_tree())
     finally:
         box.cleanup()
