@@ -14,12 +14,22 @@ import argparse
 import asyncio
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_console.runtime.trainer_api import TrainerAPIError, TrainerClient, TrainerRegistration
+
+
+@dataclass
+class PullPause:
+    """Holds the trainer between ``/batch`` calls, as a long optimizer step does: a test sets
+    ``wanted`` and waits for ``holding``; the step count then stays put until ``wanted`` is cleared."""
+
+    wanted: threading.Event = field(default_factory=threading.Event)
+    holding: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -46,6 +56,7 @@ async def run_trainer(
     reset: bool = True,
     max_token_len: int = 100_000,
     on_batch: Callable[[int, list[dict[str, Any]]], None] | None = None,
+    pause: PullPause | None = None,
     wandb_project: str = "local",
     wandb_group: str = "local",
 ) -> TrainerRun:
@@ -65,6 +76,12 @@ async def run_trainer(
             )
         )
         while len(out.batches) < steps and time.monotonic() - t0 < deadline_s:
+            if pause is not None:
+                if pause.wanted.is_set():
+                    pause.holding.set()
+                    await asyncio.sleep(poll_s)
+                    continue
+                pause.holding.clear()
             try:
                 batch = await client.batch()
             except TrainerAPIError:

@@ -169,22 +169,19 @@ class Driver:
             self.gate.set_status("finished", f"evaluation done: {len(result)} metric(s)")
             self.gate.finished = True
             return
-        trainer: asyncio.Task[None] | None = None
         if self.mode == "serve":
             from hermes_console.runtime.trainer import TrainerLink
 
             self._trainer = TrainerLink(self.env, self.gate, self.run_dir, wandb=self.wandb)
-            trainer = asyncio.get_running_loop().create_task(self._trainer.run(), name="hermes-trainer")
+            self._trainer.start()
         self.gate.set_status("paused" if self.gate.held_by(OPERATOR) else "running")
         try:
             await self._intake_loop()
             if self.gate.stopping:
                 await self._drained.wait()
         finally:
-            if trainer is not None:
-                trainer.cancel()
-                with contextlib.suppress(BaseException):
-                    await trainer
+            if self._trainer is not None:
+                await self._trainer.stop()
         if self._trainer is not None and self._trainer.error is not None and not self.gate.stopping:
             raise self._trainer.error  # e.g. group_size > batch_size: the host reports it as the run's error
         await self.finish_outputs()

@@ -55,6 +55,8 @@ REGISTER_RETRY_S = 1.0
 SEND_RETRY_WINDOW_S = 120.0  # a provably-unsent group is re-posted this long while the API is down
 SEND_BACKOFF_MAX_S = 5.0
 REJECT_LIMIT = 3  # this many 4xx in a row: the API will not take our groups; stop instead of burning rollouts
+DISCONNECT_BUDGET_S = 4.0  # leaving run-api, retries included: inside the 5 s the host gives a stopped driver
+DISCONNECT_RETRY_S = 0.5
 STATUS_ENV_LOST_AFTER = 3  # /status-env failing this often while /status answers: run-api restarted
 GROUP_SIZE_ONE_WARNING = (
     "group_size is 1: run-api only counts other envs' queued groups when some group is larger than 1, "
@@ -179,6 +181,8 @@ class TrainerLink:
         self._up = asyncio.Event()  # set while the API answers (re-posts wait on it)
         self._up.set()
         self._polling = False
+        self._leaving = False  # run() is past its poll loop: leaving run-api, not to be cancelled
+        self._task: asyncio.Task[None] | None = None
         self._status_env_failures = 0
         self.spool_path = run_dir / "unsent.jsonl"
         # No item before the trainer has registered us; then it paces every admission.
@@ -367,6 +371,22 @@ class TrainerLink:
 
     # ------------------------------------------------------------------ run
 
+    def start(self) -> asyncio.Task[None]:
+        """Run the link on the running loop; ``stop()`` ends it."""
+        self._task = asyncio.get_running_loop().create_task(self.run(), name="hermes-trainer")
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop polling and wait until the link has left run-api (a bounded wait). A link
+        already leaving on its own (its target reached, an error) is not cancelled: that
+        would cut its ``/disconnect-env`` short, and run-api would go on counting this env."""
+        task = self._task
+        if task is None:
+            return
+        if not self._leaving:
+            task.cancel()
+        await asyncio.wait({task})  # the caller's own cancellation still reaches the caller
+
     async def run(self) -> None:
         if self._original_send is not None:
             atropos_bridge.route_sends(self.env, self.send)
@@ -383,6 +403,7 @@ class TrainerLink:
             self._set("error", first_line(exc))
             self.gate.poke()
         finally:
+            self._leaving = True
             await self._disconnect()
             await self.client.close()
 
@@ -391,11 +412,37 @@ class TrainerLink:
         env_id = getattr(self.env, "env_id", None)
         if not self.registered or env_id is None:
             return
+        deadline = time.monotonic() + DISCONNECT_BUDGET_S
+        error = "no attempt"
         try:
-            await asyncio.wait_for(self.client.disconnect_env(int(env_id)), timeout=3.0)
-        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on the way out
-            return
-        self.registered = False
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    await asyncio.wait_for(self.client.disconnect_env(int(env_id)), timeout=left)
+                except TrainerAPIError as exc:
+                    error = str(exc)
+                    if not exc.retryable:
+                        break
+                except TimeoutError:
+                    error = f"no answer in {DISCONNECT_BUDGET_S:g} s"
+                    break
+                else:
+                    self.registered = False
+                    return
+                await asyncio.sleep(min(DISCONNECT_RETRY_S, max(0.0, deadline - time.monotonic())))
+        except asyncio.CancelledError:  # a hard stop: say so instead of leaving silently
+            error = "cancelled while leaving"
+        # Best effort on the way out, but never silent: until run-api drops this env, it keeps
+        # its share of the weight and the other envs' weights stay low.
+        events.emit(
+            rev.LogRecord(
+                level="WARNING",
+                logger="trainer",
+                message=(
+                    f"could not tell {self.client.base_url} that env {env_id} left ({error}); "
+                    "run-api may still count it, and then the other envs keep a smaller weight"
+                ),
+            )
+        )
 
     async def _register(self) -> None:
         env, cfg = self.env, self.env.config

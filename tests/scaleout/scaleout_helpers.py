@@ -71,6 +71,31 @@ class RunAPI:
                 time.sleep(0.1)
         raise AssertionError(f"run-api did not answer within {timeout}s (port {self.port or '?'}); see {self.log.name}")
 
+    def env_weight(self, env_id: int) -> float:
+        """The weight run-api computes for ``env_id`` now (its share among the connected envs)."""
+        body = json.dumps({"env_id": env_id}).encode()
+        req = urllib.request.Request(
+            f"{self.url}/status-env", data=body, method="GET", headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return float(json.loads(r.read())["env_weight"])
+
+    def register_env(self, name: str = "watcher", max_token_length: int = 4096) -> int:
+        """Register one more env, as a host does (the trainer must have registered); its id."""
+        body = json.dumps(
+            {"max_token_length": max_token_length, "desired_name": name, "weight": 1.0, "group_size": 1}
+        ).encode()
+        req = urllib.request.Request(
+            f"{self.url}/register-env", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            reply = json.loads(r.read())
+        assert reply.get("status") == "success", reply
+        return int(reply["env_id"])
+
+    def current_step(self) -> int:
+        return int(get_json(f"{self.url}/status")["current_step"])
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -45,6 +45,11 @@ def test_serve_registers_waits_paces_to_total_steps_and_finishes(tmp_path, sims,
         assert [len(g["tokens"]) for g in batch] == [4, 4] and {g["env_id"] for g in batch} == {0}
 
     p.until(lambda s: s.status == "finished", 60, "serve run finished at total_steps")
+    # The host left run-api on its way out (/disconnect-env, not cut short by the driver's stop):
+    # an env registered now is the only one connected, so run-api gives it the whole weight.
+    watcher = run_api.register_env()
+    assert run_api.env_weight(watcher) == pytest.approx(1.0)
+    assert not [e for e in p.of("log_record") if e.level == "WARNING" and "left" in e.message]
     states = [e.state for e in p.of("trainer_status")]
     assert states[0] == "waiting" and "registered" in states and states[-1] == "finished"
     t = p.state.trainer

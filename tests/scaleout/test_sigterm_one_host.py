@@ -19,11 +19,16 @@ from typing import Any
 
 import pytest
 
-from hermes_console_dev.fake_trainer import TrainerRun, run_trainer
+from hermes_console_dev.fake_trainer import PullPause, TrainerRun, run_trainer
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
-pytestmark = pytest.mark.timeout(200)
-STEPS = 6
+pytestmark = pytest.mark.timeout(300)
+STEPS = 10
+BATCH = 8
+# What both hosts can have queued while the trainer holds: back-pressure stops admission at
+# max_batches_offpolicy (3) batches of sequences; each host (max 2 in flight, group_size 4) can
+# overshoot that by what it had running, and by the other host's sends it has not yet polled.
+QUEUE_BOUND_SEQS = 3 * BATCH + 2 * 2 * 4
 
 
 def _hash(group: dict[str, Any]) -> str:
@@ -46,7 +51,7 @@ def _trainer_states(path: Path) -> list[dict[str, Any]]:
     return [e for e in _events(path) if e["kind"] == "trainer_status"]
 
 
-def _wait(pred, timeout: float, what: str, procs=()) -> None:
+def _wait(pred, timeout: float, what: str, procs=(), diag=lambda: "") -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
@@ -54,15 +59,22 @@ def _wait(pred, timeout: float, what: str, procs=()) -> None:
         for p, log in procs:
             assert p.poll() is None, f"a host exited early ({p.returncode}): {Path(log).read_text()[-2000:]}"
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{diag()}")
+
+
+def _tail(path: Path, n: int = 2500) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(no file)"
 
 
 def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
     sim = sims(latency_ms=60.0)
     result: dict[str, TrainerRun] = {}
+    pause = PullPause()
 
     def trainer() -> None:
-        result["run"] = asyncio.run(run_trainer(run_api.url, steps=STEPS, batch_size=8, deadline_s=150, reset=False))
+        result["run"] = asyncio.run(
+            run_trainer(run_api.url, steps=STEPS, batch_size=BATCH, deadline_s=200, reset=False, pause=pause)
+        )
 
     thread = threading.Thread(target=trainer, daemon=True)
     thread.start()
@@ -94,6 +106,14 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
                 subprocess.Popen(argv, stdout=fp, stderr=subprocess.STDOUT, env={**child_env(), "COLUMNS": "250"}),
                 log,
             )
+
+    def diag() -> str:
+        b_states = _trainer_states(tmp_path / "b.jsonl")[-3:]
+        return "\n".join(
+            [f"--- host {n} log:\n{_tail(log)}" for n, (_, log) in hosts.items()]
+            + [f"--- b's last trainer states: {b_states}", f"--- run-api log:\n{_tail(run_api.log_path)}"]
+        )
+
     try:
         procs = list(hosts.values())
         _wait(
@@ -103,20 +123,34 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
             procs,
         )
         assert any(abs(t["env_weight"] - 0.5) < 1e-6 for t in _trainer_states(tmp_path / "b.jsonl"))
+        # The trainer holds (a long optimizer step) while a drains, so the run cannot reach its end
+        # before a has left: b is certainly still connected and polling when a's leave lands. (Without
+        # the hold, a slow drain on a loaded box let b finish first, and b never saw the new weight.)
+        pause.wanted.set()
+        _wait(pause.holding.is_set, 30, "the trainer to hold")
+        step = run_api.current_step()
+        assert (STEPS - step) * BATCH > QUEUE_BOUND_SEQS, f"the trainer took {step} batches before both hosts delivered"
         a, a_log = hosts["a"]
         seen_before = len(_trainer_states(tmp_path / "b.jsonl"))
         a.send_signal(signal.SIGTERM)
         code_a = a.wait(90)
-        # run-api, told that a left, gives b the whole weight again
+        # a told run-api it left (/disconnect-env): run-api itself now gives b the whole weight...
+        b_env = _trainer_states(tmp_path / "b.jsonl")[-1]["env_id"]
+        assert run_api.env_weight(b_env) == pytest.approx(1.0), diag()
+        # ...and b, still polling, trains with it
         _wait(
             lambda: any(abs(t["env_weight"] - 1.0) < 1e-6 for t in _trainer_states(tmp_path / "b.jsonl")[seen_before:]),
-            60,
+            30,
             "b's weight back to 1.0 after a's /disconnect-env",
+            [hosts["b"]],
+            diag,
         )
-        thread.join(170)
+        pause.wanted.clear()
+        thread.join(190)
         b, b_log = hosts["b"]
         code_b = b.wait(90)
     finally:
+        pause.wanted.clear()
         for p, _ in hosts.values():
             if p.poll() is None:
                 p.kill()
@@ -155,6 +189,8 @@ def test_sigterm_to_one_of_two_hosts(tmp_path: Path, sims, run_api) -> None:
         assert sorted(r["group_id"] for r in spooled) == sorted(unsent), (name, spooled, unsent)
         last = [e for e in events if e["kind"] == "trainer_status"][-1]
         assert last["groups_sent"] == len(confirmed), (name, last)
+        # each host left run-api on its way out, a by its drain, b at the run's end
+        assert not [e for e in events if e["kind"] == "log_record" and "left (" in e["message"]], name
         statuses = [e["status"] for e in events if e["kind"] == "runtime_status"]
         assert statuses[-1] == ("stopped" if name == "a" else "finished"), (name, statuses[-5:])
         if name == "a":
