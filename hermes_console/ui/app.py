@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 
 from hermes_console.runtime.api import ExtendsCommands, RuntimeAPI
 from hermes_console.runtime.coalesce import Coalesced
@@ -64,7 +65,9 @@ class ConsoleApp(ReplayControls, App[int]):
         self.wall_clock: Callable[[], float] = time.monotonic  # when drain steps run (tests inject one)
         self._last_step_at: float | None = None
         self._behind = False  # the last drain step left items waiting
-        drain_hz = max(self.config.drain_hz, self.config.tick_hz)
+        self._flood_timer: Timer | None = None  # drains at flood_drain_hz while a backlog waits
+        self.flood_rhythm = False  # that timer runs
+        drain_hz = max(self.config.drain_hz, self.config.flood_drain_hz, self.config.tick_hz)
         self.budget = UiBudget(
             self.config.ui_cpu_share,
             1.0 / self.config.tick_hz,
@@ -103,7 +106,9 @@ class ConsoleApp(ReplayControls, App[int]):
             # start() may load the env (slow): keep it off the UI thread, and begin after the
             # first frame, so its imports do not share the GIL with drawing that frame.
             self.call_after_refresh(self._start_in_worker)
-        self.set_interval(self.budget.base_drain_s, self.tick, name="drain")
+        self.set_interval(1.0 / max(self.config.drain_hz, self.config.tick_hz), self.tick, name="drain")
+        # The flood rhythm (``budget.base_drain_s``) runs only while a drain step leaves a backlog.
+        self._flood_timer = self.set_interval(self.budget.base_drain_s, self.tick, name="drain-flood", pause=True)
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
         self._watch_stop_signals()
 
@@ -155,23 +160,48 @@ class ConsoleApp(ReplayControls, App[int]):
             total_s = self._step_budget_s()
             drained, full = self._drain_step(min(base_s, total_s))
             budget.drained(drained, backlog=full)
+            self._flood_rhythm(full)
             more = round(total_s / base_s) - 1
             if full and more > 0:
-                self.call_later(self._catch_up, more)
+                self._soon(self._catch_up, more)
         budget.update()
         if budget.redraw_due():
             budget.redrawn()
             if drained:
-                self.call_later(self._redraw)  # its own callback, after the step (and any key) ran
+                self._soon(self._redraw)  # its own callback, after the step (and any key) ran
             else:
                 self._redraw()
+
+    def _soon(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback`` as its own turn of the event loop. Not through the app's message
+        queue (``call_later``): a key queued behind a chain of drain steps there waits for all
+        of them; on the loop, the app's message pump takes its turn between two steps."""
+
+        def run() -> None:
+            try:
+                callback(*args)
+            except Exception as exc:  # noqa: BLE001 - as Textual reports a failing callback
+                self._handle_exception(exc)
+
+        asyncio.get_running_loop().call_soon(run)
+
+    def _flood_rhythm(self, backlog: bool) -> None:
+        """Drain at ``flood_drain_hz`` while a backlog waits, at ``drain_hz`` otherwise."""
+        timer = self._flood_timer  # None before mount (tests call tick directly)
+        if timer is None or backlog == self.flood_rhythm:
+            return
+        self.flood_rhythm = backlog
+        if backlog:
+            timer.resume()
+        else:
+            timer.pause()
 
     def _catch_up(self, steps: int) -> None:
         """One more step of catching up (one drain budget), then the next as its own callback."""
         events, full = self._drain_step(self.config.drain_budget_ms / 1000.0)
         self.budget.drained(events, backlog=full)
         if full and steps > 1:
-            self.call_later(self._catch_up, steps - 1)
+            self._soon(self._catch_up, steps - 1)
 
     def panels_per_redraw(self) -> int | None:
         """How many changed panels one redraw may update (None: all): few while throttling."""

@@ -29,10 +29,15 @@ class ConsoleConfig:
     keymap: dict[str, str] = field(default_factory=dict)
     tick_hz: float = 4.0  # how often panels are redrawn (4 Hz: half the redraw CPU of 8 Hz, see BENCHMARKS P1)
     # Events are drained more often than panels are drawn, each step applying about
-    # drain_budget_ms worth of events: short steps keep keys responsive, and
-    # drain_hz x budget (160 ms/s, ~50k events/s) keeps the queue bounded in a flood.
+    # drain_budget_ms worth of events: drain_hz normally, flood_drain_hz while a backlog waits
+    # (flood_drain_hz x budget: 160 ms/s, ~50k events/s, keeps the queue bounded in a flood).
+    # Short steps keep keys responsive, and a step shorter than the interpreter's switch
+    # interval (5 ms) is rarely cut by the runtime's thread taking the GIL: 8 ms steps at
+    # 20 Hz took 3-10x their CPU in wall time in P3's flood. The fast rhythm only runs in a
+    # flood: at 80 Hz all the time its timer alone cost ~1.5 % of a core in P1 (BENCHMARKS).
     drain_hz: float = 20.0
-    drain_budget_ms: float = 8.0
+    flood_drain_hz: float = 80.0
+    drain_budget_ms: float = 2.0
     max_events_per_tick: int = 50_000  # hard cap per drain step
     # CPU budget (ui/budget.py): while the env is busy the UI thread takes at most this share
     # of one core, spacing redraws and drains out up to these intervals; 0 turns it off.

@@ -113,7 +113,7 @@ def test_a_late_tick_catches_up_in_callbacks_of_one_budget_each_and_draws_after_
     callback too: a key pressed meanwhile waits for one short step, never for all of them."""
     app, wall, biggest = _late_app(7)
     scheduled: list[tuple[Any, tuple[Any, ...]]] = []
-    app.call_later = lambda callback, *args, **_kw: scheduled.append((callback, args)) or True  # type: ignore[method-assign]
+    app._soon = lambda callback, *args: scheduled.append((callback, args))  # type: ignore[method-assign]
     redraws: list[int] = []
     app._redraw = lambda **_kw: redraws.append(app.state.events_applied)  # type: ignore[method-assign]
     budget_s = app.config.drain_budget_ms / 1000.0
@@ -138,3 +138,16 @@ def test_a_late_tick_catches_up_in_callbacks_of_one_budget_each_and_draws_after_
         assert one(callback, *args) <= budget_s + biggest  # each callback: one budget
         chunks += 1
     assert chunks == CATCH_UP_MAX  # all that was owed, in separate steps
+
+
+def test_default_drain_steps_fit_inside_the_interpreters_switch_interval() -> None:
+    """While the runtime's thread is busy, a UI stretch longer than the switch interval is cut:
+    the runtime asks for the GIL after that long, and the UI then waits as long again or more
+    for it back (8 ms steps at 20 Hz took 3-10x their CPU in wall time in P3's flood). A default
+    step fits inside one interval, and the drain's capacity (steps per second x budget) stays
+    what keeps the queue bounded in a flood."""
+    import sys
+
+    config = ConsoleConfig()
+    assert config.drain_budget_ms < 1000.0 * sys.getswitchinterval()
+    assert config.flood_drain_hz * config.drain_budget_ms >= 160.0  # ms of reducer CPU per second

@@ -12,7 +12,8 @@ from tests.ui.helpers import make_app
 
 async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_events) -> None:
     runtime = FakeRuntime(main_events)
-    config = ConsoleConfig(tick_hz=20.0, max_events_per_tick=1_000)
+    # One rhythm of 20 drains a second (also in a flood), so the backlog outlasts the test's steps.
+    config = ConsoleConfig(tick_hz=20.0, max_events_per_tick=1_000, flood_drain_hz=20.0)
     app = make_app(runtime, config=config)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.pause()
@@ -69,3 +70,26 @@ async def test_key_press_is_handled_within_a_few_ticks_during_a_flood(main_event
                 break
         ticks = runtime.drain_calls - drains
         assert 0 < app.state.events_applied - applied <= ticks * config.max_events_per_tick
+
+
+async def test_the_fast_drain_rhythm_runs_only_while_a_backlog_waits(main_events) -> None:
+    """Short drain steps need a faster rhythm to keep up with a flood, but a timer at that rate
+    costs CPU all the time (P1's UI share rose by a third): it runs while a step leaves a
+    backlog, and stops once the queue is drained."""
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime, config=ConsoleConfig(drain_budget_ms=1.0))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        assert app.flood_rhythm is False  # idle: the base rhythm only
+        runtime.feed(flood(30_000))
+        for _ in range(400):
+            if app.flood_rhythm:
+                break
+            await pilot.pause(0.01)
+        assert app.flood_rhythm and runtime.backlog > 0
+        for _ in range(3000):  # bounded by steps, not a timing: a slow machine only takes longer
+            if runtime.backlog == 0 and not app.flood_rhythm:
+                break
+            await pilot.pause(0.01)
+        assert runtime.backlog == 0 and not app.flood_rhythm
+        assert app.state.events_applied >= 30_000  # all of it applied
