@@ -178,6 +178,8 @@ class ConsoleApp(ReplayControls, App[int]):
         of them; on the loop, the app's message pump takes its turn between two steps."""
 
         def run() -> None:
+            if self._exit:
+                return  # as Textual's timers do: nothing more once the app is exiting
             try:
                 callback(*args)
             except Exception as exc:  # noqa: BLE001 - as Textual reports a failing callback

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from hermes_console.ui.config import ConsoleConfig
 from hermes_console.ui.screens.confirm import ConfirmModal
 from hermes_console.ui.widgets.status_bar import StatusBar
@@ -93,3 +95,41 @@ async def test_the_fast_drain_rhythm_runs_only_while_a_backlog_waits(main_events
             await pilot.pause(0.01)
         assert runtime.backlog == 0 and not app.flood_rhythm
         assert app.state.events_applied >= 30_000  # all of it applied
+
+
+async def test_drain_steps_and_redraws_run_as_loop_turns_not_as_app_messages(main_events) -> None:
+    """Catch-up steps and the redraw after a drain are scheduled on the event loop: the app's
+    message queue (where keys wait) never holds them. A failing one is reported as Textual
+    reports a failing callback, and none runs once the app is exiting."""
+    runtime = FakeRuntime(main_events)
+    app = make_app(runtime)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        order: list[str] = []
+
+        def step(n: int) -> None:
+            order.append(f"step {n}")
+            if n < 4:
+                app._soon(step, n + 1)
+
+        app._soon(step, 1)
+        assert app._message_queue.qsize() == 0  # not an app message
+        app.call_later(order.append, "message")  # e.g. a key: behind nothing of the chain
+        for _ in range(50):
+            if "step 4" in order and "message" in order:
+                break
+            await pilot.pause(0.01)
+        assert order.index("message") < order.index("step 4"), order
+        failures: list[BaseException] = []
+        app._handle_exception = failures.append  # type: ignore[method-assign]
+        app._soon(lambda: 1 / 0)
+        for _ in range(50):
+            if failures:
+                break
+            await pilot.pause(0.01)
+        assert [type(f) for f in failures] == [ZeroDivisionError]
+        app._exit = True
+        app._soon(order.append, "after exit")
+        await asyncio.sleep(0.05)
+        app._exit = False
+        assert "after exit" not in order
