@@ -31,6 +31,14 @@ def get_json(url: str, timeout: float = 5.0) -> Any:
         return json.loads(r.read())
 
 
+def call_json(url: str, body: dict[str, Any] | None = None, method: str = "GET", timeout: float = 10.0) -> Any:
+    """One JSON request (run-api also reads bodies on GET, e.g. /status-env) and its JSON reply."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
 class RunAPI:
     """atroposlib's `run-api` console script, as an operator starts it.
 
@@ -73,23 +81,12 @@ class RunAPI:
 
     def env_weight(self, env_id: int) -> float:
         """The weight run-api computes for ``env_id`` now (its share among the connected envs)."""
-        body = json.dumps({"env_id": env_id}).encode()
-        req = urllib.request.Request(
-            f"{self.url}/status-env", data=body, method="GET", headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return float(json.loads(r.read())["env_weight"])
+        return float(call_json(f"{self.url}/status-env", {"env_id": env_id})["env_weight"])
 
     def register_env(self, name: str = "watcher", max_token_length: int = 4096) -> int:
         """Register one more env, as a host does (the trainer must have registered); its id."""
-        body = json.dumps(
-            {"max_token_length": max_token_length, "desired_name": name, "weight": 1.0, "group_size": 1}
-        ).encode()
-        req = urllib.request.Request(
-            f"{self.url}/register-env", data=body, method="POST", headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            reply = json.loads(r.read())
+        body = {"max_token_length": max_token_length, "desired_name": name, "weight": 1.0, "group_size": 1}
+        reply = call_json(f"{self.url}/register-env", body, method="POST")
         assert reply.get("status") == "success", reply
         return int(reply["env_id"])
 

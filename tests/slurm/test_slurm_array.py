@@ -12,7 +12,6 @@ import hashlib
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 from hermes_console.sim.config import LatencyConfig, SimConfig
 from hermes_console.sim.server import SimServer
 from tests.faults.cli_stop_helpers import assert_every_item_accounted, cli_env, whole_lines
-from tests.scaleout.scaleout_helpers import VENV_BIN, RunAPI
+from tests.scaleout.scaleout_helpers import VENV_BIN, RunAPI, call_json
 
 pytestmark = pytest.mark.timeout(600)  # includes the session fixture: apt install (<=180 s) + start
 
@@ -40,13 +39,6 @@ def _train_task_ids() -> list[str]:
     return [r["task_id"] for r in rows if r["split"] == "train"]
 
 
-def _http(url: str, body: dict[str, Any] | None = None, method: str = "GET") -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
-
-
 def _hash(group: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(group["tokens"]).encode()).hexdigest()
 
@@ -60,7 +52,7 @@ class PullingTrainer:
         self.groups: list[dict[str, Any]] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        _http(
+        call_json(
             f"{url}/register",
             method="POST",
             body={
@@ -80,7 +72,7 @@ class PullingTrainer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                batch = _http(f"{self.url}/batch").get("batch")
+                batch = call_json(f"{self.url}/batch").get("batch")
                 if batch:
                     self.groups.extend(batch)
                 else:
@@ -91,14 +83,14 @@ class PullingTrainer:
     def finish(self) -> list[str]:
         """Pull until run-api's own queue count is 0; the hashes of every group received."""
         _until(
-            lambda: self.error is not None or _http(f"{self.url}/status")["queue_size"] == 0,
+            lambda: self.error is not None or call_json(f"{self.url}/status")["queue_size"] == 0,
             60,
             "the trainer to empty run-api's queue",
         )
         self._stop.set()
         self._thread.join(15)
         assert self.error is None, f"the trainer failed: {self.error!r}"
-        assert _http(f"{self.url}/status")["queue_size"] == 0
+        assert call_json(f"{self.url}/status")["queue_size"] == 0
         return [_hash(g) for g in self.groups]
 
 
@@ -181,10 +173,6 @@ def _submit(cluster: Any, tmp_path: Path, sim: SimServer, api: RunAPI) -> str:
     )
 
 
-def _weight(api: RunAPI, env_id: int) -> float:
-    return float(_http(f"{api.url}/status-env", body={"env_id": env_id})["env_weight"])
-
-
 def _attached_console_sees_every_host(tasks: list[Task], token_file: Path) -> None:
     """One console attached to every task's --listen address (as the job output says to)
     shows both hosts and their groups as the hosts' own event logs count them."""
@@ -247,13 +235,13 @@ def test_array_hosts_take_disjoint_items_deliver_once_and_drain_on_scancel(slurm
         env_ids = {t.index: t.trainer()["env_id"] for t in tasks}
         _attached_console_sees_every_host(tasks, tmp_path / "job" / "listen.token")
         assert sorted(env_ids.values()) == [0, 1], env_ids
-        assert _weight(api, env_ids[0]) == pytest.approx(0.5)  # run-api counts two connected envs
+        assert api.env_weight(env_ids[0]) == pytest.approx(0.5)  # run-api counts two connected envs
         cluster.run("scancel", f"{job}_1")
         _until(lambda: 1 not in cluster.tasks(job), cluster.kill_wait_s + WAIT_S, "task 1 to end", show)
         assert cluster.job_field(f"{job}_1", "JobState") == "CANCELLED"
         assert cluster.tasks(job).get(0) == "RUNNING", show()  # the other host goes on...
         # ...and now holds the whole weight: the cancelled host sent /disconnect-env on its way out
-        _until(lambda: _weight(api, env_ids[0]) == pytest.approx(1.0), 30, "run-api to drop the cancelled env", show)
+        _until(lambda: api.env_weight(env_ids[0]) == pytest.approx(1.0), 30, "run-api to drop the cancelled env", show)
         assert tasks[0].trainer()["state"] != "error"
 
         # The gentle stop: only the batch shell is signalled, and it passes one SIGTERM to the host.
