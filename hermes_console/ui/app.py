@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
+from textual.events import Event, Key
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
@@ -27,6 +28,7 @@ from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands
 from hermes_console.ui.config import ConsoleConfig, KeymapError, load_console_config
+from hermes_console.ui.first_hop_keys import app_binding_for
 from hermes_console.ui.format import duration, visible
 from hermes_console.ui.replay_controls import ReplayControls
 from hermes_console.ui.screens.confirm import ConfirmModal
@@ -216,6 +218,19 @@ class ConsoleApp(ReplayControls, App[int]):
 
     def on_key(self, _event: Any) -> None:
         self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
+
+    async def on_event(self, event: Event) -> None:
+        # A key only the app binds runs here, at its first queue, instead of after bubbling
+        # through every container back to the app (ui/first_hop_keys.py): in a flood each
+        # queue on the way is a turn of the loop, and an operator's pause waited for all.
+        if isinstance(event, Key) and not event.is_forwarded:
+            binding = app_binding_for(self, event.key)
+            if binding is not None:
+                self.app_focus = True  # as Textual's route does for a key
+                self.budget.kick()
+                if await self.run_action(binding.action, self):
+                    return
+        await super().on_event(event)
 
     def ui_note(self) -> str:
         """The status bar's note while the UI is throttling its redraws."""
