@@ -12,10 +12,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
+from textual.dom import NoScreen
 from textual.events import Event, Key
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
@@ -226,7 +228,10 @@ class ConsoleApp(ReplayControls, App[int]):
         if isinstance(event, Key) and not event.is_forwarded:
             binding = app_binding_for(self, event.key)
             if binding is not None:
-                self.app_focus = True  # as Textual's route does for a key
+                self.app_focus = True  # as Textual's route does for a key, and a tooltip goes
+                if self.focused is not None:
+                    with suppress(NoScreen):
+                        self.screen._clear_tooltip()
                 self.budget.kick()
                 if await self.run_action(binding.action, self):
                     return
