@@ -71,11 +71,13 @@ class ConsoleApp(ReplayControls, App[int]):
         self._behind = False  # the last drain step left items waiting
         self._flood_timer: Timer | None = None  # drains at flood_drain_hz while a backlog waits
         self.flood_rhythm = False  # that timer runs
-        drain_hz = max(self.config.drain_hz, self.config.flood_drain_hz, self.config.tick_hz)
+        # The budget's base drain interval is the fastest rhythm (the flood's): a step that left a
+        # backlog may be followed that soon (UiBudget.drain_due).
+        flood_hz = max(self.config.drain_hz, self.config.flood_drain_hz, self.config.tick_hz)
         self.budget = UiBudget(
             self.config.ui_cpu_share,
             1.0 / self.config.tick_hz,
-            1.0 / drain_hz,
+            1.0 / flood_hz,
             max_redraw_s=self.config.max_redraw_interval_s,
             max_drain_s=self.config.max_drain_interval_s,
         )

@@ -37,18 +37,19 @@ def app_binding_for(app: App[Any], key: str) -> Binding | None:
     reachable = screen._modal_binding_chain  # ends at a modal screen: the app is not reached
     if not reachable or reachable[-1][0] is not app:
         return None
+    names = events.Key(key, None).name_aliases  # the key_<name> methods Textual's dispatch tries
     for node, bindings in reachable[:-1]:
-        if bindings.key_to_bindings.get(key) or _handles_keys(node, key):
+        if bindings.key_to_bindings.get(key) or _handles_keys(node, names):
             return None
     own = [binding for binding in reachable[-1][1].key_to_bindings.get(key, ()) if not binding.priority]
     return own[0] if len(own) == 1 else None
 
 
-def _handles_keys(node: DOMNode, key: str) -> bool:
+def _handles_keys(node: DOMNode, names: list[str]) -> bool:
     """The node may act on the key before bindings are looked up: Textual offers every key to
     the ``key_<name>`` methods and to the key handlers of the widgets on the way (an input's,
     a text area's). Widget's own handler only does the former; the app's is the lookup."""
-    for name in events.Key(key, None).name_aliases:  # the names Textual's dispatch tries
+    for name in names:
         if getattr(node, f"key_{name}", None) is not None or getattr(node, f"_key_{name}", None) is not None:
             return True
     return _has_key_handler(type(node))
