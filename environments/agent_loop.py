@@ -455,7 +455,7 @@ class HermesAgentLoop:
             elif name in _LOOP_ONLY_UNAVAILABLE:
                 result = json.dumps({"error": f"{name} is not available in RL environments."})
             else:
-                if name == "terminal":
+                if name == "terminal" and logger.isEnabledFor(logging.INFO):
                     logger.info("[%s] $ %s", rid[:8], safe_head(args.get("command", ""), 80))
                 try:
                     result = await self._dispatch(name, args, user_task)

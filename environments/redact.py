@@ -50,15 +50,37 @@ def _redact_assignment(m: re.Match[str]) -> str:
     return f"{m['name']}{m['sep']}{m['quote']}{REDACTED}"
 
 
+# What a match of each costly rule must contain: text without it is not searched at all
+# (the name rule tries every position with 64-character look-aheads: ~0.3 µs a character,
+# and every tool result and turn head goes through here on the env's loop). Each word list
+# is the rule's own literals; the fallback regex applies them with the rule's flags, so
+# non-ASCII text that case-folds onto them (the Kelvin sign for k, ſ for s) is still seen.
+_ASSIGN_WORDS = ("api_key", "api-key", "apikey", "secret", "token", "passwd", "password", "credential", "auth")
+_ASSIGN_WORDS_RE = re.compile(r"api[_\-]?key|apikey|secret|token|passwd|password|credential|auth", re.IGNORECASE)
+_BEARER_WORDS = ("bearer", "basic", "token")
+_BEARER_WORDS_RE = re.compile(r"bearer|basic|token", re.IGNORECASE)
+
+
+def _may_contain(text: str, words: tuple[str, ...], fallback: re.Pattern[str]) -> bool:
+    """True unless ``text`` surely holds none of ``words`` in any case."""
+    if text.isascii():  # ASCII text matches an ASCII pattern case-insensitively iff its lower case does
+        lowered = text.lower()
+        return any(word in lowered for word in words)
+    return fallback.search(text) is not None
+
+
 def redact(text: str) -> str:
     """Replace anything that looks like a credential with a marker, and every known
     secret (see ``known_secrets``) in plain or base64 form."""
     if not text:
         return text
     text = redact_known(text)
-    text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
-    text = _BEARER_RE.sub(lambda m: f"{m['kw']}{REDACTED}", text)
-    text = _ASSIGN_RE.sub(_redact_assignment, text)
+    if "://" in text:
+        text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
+    if _may_contain(text, _BEARER_WORDS, _BEARER_WORDS_RE):
+        text = _BEARER_RE.sub(lambda m: f"{m['kw']}{REDACTED}", text)
+    if ("=" in text or ":" in text) and _may_contain(text, _ASSIGN_WORDS, _ASSIGN_WORDS_RE):
+        text = _ASSIGN_RE.sub(_redact_assignment, text)
     text = _TOKEN_RE.sub(REDACTED, text)
     return text
 
