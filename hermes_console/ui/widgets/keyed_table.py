@@ -22,6 +22,7 @@ from textual.widgets._data_table import Row as TableRow
 from textual.widgets.data_table import CellKey, ColumnKey, DuplicateKey, RowKey
 
 from hermes_console.ui.widgets.column_sort import ColumnSort
+from hermes_console.ui.widgets.pass_styles import PassStyles
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 Cell: TypeAlias = Text | str
@@ -59,7 +60,7 @@ def render_cell_line(
     return app.console.render_lines(styled, options)
 
 
-class KeyedTable(ColumnSort, DataTable):
+class KeyedTable(PassStyles, ColumnSort, DataTable):
     """Rows are identified by a stable key (group id, task id, ...).
 
     ``sync`` adds new rows, removes vanished ones and calls ``update_cell`` only

@@ -39,6 +39,7 @@ from hermes_console.ui.widgets.keyed_table import (
     render_cell_line,
     sort_value,
 )
+from hermes_console.ui.widgets.pass_styles import PassStyles
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 STRIP_CACHE = 2_000  # rendered lines kept (a few screens' worth at several cursor / hover states)
@@ -64,7 +65,7 @@ class TableColumn:
         return self.render_width
 
 
-class LineTable(ColumnSort, ScrollView, can_focus=True):
+class LineTable(PassStyles, ColumnSort, ScrollView, can_focus=True):
     """Rows keyed by int keys in ``self._order`` (display order); subclasses fill it."""
 
     ALLOW_SELECT = False

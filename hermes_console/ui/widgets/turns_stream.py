@@ -34,6 +34,7 @@ from hermes_console.runtime.views import StreamEntry
 from hermes_console.ui.format import clock, head, visible
 from hermes_console.ui.stream_filter import StreamFilter
 from hermes_console.ui.widgets.keyed_table import HostColumn, host_column_of
+from hermes_console.ui.widgets.pass_styles import PassStyles
 from hermes_console.ui.widgets.virtual_size import set_virtual_size
 
 ENTRY_CHARS = 400
@@ -63,7 +64,7 @@ class StreamLine(NamedTuple):
     chunk: str = ""
 
 
-class TurnsStream(ScrollView, can_focus=True):
+class TurnsStream(PassStyles, ScrollView, can_focus=True):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.following = True
