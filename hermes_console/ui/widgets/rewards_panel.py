@@ -68,9 +68,13 @@ class RewardsPanel(Horizontal):
             self.query_one(f"#spark-{name}", TrendLine).data = data
         summary = self._summary(state)
         lines = summary.plain.count("\n")
-        # A layout pass only when the summary's height may change (auto height when compact):
-        # Static.update asks for one every time, a re-arrangement of the whole screen.
-        self.query_one("#reward-summary", Static).update(summary, layout=lines != self._summary_lines)
+        # Static.update asks for a layout pass (a re-arrangement of the whole screen) every
+        # time; only a summary whose height follows its text (auto: compact) can need one,
+        # when its number of lines changed. Beside the histogram its height is the row's.
+        shown = self.query_one("#reward-summary", Static)
+        height = shown.styles.height
+        follows_text = height is None or height.is_auto
+        shown.update(summary, layout=follows_text and lines != self._summary_lines)
         self._summary_lines = lines
         self.border_title = f"Rewards (last {len(rewards)} rollouts, {len(steps)} steps)"
 
