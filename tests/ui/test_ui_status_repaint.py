@@ -95,3 +95,35 @@ async def test_a_throttled_redraws_later_ticks_leave_counters_for_the_next_redra
         bar.update_from(state, NOW + 3, live=True, stopping=True, ui_note="UI throttled")  # the next redraw
         await pilot.pause()
         assert "received 2" in str(bar.render())
+
+
+async def test_the_budget_notes_line_stays_once_shown_so_panels_do_not_shift() -> None:
+    """The budget throttles while the env is busy and relaxes while it waits on the model:
+    with the note's line coming and going, every panel below the bar moved by a line (and the
+    screen was laid out again) at each turn of the env. Once shown, the line stays."""
+    app = BarApp()
+    async with app.run_test(size=(160, 20)) as pilot:
+        bar = app.query_one(StatusBar)
+        layouts: list[bool] = []
+        real = bar.refresh
+
+        def spy(*regions: Any, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Any:
+            layouts.append(layout)
+            return real(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        bar.refresh = spy  # type: ignore[method-assign]
+        state = _state()
+        bar.update_from(state, NOW, live=True, stopping=False)
+        await pilot.pause()
+        unthrottled = len(str(bar.render()).splitlines())
+        heights, laid_out = [], []
+        for second, note in enumerate(["UI throttled: redraw every 2.0s", "", "UI throttled: redraw every 3.0s", ""]):
+            layouts.clear()
+            bar.update_from(state, NOW + 1 + second, live=True, stopping=False, ui_note=note)
+            await pilot.pause()
+            laid_out.append(any(layouts))
+            heights.append(bar.size.height)
+            assert ("UI throttled" in str(bar.render())) == bool(note)
+        assert laid_out == [True, False, False, False]  # the line came once, then stayed
+        assert heights == [unthrottled + 1] * 4
+        assert "UI redraws at full rate" in str(bar.render())

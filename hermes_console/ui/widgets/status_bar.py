@@ -32,6 +32,7 @@ class StatusBar(Static):
         self._rendered: tuple = ()
         self._shape: tuple[int, int] | None = None  # (lines, width) of the last text, when none wrapped
         self._controls: tuple = ()  # what the operator controls, as last drawn (update_from)
+        self._note_shown = False  # the budget's note has had a line: the line stays
 
     def update_from(
         self,
@@ -69,6 +70,11 @@ class StatusBar(Static):
             lines.append(Text(f" {stop_note}", style="bold magenta"))
         if ui_note:  # the UI is spacing its redraws out to stay within its CPU budget
             lines.append(Text(f" {ui_note}", style="yellow"))
+            self._note_shown = True
+        elif self._note_shown:
+            # The budget throttles and relaxes with the env's bursts (every LLM round trip):
+            # a line that came and went would shift every panel below the bar each time.
+            lines.append(Text(" UI redraws at full rate", style="dim"))
         if progress is not None:
             lines.append(progress)
         if not live:
