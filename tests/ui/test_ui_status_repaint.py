@@ -6,9 +6,12 @@ only change with the number of lines or a line that wraps: those still lay out."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 
 from hermes_console.runtime import events as rev
 from hermes_console.runtime.state import ConsoleState
@@ -31,21 +34,34 @@ def _state() -> ConsoleState:
     return s
 
 
-async def test_same_shape_repaints_and_a_new_line_or_a_wrap_lays_out() -> None:
+def _layout_requests(bar: StatusBar) -> list[bool]:
+    """The ``layout`` flag of every refresh the bar asks for from now on."""
+    layouts: list[bool] = []
+    real = bar.refresh
+
+    def spy(*regions: Any, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Any:
+        layouts.append(layout)
+        return real(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    bar.refresh = spy  # type: ignore[method-assign]
+    return layouts
+
+
+@asynccontextmanager
+async def _drawn_bar(size: tuple[int, int]) -> AsyncIterator[tuple[Pilot[None], StatusBar, list[bool], ConsoleState]]:
+    """A bar drawn once from a configured run, its layout requests recorded from then on."""
     app = BarApp()
-    async with app.run_test(size=(120, 20)) as pilot:
+    async with app.run_test(size=size) as pilot:
         bar = app.query_one(StatusBar)
-        layouts: list[bool] = []
-        real = bar.refresh
-
-        def spy(*regions: Any, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Any:
-            layouts.append(layout)
-            return real(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-        bar.refresh = spy  # type: ignore[method-assign]
+        layouts = _layout_requests(bar)
         state = _state()
         bar.update_from(state, NOW, live=True, stopping=False)
         await pilot.pause()
+        yield pilot, bar, layouts, state
+
+
+async def test_same_shape_repaints_and_a_new_line_or_a_wrap_lays_out() -> None:
+    async with _drawn_bar((120, 20)) as (pilot, bar, layouts, state):
         text_before = str(bar.render())
         lines_before = len(text_before.splitlines())
         state.apply(rev.ItemReceived(group_id="g1"))
@@ -101,20 +117,7 @@ async def test_the_budget_notes_line_stays_once_shown_so_panels_do_not_shift() -
     """The budget throttles while the env is busy and relaxes while it waits on the model:
     with the note's line coming and going, every panel below the bar moved by a line (and the
     screen was laid out again) at each turn of the env. Once shown, the line stays."""
-    app = BarApp()
-    async with app.run_test(size=(160, 20)) as pilot:
-        bar = app.query_one(StatusBar)
-        layouts: list[bool] = []
-        real = bar.refresh
-
-        def spy(*regions: Any, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Any:
-            layouts.append(layout)
-            return real(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-        bar.refresh = spy  # type: ignore[method-assign]
-        state = _state()
-        bar.update_from(state, NOW, live=True, stopping=False)
-        await pilot.pause()
+    async with _drawn_bar((160, 20)) as (pilot, bar, layouts, state):
         unthrottled = len(str(bar.render()).splitlines())
         heights, laid_out = [], []
         for second, note in enumerate(["UI throttled: redraw every 2.0s", "", "UI throttled: redraw every 3.0s", ""]):
