@@ -29,11 +29,10 @@ _TOKEN_PATTERNS = [
 ]
 _TOKEN_RE = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
 
-# NAME=value / NAME: value / "name": "value" where NAME smells like a secret.
-# Repeats are bounded: unbounded ones backtrack quadratically on long unbroken runs.
-_SECRET_NAME = (
-    r"[A-Za-z0-9_\-]{0,64}(?:api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]{0,64}"
-)
+# NAME=value / NAME: value / "name": "value" where NAME smells like a secret (it holds one of
+# SECRET_WORDS). Repeats are bounded: unbounded ones backtrack quadratically on long unbroken runs.
+SECRET_WORDS = r"api[_\-]?key|apikey|secret|token|passwd|password|credential|auth"
+_SECRET_NAME = rf"[A-Za-z0-9_\-]{{0,64}}(?:{SECRET_WORDS})[A-Za-z0-9_\-]{{0,64}}"
 _ASSIGN_RE = re.compile(
     rf"""(?P<name>["']?\b{_SECRET_NAME}["']?)(?P<sep>\s*[:=]\s*)(?P<quote>["']?)(?P<value>[^\s"',;&|]+)""",
     re.IGNORECASE,
@@ -53,10 +52,11 @@ def _redact_assignment(m: re.Match[str]) -> str:
 # What a match of each costly rule must contain: text without it is not searched at all
 # (the name rule tries every position with 64-character look-aheads: ~0.3 µs a character,
 # and every tool result and turn head goes through here on the env's loop). Each word list
-# is the rule's own literals; the fallback regex applies them with the rule's flags, so
-# non-ASCII text that case-folds onto them (the Kelvin sign for k, ſ for s) is still seen.
+# is the rule's own literals (SECRET_WORDS spelled out); the fallback regex applies them with
+# the rule's flags, so non-ASCII text that case-folds onto them (the Kelvin sign for k, ſ for
+# s) is still seen.
 _ASSIGN_WORDS = ("api_key", "api-key", "apikey", "secret", "token", "passwd", "password", "credential", "auth")
-_ASSIGN_WORDS_RE = re.compile(r"api[_\-]?key|apikey|secret|token|passwd|password|credential|auth", re.IGNORECASE)
+_ASSIGN_WORDS_RE = re.compile(SECRET_WORDS, re.IGNORECASE)
 _BEARER_WORDS = ("bearer", "basic", "token")
 _BEARER_WORDS_RE = re.compile(r"bearer|basic|token", re.IGNORECASE)
 

@@ -17,7 +17,7 @@ import shlex
 import uuid
 from typing import Any
 
-from environments.redact import _TOKEN_RE, REDACTED, redact, redact_known
+from environments.redact import _TOKEN_RE, REDACTED, SECRET_WORDS, redact, redact_known
 from environments.tools import sandbox_access
 from environments.tools.registry import register
 
@@ -154,7 +154,7 @@ def _fail(message: str, output: str = "") -> dict[str, Any]:
 # what precedes them for a "secret_name=" assignment whose value is the run.
 _LONG_RUN_RE = re.compile(r"([A-Za-z0-9_+.\-]{128,})")
 _SECRET_ASSIGN_TAIL = re.compile(
-    r"(api[_\-]?key|apikey|secret|token|passwd|password|credential|auth)[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?$",
+    rf"({SECRET_WORDS})[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?$",
     re.IGNORECASE,
 )
 
