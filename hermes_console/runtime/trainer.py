@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,17 +269,25 @@ class TrainerLink:
         import json
 
         try:
+            lines = "".join(
+                json.dumps(
+                    {"group_id": group_id, "outcome": outcome, "error": message, "group": group},
+                    allow_nan=False,
+                    default=str,
+                )
+                + "\n"
+                for group in groups
+            ).encode("utf-8")
             self.spool_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.spool_path, "a", encoding="utf-8") as fp:
-                for group in groups:
-                    fp.write(
-                        json.dumps(
-                            {"group_id": group_id, "outcome": outcome, "error": message, "group": group},
-                            allow_nan=False,
-                            default=str,
-                        )
-                        + "\n"
-                    )
+            # One write of whole lines: a buffered file wrote a line longer than its buffer in
+            # pieces, and whoever read the spool meanwhile saw half a line.
+            fd = os.open(self.spool_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(lines)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
         except (OSError, ValueError) as exc:  # the jsonl still has the group; say that the spool failed
             events.emit(
                 rev.LogRecord(
