@@ -148,6 +148,7 @@ class BashSessionSandbox(ABC):
         self._cleaned = False  # cleanup ran (or is running): it runs once
         self._command_extra_s = 0.0  # operator's extension of the running command's timeout
         self._busy = 0
+        self._last_counters: dict[str, int] | None = None  # limit counters as last read (see _counters_before)
         self._machine: subprocess.Popen[bytes] | None = None
         self._vmachine: subprocess.Popen[bytes] | None = None  # docker: the verifier's own exec
         self._agent: _Channel | None = None
@@ -230,6 +231,15 @@ class BashSessionSandbox(ABC):
     def _limit_counters(self) -> dict[str, int]:
         """Limit-hit counters (oom_kill, pids_max) of the sandbox's cgroup, when it has one."""
         return self._cgroup.counters() if self._cgroup is not None else {}
+
+    def _counters_before(self) -> dict[str, int]:
+        """The counters a command's are compared with: the last reading (taken after the
+        previous command), so a command costs one reading, not two. A limit hit while the
+        sandbox was idle (a background job killed) is told with the next command."""
+        last = self._last_counters
+        if last is None:
+            last = self._last_counters = self._limit_counters()
+        return last
 
     def _cgroup_inescapable(self) -> bool:
         """Can no process of this sandbox leave its cgroup? Then killing the cgroup's members
@@ -652,7 +662,8 @@ class BashSessionSandbox(ABC):
     def _call(
         self, ch: _Channel, command: str, timeout: float, stdin_data: str | None, cwd_hint: str, verifier: bool
     ) -> ExecResult:
-        if any(rec[0] == "D" for rec in ch.read_records()):  # the shell died between commands
+        waiting = ch.waiting_now()  # one poll: status records and late output read only when there
+        if "s" in waiting and any(rec[0] == "D" for rec in ch.read_records()):  # the shell died between commands
             if not verifier:
                 self.shell_restarts += 1
                 self._log_restart("shell", "died while idle")
@@ -665,8 +676,8 @@ class BashSessionSandbox(ABC):
         cwd = cwd_hint.encode("utf-8", errors="surrogateescape")
         header = f"\nF{ch.nonce} {seq} {len(body)} {len(data)} {len(cwd)}\n"  # tagged: a fresh shell resyncs on it
         payload = header.encode() + cwd + body + data
-        ch.discard_output()  # late output of a background job: not this command's
-        before = self._limit_counters()
+        ch.discard_output(readable="o" in waiting)  # late output of a background job: not this command's
+        before = self._counters_before()
         t0 = procfs.now_ticks()
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
@@ -726,10 +737,14 @@ class BashSessionSandbox(ABC):
     def _pump(self, ch: _Channel, payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> _Outcome:
         """Send the frame, collect output, wait for this command's trailer; police the deadline."""
         res = _Outcome()
-        pending = memoryview(payload)
+        pending = ch.write_some(memoryview(payload))  # the pipe is empty between commands: no poll first
         deadline = time.monotonic() + timeout
         stage_end: float | None = None  # after a timeout/close: how long we wait before escalating
         stage = 0
+        # Whether the machine may have died: checked (a waitpid) when a poll saw nothing or a
+        # hang-up, not on every turn -- under load every system call is a wait for the GIL.
+        # _ensure_machine has just checked the machine itself.
+        check_alive = ch.proc is not self._machine
         while True:
             now = time.monotonic()
             if stage == 0 and (now >= deadline + self._command_extra_s or self._closed):
@@ -746,7 +761,7 @@ class BashSessionSandbox(ABC):
             if stage == 2 and now >= (stage_end or now):
                 self._kill_machine(ch)  # nothing answers: a fresh machine next time
                 return res
-            if ch.proc.poll() is not None and not ch.readable():
+            if check_alive and ch.proc.poll() is not None and not ch.readable():
                 if self._closed:
                     res.killed = True
                     return res
@@ -756,14 +771,9 @@ class BashSessionSandbox(ABC):
                     self._machine_dead_note(buf)
                 return res
             events = ch.poll(pending, 50)
+            check_alive = not events or "hup" in events
             if events.get("w"):
-                try:
-                    n = os.write(ch.wfd, pending[:_READ_CHUNK])
-                    pending = pending[n:]
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    pending = memoryview(b"")
+                pending = ch.write_some(pending)
             if events.get("o"):
                 ch.read_output(buf)
             if events.get("s"):
@@ -822,7 +832,7 @@ class BashSessionSandbox(ABC):
         if lim is None:
             return ""
         notes = []
-        after = self._limit_counters()
+        after = self._last_counters = self._limit_counters()
         if after.get("oom_kill", 0) > before.get("oom_kill", 0):
             notes.append(f"memory limit reached ({lim.memory_mb} MB): the kernel killed a process of this sandbox")
         if after.get("pids_max", 0) > before.get("pids_max", 0):
@@ -845,6 +855,8 @@ class _Outcome:
 
 _STATUS_LINE_MAX = 8192  # a trailer is "T <nonce> <seq> <rc> <cwd>": cwd <= 4096
 _STATUS_BUF_MAX = 64 * 1024
+_STATUS_READ = 4096
+_HANGUP = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 class _Channel:
@@ -914,9 +926,26 @@ class _Channel:
                 self._poller.unregister(self.wfd)
             self._w_registered = want_w
         out: dict[str, bool] = {}
-        for fd, _ev in self._poller.poll(ms):
+        for fd, ev in self._poller.poll(ms):
             out["w" if fd == self.wfd else "o" if fd == self.ofd else "s"] = True
+            if ev & _HANGUP:
+                out["hup"] = True
         return out
+
+    def waiting_now(self) -> dict[str, bool]:
+        """What can be read without waiting ("o" output, "s" status), in one system call."""
+        return self.poll(memoryview(b""), 0)
+
+    def write_some(self, pending: memoryview) -> memoryview:
+        """Write what the pipe takes now; the rest is returned (empty when the pipe broke)."""
+        if not pending:
+            return pending
+        try:
+            return pending[os.write(self.wfd, pending[:_READ_CHUNK]) :]
+        except BlockingIOError:
+            return pending
+        except OSError:
+            return memoryview(b"")
 
     def readable(self) -> bool:
         # poll, not select: a console with hundreds of sandboxes has fds above FD_SETSIZE
@@ -935,11 +964,13 @@ class _Channel:
                 return
             if buf is not None:
                 buf.feed(chunk)
-            if not until_empty:
+            if not until_empty or len(chunk) < _READ_CHUNK:  # a pipe read short: it is empty now
                 return
 
-    def discard_output(self) -> None:
-        self.read_output(None, until_empty=True)
+    def discard_output(self, readable: bool = True) -> None:
+        """Drop what is in the output pipe (``readable=False``: a poll just found it empty)."""
+        if readable:
+            self.read_output(None, until_empty=True)
 
     def drain_text(self) -> str:
         buf = BoundedOutput(4096)
@@ -955,7 +986,7 @@ class _Channel:
             probe.poll(block_ms)
         while True:
             try:
-                chunk = os.read(self.sfd, 4096)
+                chunk = os.read(self.sfd, _STATUS_READ)
             except (BlockingIOError, OSError):
                 break
             if not chunk:
@@ -964,6 +995,8 @@ class _Channel:
             self._sbuf += chunk
             if len(self._sbuf) > _STATUS_BUF_MAX:
                 del self._sbuf[: len(self._sbuf) - _STATUS_BUF_MAX]
+            if len(chunk) < _STATUS_READ:  # a pipe read short: it is empty now
+                break
         records = []
         while True:
             nl = self._sbuf.find(b"\n")

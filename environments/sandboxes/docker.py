@@ -324,9 +324,9 @@ class _SyncChannel(_Channel):
             probe.register(self.ofd, select.POLLIN)
             probe.poll(50)
 
-    def discard_output(self) -> None:
+    def discard_output(self, readable: bool = True) -> None:
         self._awaiting = self._death_awaited = None  # between commands: wait for nothing
-        super().discard_output()
+        super().discard_output(readable)
 
 
 def _read_counters(path: Path) -> dict[str, int]:
