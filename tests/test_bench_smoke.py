@@ -176,3 +176,13 @@ def test_trend_line_cpu_smoke() -> None:
     r = trend_line_cpu.run(rounds=2, redraws=3, points=30, width=20, height=2)
     assert r["same_cells"] is True and r["samples_per_side"] == 6
     assert r["textual_sparkline_ms_per_redraw"] > 0 and r["trend_line_ms_per_redraw"] > 0
+
+
+def test_sandbox_burst_smoke() -> None:
+    from bench import sandbox_burst
+
+    r = sandbox_burst.main(["--threads", "4", "--commands", "2", "--rounds", "1"])
+    for row in ("4 threads", "1 threads"):
+        for side in ("old", "new"):
+            m = r[row]["median"][side]
+            assert m["host_cpu_ms"] > 0 and m["wall_s"] > 0, (row, side, m)
