@@ -181,7 +181,9 @@ def test_trend_line_cpu_smoke() -> None:
 def test_sandbox_burst_smoke() -> None:
     from bench import sandbox_burst
 
-    r = sandbox_burst.main(["--threads", "4", "--commands", "2", "--rounds", "1"])
+    r = sandbox_burst.main(
+        ["--threads", "4", "--commands", "2", "--rounds", "1", "--rev", "HEAD"]
+    )  # a shallow clone has HEAD only
     for row in ("4 threads", "1 threads"):
         for side in ("old", "new"):
             m = r[row]["median"][side]
