@@ -406,10 +406,10 @@ def _on_rollout_finished(s: ConsoleState, e: ev.RolloutFinished) -> None:
     r.trainable_turns = e.trainable_turns
     r.assistant_turns = e.assistant_turns
     r.drift_count = e.drift_count
-    r.trained_run_tokens = list(e.trained_run_tokens)
-    r.trained_run_logprob = list(e.trained_run_logprob)
+    r.trained_run_tokens = tuple(e.trained_run_tokens)
+    r.trained_run_logprob = tuple(e.trained_run_logprob)
     r.prompt_tokens = e.prompt_tokens
-    r.data_problems = list(e.data_problems)
+    r.data_problems = tuple(e.data_problems)
     s.data_health.add(e)
     r.error = e.error
     r.reward_error = e.reward_error

@@ -73,10 +73,12 @@ class RolloutView:
     trainable_turns: int = 0
     assistant_turns: int = 0
     drift_count: int = 0
-    trained_run_tokens: list[int] = field(default_factory=list)
-    trained_run_logprob: list[float] = field(default_factory=list)
+    # Set once, when the rollout finishes: tuples (the empty one is shared, and the garbage
+    # collector stops tracking a tuple of numbers or strings), not a list per rollout.
+    trained_run_tokens: tuple[int, ...] = ()
+    trained_run_logprob: tuple[float, ...] = ()
     prompt_tokens: int = 0
-    data_problems: list[str] = field(default_factory=list)
+    data_problems: tuple[str, ...] = ()
     error: str | None = None
     reward_error: str | None = None
     system_prompt: str = ""
