@@ -251,3 +251,34 @@ def four_turn_tasks_file(directory: str | None = None) -> str:
 
 def bench_tmpdir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=f"hc-bench-{prefix}-")
+
+
+# --------------------------------------------------------------------------- old code side by side
+
+
+def old_package_dir(rev: str, package: str = "environments") -> str:
+    """``package`` as of git ``rev``, extracted (``git archive``) into a fresh temp dir: put it
+    first on PYTHONPATH to run the old code beside this checkout's."""
+    out = tempfile.mkdtemp(prefix="hermes-bench-old-")
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, package], capture_output=True, check=True, timeout=60
+    )
+    subprocess.run(["tar", "-x", "-C", out], input=archive.stdout, check=True, timeout=60)
+    return out
+
+
+def run_child_result(code: str, args: Sequence[str], pythonpath: str, timeout: float = 600) -> dict[str, Any]:
+    """Run ``python -c code *args`` with ``pythonpath`` first (cwd there too); the JSON of its
+    last line starting with ``RESULT``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=pythonpath),
+        timeout=timeout,
+        cwd=pythonpath,
+    )
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")]
+    if not line:
+        raise RuntimeError(f"bench child failed ({pythonpath} {' '.join(args)}): {proc.stderr[-1500:]}")
+    return json.loads(line[-1][len("RESULT") :])

@@ -15,14 +15,9 @@ median of 3 rounds, and it counts other users' forks too).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from typing import Any
 
-from bench.common import REPO, median
+from bench.common import REPO, median, old_package_dir, run_child_result
 
 _CHILD = r"""
 import json, os, resource, sys, tempfile
@@ -62,19 +57,7 @@ print("RESULT" + json.dumps({"host_ms": 1000 * host / n, "sandbox_ms": 1000 * ki
 
 
 def _run(pythonpath: str, backend: str, n: int, cmd: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=pythonpath)
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, backend, str(n), cmd],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=pythonpath,
-    )
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")]
-    if not line:
-        raise RuntimeError(f"bench child failed ({backend}, {pythonpath}): {proc.stderr[-1500:]}")
-    return json.loads(line[-1][6:])
+    return run_child_result(_CHILD, [backend, str(n), cmd], pythonpath)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -83,11 +66,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rev", default="93482cd")
     args = ap.parse_args(argv)
-    old_dir = tempfile.mkdtemp(prefix="hermes-bench-old-")
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", args.rev, "environments"], capture_output=True, check=True, timeout=60
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", old_dir], input=archive, check=True, timeout=60)
+    old_dir = old_package_dir(args.rev)
     rows: dict[str, Any] = {}
     for backend in ("local", "bwrap"):
         for cmd in ("echo hi", "ls >/dev/null"):

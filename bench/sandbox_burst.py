@@ -16,14 +16,10 @@ each run is a fresh process, old and new alternated, medians.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
 from typing import Any
 
-from bench.common import REPO, median
+from bench.common import REPO, median, old_package_dir, run_child_result
 
 _CHILD = r"""
 import json, resource, sys, tempfile, threading, time
@@ -62,19 +58,7 @@ print("RESULT" + json.dumps({
 
 
 def _run(pythonpath: str, threads: int, commands: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=pythonpath)
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(threads), str(commands)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=pythonpath,
-    )
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")]
-    if not line:
-        raise RuntimeError(f"bench child failed ({pythonpath}): {proc.stderr[-1500:]}")
-    return json.loads(line[-1][6:])
+    return run_child_result(_CHILD, [str(threads), str(commands)], pythonpath)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -84,11 +68,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rev", default="6d081a8", help="the old side (default: before session 19's change)")
     args = ap.parse_args(argv)
-    old_dir = tempfile.mkdtemp(prefix="hermes-bench-old-")
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", args.rev, "environments"], capture_output=True, check=True, timeout=60
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", old_dir], input=archive, check=True, timeout=60)
+    old_dir = old_package_dir(args.rev)
     out: dict[str, Any] = {"load_before": list(os.getloadavg())}
     for threads, commands in ((args.threads, args.commands), (1, args.threads * args.commands // 8)):
         runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
