@@ -233,13 +233,24 @@ class BashSessionSandbox(ABC):
         return self._cgroup.counters() if self._cgroup is not None else {}
 
     def _counters_before(self) -> dict[str, int]:
-        """The counters a command's are compared with: the last reading (taken after the
-        previous command), so a command costs one reading, not two. A limit hit while the
-        sandbox was idle (a background job killed) is told with the next command."""
+        """The counters an agent command's are compared with: the last reading (taken after
+        the previous command, the verifier's included), so a command costs one reading, not
+        two. A limit hit while the sandbox was idle (a background job killed) is told with the
+        agent's next command."""
         last = self._last_counters
         if last is None:
             last = self._last_counters = self._limit_counters()
         return last
+
+    def _note_reading(self, before: dict[str, int], after: dict[str, int], verifier: bool) -> None:
+        """Keep ``after`` as the agent's next "before". A verifier command moves the kept
+        reading on by only what it saw itself, so a hit from the agent's idle jobs is still
+        the agent's to hear."""
+        if not verifier or self._last_counters is None:
+            self._last_counters = after
+            return
+        last = self._last_counters
+        self._last_counters = {k: last.get(k, 0) + after.get(k, 0) - before.get(k, 0) for k in after}
 
     def _cgroup_inescapable(self) -> bool:
         """Can no process of this sandbox leave its cgroup? Then killing the cgroup's members
@@ -677,7 +688,9 @@ class BashSessionSandbox(ABC):
         header = f"\nF{ch.nonce} {seq} {len(body)} {len(data)} {len(cwd)}\n"  # tagged: a fresh shell resyncs on it
         payload = header.encode() + cwd + body + data
         ch.discard_output(readable="o" in waiting)  # late output of a background job: not this command's
-        before = self._counters_before()
+        # The verifier reads its own "before": its output is the reward's input and must not
+        # carry a limit the agent's jobs hit while the sandbox sat idle.
+        before = self._limit_counters() if verifier else self._counters_before()
         t0 = procfs.now_ticks()
         ch.spare = procfs.children(ch.shell_pid) if ch.shell_pid is not None else None
         started = time.monotonic()
@@ -708,12 +721,14 @@ class BashSessionSandbox(ABC):
         if outcome.timed_out:
             # a limit hit before the deadline is often why the command ran out of time (bash
             # retries failed forks for seconds): say so, as a command that ended by itself does
-            out += f"\n[Command timed out after {timeout + extra:g}s]" + self._limit_notes(before, TIMEOUT_EXIT_CODE)
+            out += f"\n[Command timed out after {timeout + extra:g}s]" + self._limit_notes(
+                before, TIMEOUT_EXIT_CODE, verifier
+            )
             return ExecResult(out, TIMEOUT_EXIT_CODE, timed_out=True, duration_s=duration)
         if outcome.killed:
             return ExecResult(out + "\n[Command killed: sandbox closed]", KILLED_EXIT_CODE, duration_s=duration)
         code = outcome.code if outcome.code is not None else -1
-        return ExecResult(out + self._limit_notes(before, code), code, duration_s=duration)
+        return ExecResult(out + self._limit_notes(before, code, verifier), code, duration_s=duration)
 
     def extend_command(self, seconds: float) -> float:
         """Give the running command ``seconds`` more before it times out; returns the total
@@ -826,13 +841,14 @@ class BashSessionSandbox(ABC):
         if ch.proc is self._machine and self._cgroup is not None:
             self._cgroup.kill_all()
 
-    def _limit_notes(self, before: dict[str, int], code: int) -> str:
+    def _limit_notes(self, before: dict[str, int], code: int, verifier: bool = False) -> str:
         """Say which sandbox limit stopped the command, so the model (and operator) know."""
         lim = self._limits
         if lim is None:
             return ""
         notes = []
-        after = self._last_counters = self._limit_counters()
+        after = self._limit_counters()
+        self._note_reading(before, after, verifier)
         if after.get("oom_kill", 0) > before.get("oom_kill", 0):
             notes.append(f"memory limit reached ({lim.memory_mb} MB): the kernel killed a process of this sandbox")
         if after.get("pids_max", 0) > before.get("pids_max", 0):

@@ -118,6 +118,8 @@ def test_a_limit_hit_while_idle_is_told_with_the_next_command(tmp_path: Path) ->
         # dash gives up on a failed fork at once (bash retries for seconds): the job ends soon
         box.execute("sh -c 'for i in $(seq 40); do sleep 0.5 & done; wait' >/dev/null 2>&1 &", 30)
         time.sleep(2.0)
+        # the reward's commands see only what their own command hit: their output is its input
+        assert box.execute("echo check", 30, isolated=True).output == "check\n"
         result = box.execute("echo next", 30)
         assert "process limit reached (16 processes)" in result.output, result.output
         assert "process limit" not in box.execute("echo again", 30).output  # told once
