@@ -752,7 +752,9 @@ class BashSessionSandbox(ABC):
     def _pump(self, ch: _Channel, payload: bytes, seq: int, buf: BoundedOutput, timeout: float, t0: int) -> _Outcome:
         """Send the frame, collect output, wait for this command's trailer; police the deadline."""
         res = _Outcome()
-        pending = ch.write_some(memoryview(payload))  # the pipe is empty between commands: no poll first
+        pending = memoryview(payload)
+        if not self._closed:  # closed meanwhile (kill_now): the loop returns at once, nothing sent
+            pending = ch.write_some(pending)  # the pipe is empty between commands: no poll first
         deadline = time.monotonic() + timeout
         stage_end: float | None = None  # after a timeout/close: how long we wait before escalating
         stage = 0

@@ -125,3 +125,26 @@ def test_a_limit_hit_while_idle_is_told_with_the_next_command(tmp_path: Path) ->
         assert "process limit" not in box.execute("echo again", 30).output  # told once
     finally:
         box.cleanup()
+
+
+def test_a_sandbox_closed_before_the_frame_goes_out_sends_nothing(tmp_path: Path, monkeypatch) -> None:
+    # kill_now closes the sandbox with a plain store while a command may be on its way: the
+    # pump writes its frame without polling first, so it must look at the flag before writing.
+    box = LocalSandbox("closed-early", SandboxSettings(sandbox_root=tmp_path / "root"))
+    marker = tmp_path / "ran"
+    try:
+        box.execute("true", 30)
+        real_children = sb.base.procfs.children
+
+        def close_then_list(pid: int) -> set[int] | None:
+            box._closed = True  # as kill_now does, between the command's checks and its frame
+            return real_children(pid)
+
+        monkeypatch.setattr(sb.base.procfs, "children", close_then_list)
+        result = box.execute(f"touch {marker}", 30)
+        assert "sandbox closed" in result.output
+        time.sleep(0.5)
+        assert not marker.exists()
+    finally:
+        monkeypatch.undo()
+        box.cleanup()
