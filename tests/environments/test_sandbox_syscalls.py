@@ -29,6 +29,7 @@ from environments.sandboxes import cgroups
 from environments.sandboxes.bwrap import BwrapSandbox
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
+from tests.helpers.proc_oracle import live_pids_with, wait_until_gone
 
 pytestmark = pytest.mark.timeout(60)
 N = 20
@@ -148,3 +149,42 @@ def test_a_sandbox_closed_before_the_frame_goes_out_sends_nothing(tmp_path: Path
     finally:
         monkeypatch.undo()
         box.cleanup()
+
+
+def wait_until_up(fingerprint: str, count: int, within: float = 10.0) -> bool:
+    end = time.monotonic() + within
+    while len(live_pids_with(fingerprint)) < count:
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_pump_holds_against_a_model_that_floods_every_pipe_it_can_reach(box: sb.BashSessionSandbox) -> None:
+    # Attack on the reads that now stop at a short read and the machine check that now waits
+    # for a quiet poll: a double-forked, setsid writer floods the output pipe without end, and
+    # a builtin loop writes junk lines, fake trailers and overlong lines to every fd the shell
+    # holds (the status pipe among them). Each command must still end (at worst at its
+    # timeout), the next ones must work, the reward's runner must answer cleanly, and
+    # cleanup must leave nothing running.
+    fp = f"{int(time.time() * 1e6) % 10**9:09d}"
+    writer = f"(setsid sh -c 'while :; do printf %065536d {fp}; done' >/dev/null 2>&1 &) 2>/dev/null"
+    box.execute(f"( {writer} & ); echo started", 10)  # its output is this shell's output pipe
+    box.execute(f"(setsid bash -c 'exec -a hermes-{fp} sleep 300' &) ; true", 10)
+    assert wait_until_up(fp, 2)  # the writer and the sleeper run (a command that times out may kill them)
+    flood = r"""
+    junk=$(printf 'T deadbeef 1 0 /\nD x 1 1\nR x 1 1\n%.0s' $(seq 200)); long=$(printf '%09000d' 0)
+    for fd in $(ls /proc/$$/fd); do case $fd in 0|1|2) continue;; esac
+      for i in 1 2 3 4 5; do { printf '%s\n%s' "$junk" "$long"; } >&$fd 2>/dev/null; done
+    done; echo real-output; exit 7"""
+    t0 = time.monotonic()
+    result = box.execute(flood, 3)
+    assert time.monotonic() - t0 < 20, result.exit_code
+    assert result.exit_code == 7 or result.timed_out, (result.exit_code, result.output[-200:])
+    for _ in range(3):
+        after = box.execute("echo after", 10)
+        assert after.exit_code == 0 and not after.timed_out and len(after.output) <= 2_000_000
+    # the reward's runner (which stops the agent's processes first) answers cleanly
+    assert box.execute("echo verifier-ok", 10, isolated=True).output == "verifier-ok\n"
+    box.cleanup()
+    assert wait_until_gone(fp) == []
