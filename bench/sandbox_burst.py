@@ -1,13 +1,15 @@
 """Sandbox burst: host CPU per command when hundreds of rollouts run commands at once.
 
     python -m bench.sandbox_burst [--threads 256] [--commands 6] [--rounds 3] [--rev 6d081a8]
+                                  [--command 'sleep 1'] [--solo-commands N]
 
 P2's rollouts make their tool calls together (each LLM turn ends at the same moment), each
 in a tool thread of its own. A command's host side is a few system calls, and under that
 load every one of them is a release and a re-take of the GIL, so a command's host CPU
 grows with the threads running commands (BENCHMARKS.md, session 19). Here: ``--threads``
 threads, each with its own local sandbox (machine started beforehand), run ``--commands``
-commands (``cat /etc/hostname``: one exec) all at once, then alone with one thread. Host
+commands (``cat /etc/hostname``: one exec; ``--command`` another, e.g. ``sleep 1`` for
+commands that keep their threads waiting) all at once, then alone with one thread. Host
 CPU (this process: user + system) per command, voluntary context switches per command,
 wall. "old" is the sandbox package at ``--rev`` (``git archive``), "new" this checkout;
 each run is a fresh process, old and new alternated, medians.
@@ -25,7 +27,7 @@ _CHILD = r"""
 import json, resource, sys, tempfile, threading, time
 from environments.sandboxes.local import LocalSandbox
 from environments.sandboxes.settings import SandboxSettings
-threads, commands = int(sys.argv[1]), int(sys.argv[2])
+threads, commands, command = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 root = tempfile.mkdtemp()
 boxes = [LocalSandbox(f"burst{i}", SandboxSettings(sandbox_root=root)) for i in range(threads)]
 for box in boxes:
@@ -34,7 +36,7 @@ gate = threading.Barrier(threads + 1)
 def work(box):
     gate.wait()
     for _ in range(commands):
-        box.execute("cat /etc/hostname", 30)
+        box.execute(command, 30)
     gate.wait()
 pool = [threading.Thread(target=work, args=(b,)) for b in boxes]
 for t in pool:
@@ -57,8 +59,8 @@ print("RESULT" + json.dumps({
 """
 
 
-def _run(pythonpath: str, threads: int, commands: int) -> dict[str, float]:
-    return run_child_result(_CHILD, [str(threads), str(commands)], pythonpath)
+def _run(pythonpath: str, threads: int, commands: int, command: str) -> dict[str, float]:
+    return run_child_result(_CHILD, [str(threads), str(commands), command], pythonpath)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -67,18 +69,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--commands", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rev", default="6d081a8", help="the old side (default: before session 19's change)")
+    ap.add_argument("--command", default="cat /etc/hostname", help="what each command runs")
+    ap.add_argument(
+        "--solo-commands", type=int, default=0, help="commands of the one-thread run (0: threads*commands/8)"
+    )
     args = ap.parse_args(argv)
+    solo = args.solo_commands or args.threads * args.commands // 8
     old_dir = old_package_dir(args.rev)
     out: dict[str, Any] = {"load_before": list(os.getloadavg())}
-    for threads, commands in ((args.threads, args.commands), (1, args.threads * args.commands // 8)):
+    for threads, commands in ((args.threads, args.commands), (1, solo)):
         runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
         for i in range(args.rounds):
             order = (("old", old_dir), ("new", str(REPO))) if i % 2 == 0 else (("new", str(REPO)), ("old", old_dir))
             for side, path in order:
-                runs[side].append(_run(path, threads, commands))
+                runs[side].append(_run(path, threads, commands, args.command))
         med = {side: {k: round(median([r[k] for r in rs]), 3) for k in rs[0]} for side, rs in runs.items()}
         out[f"{threads} threads"] = {"median": med, "runs": runs}
-        print(f"{threads} thread(s) x {commands} commands ({args.rounds} rounds, medians)")
+        print(f"{threads} thread(s) x {commands} commands of {args.command!r} ({args.rounds} rounds, medians)")
         print(f"  {'side':5} {'host CPU ms/cmd':>16} {'of it system':>13} {'switches/cmd':>13} {'wall s':>8}")
         for side in ("old", "new"):
             m = med[side]

@@ -182,7 +182,7 @@ def test_sandbox_burst_smoke() -> None:
     from bench import sandbox_burst
 
     r = sandbox_burst.main(
-        ["--threads", "4", "--commands", "2", "--rounds", "1", "--rev", "HEAD"]
+        ["--threads", "4", "--commands", "2", "--rounds", "1", "--rev", "HEAD", "--command", "sleep 0.1"]
     )  # a shallow clone has HEAD only
     for row in ("4 threads", "1 threads"):
         for side in ("old", "new"):

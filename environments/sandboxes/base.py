@@ -75,6 +75,9 @@ _log = logging.getLogger(__name__)
 _READ_CHUNK = 1 << 16
 BROKEN_SHELL_CODES = (196, 197, 198)  # shell.py DRIVER: exits that hand over to a fresh shell
 SHELL_STATE_FILE = "shell-state.sh"  # a dying agent shell's exports + cwd, for the next (sandbox-side only)
+# Longest a command's pump sleeps without news (pipe data, hang-up): the latest it notices a
+# machine that died while another process still holds its pipes, or a close from another thread.
+_IDLE_WAIT_S = 0.25
 LIVE_TAIL_LIMIT = 8192  # bytes of a running command's output the drill-down shows
 CWD_LIMIT = 4096  # bytes of the sandbox-written cwd file we are willing to read
 SIGXCPU_EXIT, SIGXFSZ_EXIT = 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ
@@ -787,7 +790,11 @@ class BashSessionSandbox(ABC):
                 if ch.proc is self._machine:
                     self._machine_dead_note(buf)
                 return res
-            events = ch.poll(pending, 50)
+            # Sleep until something arrives or the next step is due, at most _IDLE_WAIT_S: a
+            # quiet long command wakes its thread (and asks for the GIL) a few times a second,
+            # not twenty. A close (kill_now) kills the machine, whose pipes then wake the poll.
+            due = deadline + self._command_extra_s if stage == 0 else (stage_end or now)
+            events = ch.poll(pending, 1 + int(1000 * max(0.0, min(_IDLE_WAIT_S, due - now))))
             check_alive = not events or "hup" in events
             if events.get("w"):
                 pending = ch.write_some(pending)
