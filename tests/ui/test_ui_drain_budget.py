@@ -112,6 +112,25 @@ def test_a_segment_over_a_budget_is_applied_in_slices_across_steps_and_loses_not
     assert app.state.accounting.completed == 128
 
 
+def test_a_step_of_costly_plain_events_overruns_its_budget_by_a_millisecond_at_most() -> None:
+    """Finished rollouts cost the reducer ~70 µs each (P3's flood): a step that looks at its CPU
+    only every 64 events ran 2.5 times over its 2 ms budget."""
+    events = _waves(groups=128, group_size=8, turns=1)
+    q = EventQueue(maxlen=200_000, coalesce_at=10**9)  # nothing folds: plain events only
+    for e in events:
+        q.push(e)
+    app = ConsoleApp(QueueRuntime(q), config=ConsoleConfig(drain_budget_ms=2.0), start_runtime=False)  # type: ignore[arg-type]
+    app.cpu_clock = lambda: app.state.events_applied * 70e-6
+    app.wall_clock = lambda: 0.0
+    steps = 0
+    while len(q) or app._carry:
+        before = app.cpu_clock()
+        app._drain_step(app._step_budget_s())
+        assert app.cpu_clock() - before <= 2e-3 + 1.2e-3, (steps, app.cpu_clock() - before)
+        steps += 1
+    assert app.state.events_applied == len(events)
+
+
 def test_what_a_step_left_part_way_goes_first_when_events_are_applied_at_once(monkeypatch) -> None:
     """Shutdown (and tests) apply events at once, outside the steps: the rest of a segment a
     step began, and the carry, must be applied before them, in order."""
