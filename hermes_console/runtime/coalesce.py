@@ -27,7 +27,7 @@ by the entities alive at once (the env's concurrency), the rest by ``keep_*``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from environments import events as ev
@@ -52,7 +52,6 @@ COALESCABLE = frozenset(
 )
 DEFAULT_KEEP_LINES = 200
 DEFAULT_KEEP_ROWS = 200
-APPLY_CHUNK = 128  # entities one slice of a segment applies: under a millisecond of the UI's CPU
 
 
 class _SandboxTally:
@@ -228,34 +227,23 @@ class Coalesced:
     # ------------------------------------------------------------------ applying (UI side)
 
     def apply_to(self, s: ConsoleState) -> None:
-        for _ in self.apply_in_slices(s):
-            pass
-
-    def apply_in_slices(self, s: ConsoleState, chunk: int = APPLY_CHUNK) -> Iterator[None]:
-        """``apply_to``, a slice at a time: yields after every ``chunk`` entities of a section
-        (rollouts' turns, tool rows, sandboxes, stream lines). A segment touches every rollout in
-        flight (~7 ms of the UI thread's CPU for a thousand), more than a drain step's budget:
-        the UI's step stops between slices and the next goes on (ui/app.py). The result is
-        ``apply_to``'s; until the last slice the state holds part of the segment (a redraw may
-        show it), and nothing else may be applied to it meanwhile."""
         if self.count == 0:
             return
         # Timeouts whose tool state was not seen here depend on the state before this segment.
-        for i, (task_id, sb) in enumerate(self.sandboxes.items(), 1):
-            if sb.timeouts:
-                rollout = s.rollouts.get(task_id)  # no rollout is born or evicted inside a segment
-                if rollout is None:
-                    counted = sb.timeouts  # no rollout view: the reducer counts every timeout
-                else:
-                    counted = sb.timeouts_tool_none + (sb.timeouts_unknown if rollout.current_tool is None else 0)
-                if counted:
-                    s.errors_by_kind["sandbox_timeout"] += counted
-            if i % chunk == 0:
-                yield
-        yield from self._apply_turns(s, chunk)
-        yield from self._apply_tools(s, chunk)
-        yield from self._apply_sandboxes(s, chunk)
-        yield from self._apply_stream(s, chunk)
+        for task_id, sb in self.sandboxes.items():
+            if not sb.timeouts:
+                continue
+            rollout = s.rollouts.get(task_id)  # no rollout is born or evicted inside a segment
+            if rollout is None:
+                counted = sb.timeouts  # no rollout view: the reducer counts every timeout
+            else:
+                counted = sb.timeouts_tool_none + (sb.timeouts_unknown if rollout.current_tool is None else 0)
+            if counted:
+                s.errors_by_kind["sandbox_timeout"] += counted
+        self._apply_turns(s)
+        self._apply_tools(s)
+        self._apply_sandboxes(s)
+        self._apply_stream(s)
         self._apply_latest(s)
         for kind, n in self.errors.items():
             s.errors_by_kind[kind] += n
@@ -268,23 +256,22 @@ class Coalesced:
             s.first_ts = self.first_ts
         s.last_ts = self.ts if s.last_ts is None else max(s.last_ts, self.ts)
 
-    def _apply_turns(self, s: ConsoleState, chunk: int) -> Iterator[None]:
-        for i, (rollout_id, (started, finished)) in enumerate(self.turns.items(), 1):
+    def _apply_turns(self, s: ConsoleState) -> None:
+        for rollout_id, (started, finished) in self.turns.items():
             r = s.rollouts.get(rollout_id)
-            if r is not None:
-                if started is not None:
-                    r.turn = started.turn
-                    r.turns.append(TurnView(turn=started.turn, started_at=started.ts))
-                if finished is not None:
-                    st.apply_turn_finished(r, finished)
-            if i % chunk == 0:
-                yield
+            if r is None:
+                continue
+            if started is not None:
+                r.turn = started.turn
+                r.turns.append(TurnView(turn=started.turn, started_at=started.ts))
+            if finished is not None:
+                st.apply_turn_finished(r, finished)
 
-    def _apply_tools(self, s: ConsoleState, chunk: int) -> Iterator[None]:
+    def _apply_tools(self, s: ConsoleState) -> None:
         not_kept = self.closed_calls - len(self.kept_rows)
         s.tool_seq += not_kept  # rows not shown still take their sequence numbers
         s.tool_calls_total += not_kept
-        for i, (start, finish) in enumerate(self.kept_rows, 1):
+        for start, finish in self.kept_rows:
             row = st._new_tool_row(s, start, start.args_head)
             row.status = "error" if finish.error else "ok"
             row.duration_s = finish.duration_s
@@ -292,23 +279,17 @@ class Coalesced:
             row.error = finish.error
             row.error_kind = finish.error_kind
             row.exit_code = finish.exit_code
-            if i % chunk == 0:
-                yield
-        for i, start in enumerate(self.open_calls.values(), 1):
+        for start in self.open_calls.values():
             s._open_tools[f"{start.rollout_id}/{start.call_id}"] = st._new_tool_row(s, start, start.args_head)
-            if i % chunk == 0:
-                yield
         s.tool_errors_total += self.tool_errors
-        for i, (rollout_id, tool) in enumerate(self.current_tool.items(), 1):
+        for rollout_id, tool in self.current_tool.items():
             r = s.rollouts.get(rollout_id)
             if r is not None:
                 r.current_tool = tool
                 r.tool_errors += self.rollout_tool_errors.get(rollout_id, 0)
-            if i % chunk == 0:
-                yield
 
-    def _apply_sandboxes(self, s: ConsoleState, chunk: int) -> Iterator[None]:
-        for i, (task_id, tally) in enumerate(self.sandboxes.items(), 1):
+    def _apply_sandboxes(self, s: ConsoleState) -> None:
+        for task_id, tally in self.sandboxes.items():
             sb = st._sandbox(s, task_id, tally.first_ts)
             done = tally.last_finish
             if done is not None:
@@ -328,15 +309,11 @@ class Coalesced:
                 sb.running_since = start.ts
                 sb.running_timeout_s = start.timeout_s
                 sb.last_activity = start.ts
-            if i % chunk == 0:
-                yield
 
-    def _apply_stream(self, s: ConsoleState, chunk: int) -> Iterator[None]:
+    def _apply_stream(self, s: ConsoleState) -> None:
         s.stream_seq += self.lines - len(self.kept_lines)  # lines beyond the kept ones are a count
-        for i, (ts, rollout_id, kind, text) in enumerate(self.kept_lines, 1):
+        for ts, rollout_id, kind, text in self.kept_lines:
             s._push_stream(ts, rollout_id, s._group_of(rollout_id), kind, text)
-            if i % chunk == 0:
-                yield
 
     def _apply_latest(self, s: ConsoleState) -> None:
         if self.loop_lag is not None:

@@ -10,7 +10,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from contextlib import suppress
 from typing import Any, TypeVar
@@ -67,8 +67,6 @@ class ConsoleApp(ReplayControls, App[int]):
         self._render_key: tuple = ()
         self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
         self._carry: deque[Any] = deque()  # drained but not applied yet: a step's CPU budget ran out
-        # a folded segment a step began and left part-way: the item, and its remaining slices
-        self._segment: tuple[Coalesced, Iterator[None]] | None = None
         self.cpu_clock: Callable[[], float] = time.thread_time  # the UI thread's CPU (tests inject one)
         self.wall_clock: Callable[[], float] = time.monotonic  # when drain steps run (tests inject one)
         self._last_step_at: float | None = None
@@ -252,12 +250,11 @@ class ConsoleApp(ReplayControls, App[int]):
         whether the step was full (more is waiting).
 
         One ``runtime.drain`` call per step, sized by the UI thread's CPU per item (not wall
-        time, which GIL waits inflate). A folded segment stands for thousands of events and
-        touches every rollout in flight, so the step also watches its own CPU (``cpu_clock``:
-        after each slice of a segment and every ``CPU_CHECK_EVERY`` events) and stops when the
-        budget is spent: a segment cut short (``_segment``) and the items left (``_carry``)
-        are applied first by the next step, so nothing is lost or reordered and a key never
-        waits for more than about one budget."""
+        time, which GIL waits inflate). A folded segment stands for hundreds of events and
+        costs far more than one, so the step also watches its own CPU (``cpu_clock``: after
+        each segment and every ``CPU_CHECK_EVERY`` events) and stops when the budget is
+        spent: the items left are kept in ``_carry`` and applied first by the next step,
+        so nothing is lost and a key never waits for more than about one budget."""
         config = self.config
         want = int(budget_s / self._cost_per_event_s)
         want = max(min(512, config.max_events_per_tick), min(config.max_events_per_tick, want))
@@ -270,8 +267,7 @@ class ConsoleApp(ReplayControls, App[int]):
                 self.notify(f"reading runtime events failed: {exc}", severity="error", title="runtime")
             fresh = []
         carry.extend(fresh)
-        segment = self._segment
-        if not carry and segment is None:
+        if not carry:
             self._behind = False
             return 0, False
         cpu = self.cpu_clock
@@ -279,39 +275,24 @@ class ConsoleApp(ReplayControls, App[int]):
         deadline = t0 + budget_s
         events = taken = plain = 0
         out_of_budget = False
-        while (carry or segment is not None) and taken < want:
-            if segment is None:
-                item = carry.popleft()
-                taken += 1
-                if not isinstance(item, Coalesced):
-                    events += self._apply_one(item)
-                    plain += 1
-                    if plain < CPU_CHECK_EVERY:
-                        continue
-                    plain = 0
-                    if cpu() >= deadline:
-                        out_of_budget = True
-                        break
-                    continue
-                # A segment touches every rollout in flight, more than one budget: applied a
-                # slice at a time, the rest by the next step (before anything else).
-                segment = (item, item.apply_in_slices(self.state))
+        while carry and taken < want:
+            item = carry.popleft()
+            taken += 1
+            events += self._apply_one(item)
+            if isinstance(item, Coalesced):
                 plain = 0
-            whole, slices = segment
-            for _ in slices:
-                if cpu() >= deadline:
-                    break
             else:
-                events += whole.count
-                segment = None
+                plain += 1
+                if plain < CPU_CHECK_EVERY:
+                    continue
+                plain = 0
             if cpu() >= deadline:
                 out_of_budget = True
                 break
-        self._segment = segment
         if taken >= 64:  # small batches measure timer noise, not the reducer
             cost = (cpu() - t0) / taken
             self._cost_per_event_s = min(1e-3, max(5e-7, 0.7 * self._cost_per_event_s + 0.3 * cost))
-        self._behind = out_of_budget or bool(carry) or segment is not None or taken >= want
+        self._behind = out_of_budget or bool(carry) or taken >= want
         return events, self._behind
 
     def _step_budget_s(self) -> float:
@@ -328,20 +309,9 @@ class ConsoleApp(ReplayControls, App[int]):
         return base_s * min(CATCH_UP_MAX, max(1.0, late))
 
     def _fold(self, events: Iterable[Any]) -> int:
-        """Apply queued items (events and folded segments); returns the events they stand for.
-        What drain steps left part-way (a segment's last slices, the carry) goes first: order."""
-        applied = 0
-        if self._segment is not None:
-            whole, slices = self._segment
-            self._segment = None
-            for _ in slices:
-                pass
-            applied += whole.count
+        """Apply queued items (events and folded segments); returns the events they stand for."""
         apply_one = self._apply_one
-        carry = self._carry
-        while carry:
-            applied += apply_one(carry.popleft())
-        return applied + sum(apply_one(event) for event in events)
+        return sum(apply_one(event) for event in events)
 
     def _apply_one(self, event: Any) -> int:
         """Apply one queued item; returns the events it stands for."""

@@ -73,45 +73,6 @@ def test_drain_step_stops_within_its_cpu_budget_on_coalesced_segments_and_loses_
     assert app.state.tool_calls_total == emitted.tool_starts + emitted.startless_finishes
 
 
-def test_a_segment_over_a_budget_is_applied_in_slices_across_steps_and_loses_nothing(monkeypatch) -> None:
-    """A segment folds the turns and tool calls of every rollout in flight: applied whole, one
-    took 6-10 ms of the UI's CPU in P3's flood (1,024 rollouts) against a 2 ms step, and the
-    slowest key presses waited behind such steps. Fake CPU clock: a fixed cost per plain event
-    and per piece of per-entity work the reducer does for a segment (a turn view, a finished
-    turn, a tool row, a sandbox, a stream line), counted where the state does it. Oracle for
-    "nothing lost": the reducer fed every event directly."""
-    from hermes_console.runtime import coalesce
-
-    events = _waves(groups=128, group_size=8, turns=3)  # 1,024 rollouts in flight, as in P3
-    app, q, clock = _sliced_app(events, monkeypatch)
-    touched = max(len(item.turns) for item in q._q if isinstance(item, Coalesced))
-    assert touched > 3 * coalesce.APPLY_CHUNK, touched  # a segment far bigger than a slice
-    budget_s = app.config.drain_budget_ms / 1000.0
-    # One slice: APPLY_CHUNK entities, each at most a turn view and a finished turn (or a tool
-    # row and its stream line), plus a check interval of plain events. Whole, the segment here
-    # is ~touched x 3 pieces of work: many times that.
-    bound = budget_s + coalesce.APPLY_CHUNK * 2 * WORK_COST_S + 64 * EVENT_COST_S
-    assert touched * 3 * WORK_COST_S > 5 * bound
-
-    steps = parted = 0
-    while len(q) or app._carry or app._segment is not None:
-        before = clock()
-        app._drain_step(app._step_budget_s())
-        assert clock() - before <= bound, (steps, clock() - before)
-        parted += app._segment is not None
-        steps += 1
-        assert steps < 100_000
-    assert parted >= 5  # the segment was left part-way and finished by later steps
-
-    monkeypatch.undo()
-    direct = ConsoleState()
-    direct.apply_all(events)
-    assert counters(app.state) == counters(direct)
-    assert app.state.events_applied == len(events)
-    assert app.state.tool_calls_total == 1024 * 3
-    assert app.state.accounting.completed == 128
-
-
 def test_a_step_of_costly_plain_events_overruns_its_budget_by_a_millisecond_at_most() -> None:
     """Finished rollouts cost the reducer ~70 µs each (P3's flood): a step that looks at its CPU
     only every 64 events ran 2.5 times over its 2 ms budget."""
@@ -131,63 +92,9 @@ def test_a_step_of_costly_plain_events_overruns_its_budget_by_a_millisecond_at_m
     assert app.state.events_applied == len(events)
 
 
-def test_what_a_step_left_part_way_goes_first_when_events_are_applied_at_once(monkeypatch) -> None:
-    """Shutdown (and tests) apply events at once, outside the steps: the rest of a segment a
-    step began, and the carry, must be applied before them, in order."""
-    events = _waves(groups=32, group_size=8, turns=2)
-    app, q, _clock = _sliced_app(events, monkeypatch)
-    for _ in range(1000):
-        app._drain_step(app._step_budget_s())
-        if app._segment is not None:
-            break
-    assert app._segment is not None  # a step left the segment part-way
-    rest = q.drain()
-    app.apply_events(rest)
-    assert app._segment is None and not app._carry and not len(q)
-    monkeypatch.undo()
-    direct = ConsoleState()
-    direct.apply_all(events)
-    assert counters(app.state) == counters(direct)
-
-
-WORK_COST_S = 10e-6  # fake CPU per piece of per-entity work in a segment
-
-
-def _sliced_app(events: list[Any], monkeypatch: Any) -> tuple[ConsoleApp, EventQueue, Any]:
-    """A flooded queue holding ``events`` and an app with 2 ms steps over it, whose fake CPU clock
-    charges EVENT_COST_S per plain event and WORK_COST_S per piece of a segment's per-entity work."""
-    from hermes_console.runtime import coalesce
-    from hermes_console.runtime import state as st
-    from hermes_console.runtime.views import TurnView
-
-    q = EventQueue(maxlen=200_000, coalesce_at=0)
-    for e in events:
-        q.push(e)
-    spent = [0.0]
-
-    def charged(fn: Any, cost: float, plain_only: bool = False) -> Any:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            if not plain_only or type(args[1]).kind != "coalesced":
-                spent[0] += cost
-            return fn(*args, **kwargs)
-
-        return wrapped
-
-    monkeypatch.setattr(coalesce, "TurnView", charged(TurnView, WORK_COST_S))
-    for name in ("apply_turn_finished", "_new_tool_row", "_sandbox"):
-        monkeypatch.setattr(st, name, charged(getattr(st, name), WORK_COST_S))
-    monkeypatch.setattr(ConsoleState, "_push_stream", charged(ConsoleState._push_stream, WORK_COST_S))
-    monkeypatch.setattr(ConsoleState, "apply", charged(ConsoleState.apply, EVENT_COST_S, plain_only=True))
-    app = ConsoleApp(QueueRuntime(q), config=ConsoleConfig(drain_budget_ms=2.0), start_runtime=False)  # type: ignore[arg-type]
-    app.cpu_clock = lambda: spent[0]
-    app.wall_clock = lambda: 0.0  # steps on time: no catching up
-    return app, q, app.cpu_clock
-
-
 def _waves(groups: int, group_size: int, turns: int) -> list[Any]:
     """Every rollout starts; then each turn, every rollout takes it (one tool call, one sandbox
-    command) before any takes the next; then all finish. Between lifecycle events, a flooded
-    queue folds a whole wave into one segment that touches every rollout."""
+    command) before any takes the next; then all finish, as P3's rollouts do in waves."""
     from environments import events as ev
     from hermes_console.runtime import events as rev
 
