@@ -610,3 +610,39 @@ def test_the_verifier_runner_is_a_fork_of_init_that_keeps_nothing_of_it(box: sb.
     probe = 'echo "[$#][${1-}][${__h_n-unset}][${__h_vs-unset}]"'
     assert box.execute(probe, 10, isolated=True).output == "[0][][unset][unset]\n"
     assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
+
+
+STEAL_AND_PLANT = r"""
+rp={runner}
+n=$(grep -E 'rw-p' /proc/$rp/maps | while read range perms rest; do
+  s=$((16#${{range%%-*}})); e=$((16#${{range##*-}}))
+  dd if=/proc/$rp/mem bs=4096 skip=$((s/4096)) count=$(((e-s)/4096)) 2>/dev/null
+done | tr -c 'a-f0-9' '\n' | grep -E '^[0-9a-f]{{32}}$' | head -1)
+[ -n "$n" ] && echo STOLEN
+for seq in $(seq 0 40); do printf 'T %s %s 0 /\n' "$n" "$seq" > /proc/$rp/fd/2; done 2>/dev/null
+printf 'FORGED\n' > /proc/$rp/fd/1 2>/dev/null
+( sleep 0.5; while :; do
+    printf 'FORGED\n' > /proc/$rp/fd/1
+    for seq in 1 2 3 4; do printf 'T %s %s 0 /\n' "$n" "$seq" > /proc/$rp/fd/2; done
+    sleep 0.01
+  done ) >/dev/null 2>&1 &
+echo PLANTED
+"""
+
+
+def test_a_model_that_reads_the_runners_nonce_and_writes_into_its_pipes_cannot_forge_a_reward_result(
+    box: sb.BashSessionSandbox,
+) -> None:
+    """Same uid, no Yama: the agent's commands can read the verifier runner's memory through
+    /proc/<pid>/mem (its nonce with it) and open its pipes through /proc/<pid>/fd. Forged
+    trailers and output planted beforehand are dropped before each reward command, and the
+    writer left running is stopped before the first (verifier_stops_agent, the default)."""
+    runner = box._verifier.reported_pid
+    assert runner is not None
+    planted = box.execute(STEAL_AND_PLANT.format(runner=runner), 30).output
+    assert "PLANTED" in planted, planted
+    if box.backend != "docker":
+        assert "STOLEN" in planted, planted  # the attack is real: the nonce was read from its memory
+    for command, out, code in (("echo real; exit 3", "real\n", 3), ("sleep 1; echo real2; exit 4", "real2\n", 4)):
+        result = box.execute(command, 10, isolated=True)
+        assert (result.output, result.exit_code) == (out, code), result
