@@ -70,6 +70,10 @@ class ConsoleApp(ReplayControls, App[int]):
         self._last_step_at: float | None = None
         self._behind = False  # the last drain step left items waiting
         self._flood_timer: Timer | None = None  # drains at flood_drain_hz while a backlog waits
+        # The paced tick: every ``pace_s`` (the base rates), or as far apart as the budget spaces
+        # drains and redraws out while throttled (``_paced_tick``).
+        self.pace_s = 1.0 / max(self.config.drain_hz, self.config.tick_hz)
+        self._pace_handle: asyncio.TimerHandle | None = None
         self.flood_rhythm = False  # that timer runs
         # The budget's base drain interval is the fastest rhythm (the flood's): a step that left a
         # backlog may be followed that soon (UiBudget.drain_due).
@@ -112,7 +116,7 @@ class ConsoleApp(ReplayControls, App[int]):
             # start() may load the env (slow): keep it off the UI thread, and begin after the
             # first frame, so its imports do not share the GIL with drawing that frame.
             self.call_after_refresh(self._start_in_worker)
-        self.set_interval(1.0 / max(self.config.drain_hz, self.config.tick_hz), self.tick, name="drain")
+        self._pace_within(self.pace_s)
         # The flood rhythm (``budget.base_drain_s``) runs only while a drain step leaves a backlog.
         self._flood_timer = self.set_interval(self.budget.base_drain_s, self.tick, name="drain-flood", pause=True)
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
@@ -178,6 +182,38 @@ class ConsoleApp(ReplayControls, App[int]):
             else:
                 self._redraw()
 
+    def _pace_within(self, delay_s: float) -> None:
+        """Have the paced tick run ``delay_s`` from now at the latest (an earlier one stays)."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_s
+        handle = self._pace_handle
+        if handle is not None:
+            if handle.when() <= at:
+                return
+            handle.cancel()
+        self._pace_handle = loop.call_at(at, self._paced_tick)
+
+    def _paced_tick(self) -> None:
+        """A tick, then the next one when something is due: at the base rates every ``pace_s``;
+        while the budget throttles, only when a drain, a redraw or its window is due. A timer
+        at the base rate would wake the UI 20 times a second to find nothing due, and each
+        wake-up is CPU taken from a busy env's GIL (BENCHMARKS P1)."""
+        self._pace_handle = None
+        if self._exit or self._closed:
+            return  # as Textual's timers do: nothing more once the app is exiting
+        try:
+            self.tick()
+        except Exception as exc:  # noqa: BLE001 - as Textual reports a failing timer callback
+            self._handle_exception(exc)
+            return
+        self._pace_within(max(self.pace_s, self.budget.next_due_in()))
+
+    def _kick(self) -> None:
+        """The operator did something: redraw on the next base tick, throttled or not."""
+        self.budget.kick()
+        if self._pace_handle is not None:  # None before mount (tests drive tick directly)
+            self._pace_within(self.pace_s)
+
     def _soon(self, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback`` as its own turn of the event loop. Not through the app's message
         queue (``call_later``): a key queued behind a chain of drain steps there waits for all
@@ -218,10 +254,10 @@ class ConsoleApp(ReplayControls, App[int]):
     def redraw_soon(self) -> None:
         """Panels are still waiting to be drawn: redraw on the next tick."""
         self._more_panels = True
-        self.budget.kick()
+        self._kick()
 
     def on_key(self, _event: Any) -> None:
-        self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
+        self._kick()  # whatever the key did shows on the next tick, throttled or not
 
     async def on_event(self, event: Event) -> None:
         # A key only the app binds runs here, at its first queue, instead of after bubbling
@@ -234,7 +270,7 @@ class ConsoleApp(ReplayControls, App[int]):
                 if self.focused is not None:
                     with suppress(NoScreen):
                         self.screen._clear_tooltip()
-                self.budget.kick()
+                self._kick()
                 if await self.run_action(binding.action, self):
                     return
         await super().on_event(event)
