@@ -74,6 +74,7 @@ class ConsoleApp(ReplayControls, App[int]):
         # drains and redraws out while throttled (``_paced_tick``).
         self.pace_s = 1.0 / max(self.config.drain_hz, self.config.tick_hz)
         self._pace_handle: asyncio.TimerHandle | None = None
+        self._pace_origin: float | None = None  # the grid's first beat (loop time)
         self.flood_rhythm = False  # that timer runs
         # The budget's base drain interval is the fastest rhythm (the flood's): a step that left a
         # backlog may be followed that soon (UiBudget.drain_due).
@@ -116,7 +117,7 @@ class ConsoleApp(ReplayControls, App[int]):
             # start() may load the env (slow): keep it off the UI thread, and begin after the
             # first frame, so its imports do not share the GIL with drawing that frame.
             self.call_after_refresh(self._start_in_worker)
-        self._pace_within(self.pace_s)
+        self._pace_within(0.0)
         # The flood rhythm (``budget.base_drain_s``) runs only while a drain step leaves a backlog.
         self._flood_timer = self.set_interval(self.budget.base_drain_s, self.tick, name="drain-flood", pause=True)
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
@@ -183,9 +184,17 @@ class ConsoleApp(ReplayControls, App[int]):
                 self._redraw()
 
     def _pace_within(self, delay_s: float) -> None:
-        """Have the paced tick run ``delay_s`` from now at the latest (an earlier one stays)."""
+        """Have the paced tick run at the first beat of its ``pace_s`` grid after now and not
+        before ``delay_s`` from now (an earlier one stays). On the grid, the ticks that run fall
+        where a timer at the base rate would have put them: only beats with nothing due are
+        left out."""
         loop = asyncio.get_running_loop()
-        at = loop.time() + delay_s
+        now = loop.time()
+        if self._pace_origin is None:
+            self._pace_origin = now
+        at = self._pace_origin + math.ceil((now + delay_s - self._pace_origin) / self.pace_s) * self.pace_s
+        if at <= now:
+            at += self.pace_s
         handle = self._pace_handle
         if handle is not None:
             if handle.when() <= at:
@@ -206,13 +215,13 @@ class ConsoleApp(ReplayControls, App[int]):
         except Exception as exc:  # noqa: BLE001 - as Textual reports a failing timer callback
             self._handle_exception(exc)
             return
-        self._pace_within(max(self.pace_s, self.budget.next_due_in()))
+        self._pace_within(self.budget.next_due_in())
 
     def _kick(self) -> None:
         """The operator did something: redraw on the next base tick, throttled or not."""
         self.budget.kick()
         if self._pace_handle is not None:  # None before mount (tests drive tick directly)
-            self._pace_within(self.pace_s)
+            self._pace_within(0.0)
 
     def _soon(self, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback`` as its own turn of the event loop. Not through the app's message
