@@ -70,11 +70,10 @@ class ConsoleApp(ReplayControls, App[int]):
         self._last_step_at: float | None = None
         self._behind = False  # the last drain step left items waiting
         self._flood_timer: Timer | None = None  # drains at flood_drain_hz while a backlog waits
-        # The paced tick: every ``pace_s`` (the base rates), or as far apart as the budget spaces
-        # drains and redraws out while throttled (``_paced_tick``).
+        # The base rhythm: ``tick`` every ``pace_s`` on a fixed grid of the loop's clock (_beat).
         self.pace_s = 1.0 / max(self.config.drain_hz, self.config.tick_hz)
-        self._pace_handle: asyncio.TimerHandle | None = None
-        self._pace_origin: float | None = None  # the grid's first beat (loop time)
+        self._beat_handle: asyncio.TimerHandle | None = None
+        self._next_beat: float | None = None
         self.flood_rhythm = False  # that timer runs
         # The budget's base drain interval is the fastest rhythm (the flood's): a step that left a
         # backlog may be followed that soon (UiBudget.drain_due).
@@ -117,7 +116,7 @@ class ConsoleApp(ReplayControls, App[int]):
             # start() may load the env (slow): keep it off the UI thread, and begin after the
             # first frame, so its imports do not share the GIL with drawing that frame.
             self.call_after_refresh(self._start_in_worker)
-        self._pace_within(0.0)
+        self._schedule_beat()
         # The flood rhythm (``budget.base_drain_s``) runs only while a drain step leaves a backlog.
         self._flood_timer = self.set_interval(self.budget.base_drain_s, self.tick, name="drain-flood", pause=True)
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
@@ -183,31 +182,22 @@ class ConsoleApp(ReplayControls, App[int]):
             else:
                 self._redraw()
 
-    def _pace_within(self, delay_s: float) -> None:
-        """Have the paced tick run at the first beat of its ``pace_s`` grid after now and not
-        before ``delay_s`` from now (an earlier one stays). On the grid, the ticks that run fall
-        where a timer at the base rate would have put them: only beats with nothing due are
-        left out."""
+    def _schedule_beat(self) -> None:
+        """The next beat of the base rhythm: ``pace_s`` after the last one on a fixed grid (no
+        drift however long a tick takes; beats already missed are skipped, not run in a burst)."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._pace_origin is None:
-            self._pace_origin = now
-        at = self._pace_origin + math.ceil((now + delay_s - self._pace_origin) / self.pace_s) * self.pace_s
-        if at <= now:
-            at += self.pace_s
-        handle = self._pace_handle
-        if handle is not None:
-            if handle.when() <= at:
-                return
-            handle.cancel()
-        self._pace_handle = loop.call_at(at, self._paced_tick)
+        beat = now + self.pace_s if self._next_beat is None else self._next_beat + self.pace_s
+        if beat <= now:
+            beat += self.pace_s * math.ceil((now - beat) / self.pace_s + 1e-9)
+        self._next_beat = beat
+        self._beat_handle = loop.call_at(beat, self._beat)
 
-    def _paced_tick(self) -> None:
-        """A tick, then the next one when something is due: at the base rates every ``pace_s``;
-        while the budget throttles, only when a drain, a redraw or its window is due. A timer
-        at the base rate would wake the UI 20 times a second to find nothing due, and each
-        wake-up is CPU taken from a busy env's GIL (BENCHMARKS P1)."""
-        self._pace_handle = None
+    def _beat(self) -> None:
+        """One tick of the base rhythm, as a plain callback of the loop. A Textual interval timer
+        did this through its own task (a sleep, a wake-up and an ``invoke`` per tick); in a flood
+        a key waited behind that machinery more often (BENCHMARKS P3, session 21)."""
+        self._beat_handle = None
         if self._exit or self._closed:
             return  # as Textual's timers do: nothing more once the app is exiting
         try:
@@ -215,13 +205,7 @@ class ConsoleApp(ReplayControls, App[int]):
         except Exception as exc:  # noqa: BLE001 - as Textual reports a failing timer callback
             self._handle_exception(exc)
             return
-        self._pace_within(self.budget.next_due_in())
-
-    def _kick(self) -> None:
-        """The operator did something: redraw on the next base tick, throttled or not."""
-        self.budget.kick()
-        if self._pace_handle is not None:  # None before mount (tests drive tick directly)
-            self._pace_within(0.0)
+        self._schedule_beat()
 
     def _soon(self, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback`` as its own turn of the event loop. Not through the app's message
@@ -263,10 +247,10 @@ class ConsoleApp(ReplayControls, App[int]):
     def redraw_soon(self) -> None:
         """Panels are still waiting to be drawn: redraw on the next tick."""
         self._more_panels = True
-        self._kick()
+        self.budget.kick()
 
     def on_key(self, _event: Any) -> None:
-        self._kick()  # whatever the key did shows on the next tick, throttled or not
+        self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
 
     async def on_event(self, event: Event) -> None:
         # A key only the app binds runs here, at its first queue, instead of after bubbling
@@ -279,7 +263,7 @@ class ConsoleApp(ReplayControls, App[int]):
                 if self.focused is not None:
                     with suppress(NoScreen):
                         self.screen._clear_tooltip()
-                self._kick()
+                self.budget.kick()
                 if await self.run_action(binding.action, self):
                     return
         await super().on_event(event)

@@ -90,19 +90,6 @@ class UiBudget:
     def redraw_due(self) -> bool:
         return self._wall() - self._last_redraw >= self.redraw_s * 0.95
 
-    def next_due_in(self) -> float:
-        """Seconds until the next drain, redraw or end of window is due (0 when one is now): how
-        long the UI may sleep. While throttled that is far longer than the base rhythm, and a
-        tick that would find nothing due is CPU the env loses for nothing."""
-        now = self._wall()
-        drain_interval = self.base_drain_s if self._backlog else self.drain_s
-        due = min(
-            self._last_drain + drain_interval * 0.95,
-            self._last_redraw + self.redraw_s * 0.95,
-            self._win_wall + self.window_s,
-        )
-        return max(0.0, due - now)
-
     def drained(self, events: int, backlog: bool = False) -> None:
         self._last_drain = self._wall()
         self._win_events += events

@@ -187,32 +187,3 @@ def test_a_run_starting_on_a_busy_env_is_paced_from_its_first_window() -> None:
     b = make(clocks, share=0.02)
     window(b, clocks, 0.45, events=500)
     assert b.busy and not b.throttled
-
-
-def test_the_next_tick_is_due_when_a_drain_a_redraw_or_the_window_is() -> None:
-    """How long the UI may sleep: the base drain interval normally, the budget's spaced-out
-    drains while throttled, at once after a key, and the base rate again for a backlog."""
-    clocks = Clocks()
-    b = make(clocks)
-    assert b.next_due_in() == 0.0  # nothing drained or drawn yet
-    b.drained(1)
-    b.redrawn()
-    assert b.next_due_in() == pytest.approx(0.05 * 0.95)
-    clocks.env_share = 1.0  # a CPU-bound env
-    for _ in range(6):
-        window(b, clocks, 0.5, events=1_000)
-    assert (b.drain_s, b.redraw_s) == (0.5, 2.0)
-    b.drained(1)
-    b.redrawn()
-    assert b.next_due_in() == pytest.approx(0.5 * 0.95)  # the drain cap, before the window's end
-    clocks.advance(0.4, 0.0)
-    assert b.next_due_in() == pytest.approx(0.5 * 0.95 - 0.4)
-    b.kick()
-    assert b.next_due_in() == 0.0  # a key: its redraw now
-    b.redrawn()
-    b.drained(1_000, backlog=True)
-    assert b.next_due_in() == pytest.approx(0.05 * 0.95)  # catching up is never spaced out
-    clocks.advance(0.2, 0.0)
-    b.drained(10)  # 0.6 s into the window: the next drain 0.475 s on
-    clocks.advance(0.3, 0.0)
-    assert b.next_due_in() == pytest.approx(0.1)  # the window's end comes first
