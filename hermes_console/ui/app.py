@@ -70,10 +70,6 @@ class ConsoleApp(ReplayControls, App[int]):
         self._last_step_at: float | None = None
         self._behind = False  # the last drain step left items waiting
         self._flood_timer: Timer | None = None  # drains at flood_drain_hz while a backlog waits
-        # The base rhythm: ``tick`` every ``pace_s`` on a fixed grid of the loop's clock (_beat).
-        self.pace_s = 1.0 / max(self.config.drain_hz, self.config.tick_hz)
-        self._beat_handle: asyncio.TimerHandle | None = None
-        self._next_beat: float | None = None
         self.flood_rhythm = False  # that timer runs
         # The budget's base drain interval is the fastest rhythm (the flood's): a step that left a
         # backlog may be followed that soon (UiBudget.drain_due).
@@ -116,7 +112,7 @@ class ConsoleApp(ReplayControls, App[int]):
             # start() may load the env (slow): keep it off the UI thread, and begin after the
             # first frame, so its imports do not share the GIL with drawing that frame.
             self.call_after_refresh(self._start_in_worker)
-        self._schedule_beat()
+        self.set_interval(1.0 / max(self.config.drain_hz, self.config.tick_hz), self.tick, name="drain")
         # The flood rhythm (``budget.base_drain_s``) runs only while a drain step leaves a backlog.
         self._flood_timer = self.set_interval(self.budget.base_drain_s, self.tick, name="drain-flood", pause=True)
         self.call_after_refresh(self.tick)  # first events as soon as the screen exists
@@ -181,31 +177,6 @@ class ConsoleApp(ReplayControls, App[int]):
                 self._soon(self._redraw)  # its own callback, after the step (and any key) ran
             else:
                 self._redraw()
-
-    def _schedule_beat(self) -> None:
-        """The next beat of the base rhythm: ``pace_s`` after the last one on a fixed grid (no
-        drift however long a tick takes; beats already missed are skipped, not run in a burst)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        beat = now + self.pace_s if self._next_beat is None else self._next_beat + self.pace_s
-        if beat <= now:
-            beat += self.pace_s * math.ceil((now - beat) / self.pace_s + 1e-9)
-        self._next_beat = beat
-        self._beat_handle = loop.call_at(beat, self._beat)
-
-    def _beat(self) -> None:
-        """One tick of the base rhythm, as a plain callback of the loop. A Textual interval timer
-        did this through its own task (a sleep, a wake-up and an ``invoke`` per tick); in a flood
-        a key waited behind that machinery more often (BENCHMARKS P3, session 21)."""
-        self._beat_handle = None
-        if self._exit or self._closed:
-            return  # as Textual's timers do: nothing more once the app is exiting
-        try:
-            self.tick()
-        except Exception as exc:  # noqa: BLE001 - as Textual reports a failing timer callback
-            self._handle_exception(exc)
-            return
-        self._schedule_beat()
 
     def _soon(self, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback`` as its own turn of the event loop. Not through the app's message
