@@ -589,31 +589,26 @@ def test_verifier_keeps_the_agents_service_when_told(tmp_path: Path) -> None:
         box.cleanup()
 
 
-@pytest.mark.parametrize("backend", ["local", "bwrap"])  # docker execs its runner (docker exec passes only stdio)
-def test_the_verifier_runner_is_a_fork_of_init_that_keeps_nothing_of_it(backend: str, tmp_path: Path) -> None:
+# docker starts its runner as an exec of its own (docker exec passes only stdio)
+@pytest.mark.parametrize("box", ["local", "bwrap"], indirect=True)
+def test_the_verifier_runner_is_a_fork_of_init_that_keeps_nothing_of_it(box: sb.BashSessionSandbox) -> None:
     """A bash exec'd and initialised per sandbox for the reward's runner cost ~2 ms of CPU;
     INIT forks it instead. Oracle: /proc -- the runner's command line and binary are INIT's
     (no exec happened), it is INIT's child and reports its own pid (not INIT's, which a
     subshell's $$ would give), and its commands see none of INIT's arguments or nonce."""
     from environments.sandboxes import procfs
 
-    if backend == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bwrap not installed")
-    box = _make(backend, tmp_path)
-    try:
-        runner = box._verifier.shell_pid
-        assert runner is not None
-        st = procfs.read_stat(runner)
-        assert st is not None
-        init = st.ppid
-        assert runner not in (init, box._agent.shell_pid)
-        assert Path(f"/proc/{runner}/cmdline").read_bytes() == Path(f"/proc/{init}/cmdline").read_bytes()
-        assert os.readlink(f"/proc/{runner}/exe") == os.readlink(f"/proc/{init}/exe")
-        probe = 'echo "[$#][${1-}][${__h_n-unset}][${__h_vs-unset}]"'
-        assert box.execute(probe, 10, isolated=True).output == "[0][][unset][unset]\n"
-        assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
-    finally:
-        box.cleanup()
+    runner = box._verifier.shell_pid
+    assert runner is not None
+    st = procfs.read_stat(runner)
+    assert st is not None
+    init = st.ppid
+    assert runner not in (init, box._agent.shell_pid)
+    assert Path(f"/proc/{runner}/cmdline").read_bytes() == Path(f"/proc/{init}/cmdline").read_bytes()
+    assert os.readlink(f"/proc/{runner}/exe") == os.readlink(f"/proc/{init}/exe")
+    probe = 'echo "[$#][${1-}][${__h_n-unset}][${__h_vs-unset}]"'
+    assert box.execute(probe, 10, isolated=True).output == "[0][][unset][unset]\n"
+    assert box.execute("echo verified", 10, isolated=True).output == "verified\n"
 
 
 STEAL_AND_PLANT = r"""
