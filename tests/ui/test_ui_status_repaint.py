@@ -73,13 +73,13 @@ async def test_same_shape_repaints_and_a_new_line_or_a_wrap_lays_out() -> None:
         assert len(str(bar.render()).splitlines()) == lines_before
 
         layouts.clear()
-        bar.update_from(state, NOW + 8, live=True, stopping=False, ui_note="UI throttled: redraw every 2.0s")
+        bar.update_from(state, NOW + 8, live=True, stopping=True, stop_note="stopping: 3 groups draining")
         await pilot.pause()
-        assert layouts[0] is True  # a third line: the bar grows
-        assert "UI throttled" in str(bar.render())
+        assert layouts[0] is True  # a new line: the bar grows
+        assert "3 groups draining" in str(bar.render())
 
         layouts.clear()
-        bar.update_from(state, NOW + 9, live=True, stopping=False, ui_note="x" * 400)
+        bar.update_from(state, NOW + 9, live=True, stopping=True, stop_note="x" * 400)
         await pilot.pause()
         assert layouts[0] is True  # a line wider than the bar wraps: its height changes
         assert bar.size.height > 3
@@ -113,12 +113,14 @@ async def test_a_throttled_redraws_later_ticks_leave_counters_for_the_next_redra
         assert "received 2" in str(bar.render())
 
 
-async def test_the_budget_notes_line_stays_once_shown_so_panels_do_not_shift() -> None:
+async def test_a_live_bar_has_the_budgets_line_from_its_first_frame_so_panels_never_shift() -> None:
     """The budget throttles while the env is busy and relaxes while it waits on the model:
     with the note's line coming and going, every panel below the bar moved by a line (and the
-    screen was laid out again) at each turn of the env. Once shown, the line stays."""
+    screen was laid out again) at each turn of the env; and any busy env throttles within
+    seconds of its start. A live bar has the line from its first frame."""
     async with _drawn_bar((160, 20)) as (pilot, bar, layouts, state):
-        unthrottled = len(str(bar.render()).splitlines())
+        assert "UI redraws at full rate" in str(bar.render())
+        unthrottled = bar.size.height
         heights, laid_out = [], []
         for second, note in enumerate(["UI throttled: redraw every 2.0s", "", "UI throttled: redraw every 3.0s", ""]):
             layouts.clear()
@@ -127,6 +129,47 @@ async def test_the_budget_notes_line_stays_once_shown_so_panels_do_not_shift() -
             laid_out.append(any(layouts))
             heights.append(bar.size.height)
             assert ("UI throttled" in str(bar.render())) == bool(note)
-        assert laid_out == [True, False, False, False]  # the line came once, then stayed
-        assert heights == [unthrottled + 1] * 4
+        assert laid_out == [False] * 4  # the note takes the line that was there
+        assert heights == [unthrottled] * 4
         assert "UI redraws at full rate" in str(bar.render())
+
+
+async def test_a_replays_bar_gets_the_budgets_line_when_it_first_throttles_and_keeps_it() -> None:
+    """A replay is not live: no line for a budget that has not throttled; once it has, the
+    line stays (a long log loading throttles, then the replay idles)."""
+    async with _drawn_bar((160, 20)) as (pilot, bar, layouts, state):
+        shown = []
+        for second, note in enumerate(["", "UI throttled: redraw every 2.0s", ""]):
+            bar.update_from(state, NOW + 1 + second, live=False, stopping=False, ui_note=note)
+            await pilot.pause()
+            shown.append(str(bar.render()))
+        assert "UI redraws" not in shown[0] and "UI throttled" not in shown[0]
+        assert "UI throttled" in shown[1]
+        assert "UI redraws at full rate" in shown[2]
+
+
+async def test_a_line_too_long_for_the_bar_breaks_between_its_parts_and_then_repaints() -> None:
+    """The items line with drop reasons at 100 columns: it goes on two lines, broken between
+    parts (``errors 0`` whole on the second), each line within the bar, so a new count is a
+    repaint. Left to the terminal's wrapping, the bar's height was not known from its lines and
+    every redraw laid the whole screen out."""
+    async with _drawn_bar((100, 20)) as (pilot, bar, layouts, state):
+        state.accounting.received = 40
+        state.accounting.dropped = {"identical_scores": 7, "over_length": 3}
+        layouts.clear()
+        bar.update_from(state, NOW + 1, live=True, stopping=False)
+        await pilot.pause()
+        width = bar.content_size.width
+        lines = str(bar.render()).splitlines()
+        assert all(len(line) <= width for line in lines), lines
+        items = [line for line in lines if "errors" in line or "items" in line]
+        assert len(items) == 2 and items[1].strip().startswith("errors 0"), items
+        height = bar.size.height
+        for second in range(2, 6):
+            state.accounting.received += 1
+            layouts.clear()
+            bar.update_from(state, NOW + second, live=True, stopping=False)
+            await pilot.pause()
+            assert layouts == [False], second  # same lines: a repaint
+            assert f"received {state.accounting.received}" in str(bar.render())
+        assert bar.size.height == height

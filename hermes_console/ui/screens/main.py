@@ -149,8 +149,8 @@ class MainScreen(Screen[None]):
             ui_note=self.console.ui_note(),
             counters_may_wait=self._owed is not None,  # this tick finishes a throttled redraw
         )
-        self.query_one("#groups").loading = state.status == "loading" and state.events_applied <= 1
         groups, tools = self.query_one(GroupsTable), self.query_one(ToolCallsTable)
+        groups.show_waiting((state.status_detail or "loading the env") if state.status == "loading" else "")
         self._draw(
             "groups", (state.groups_version, state.run.worker_timeout_s, second), lambda: groups.update_from(state, now)
         )

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 
 from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import GroupView
 from hermes_console.ui.format import age, budget, head, level_style
 from hermes_console.ui.widgets.keyed_table import Cell, KeyedTable, Row
+
+WAITING_STYLE = Style(bold=True, color="cyan")
 
 
 class GroupsTable(KeyedTable):
@@ -35,6 +40,23 @@ class GroupsTable(KeyedTable):
         self._rows: dict[str, tuple[Row, Cell, Row]] = {}  # group id -> (head cells, age cell, the row)
         self.cell_builds = 0  # rows whose first columns were built (tests count them)
         self.age_builds = 0
+        self.waiting_note = ""  # drawn under the header while there are no rows (the env loading)
+
+    def show_waiting(self, note: str) -> None:
+        """Say what the run waits for (the env loading) on the empty table's first line.
+
+        Drawn by the table itself: Textual's loading indicator covers the widget with another
+        and lays the whole screen out when it comes and again when it goes."""
+        if note != self.waiting_note:
+            self.waiting_note = note
+            self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        if y == 1 and self.waiting_note and not self.row_count:
+            base = self.rich_style
+            note = Segment(f" ⋯ {self.waiting_note}", base + WAITING_STYLE)  # the status bar's "loading" look
+            return Strip([note]).adjust_cell_length(self.size.width, base)
+        return super().render_line(y)
 
     def update_from(self, state: ConsoleState, now: float) -> None:
         timeout = state.run.worker_timeout_s

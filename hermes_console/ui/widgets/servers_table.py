@@ -49,7 +49,10 @@ def down_for(row: dict[str, Any], now: float | None) -> str:
 def server_cells(row: dict[str, Any], now: float | None = None) -> tuple[Any, ...]:
     healthy = bool(row.get("healthy", True))
     down = "" if healthy else DOWN_STYLE
-    health = Text("up", style="green") if healthy else Text("DOWN", style="bold white on red")
+    if "healthy" not in row:  # configured, not checked yet (the run's first seconds)
+        health = Text("–", style="dim")
+    else:
+        health = Text("up", style="green") if healthy else Text("DOWN", style="bold white on red")
     errors = int(row.get("errors") or 0) + int(row.get("transport_errors") or 0)
     p50 = row.get("latency_ms_p50")
     return (
@@ -64,6 +67,11 @@ def server_cells(row: dict[str, Any], now: float | None = None) -> tuple[Any, ..
         str(row.get("rerouted", 0)),
         Text(head(last_error(row), 80), style="red" if not healthy else "dim"),
     )
+
+
+def _rows(state: ConsoleState) -> list[dict[str, Any]]:
+    """The health watcher's rows; until its first report, the configured servers (unchecked)."""
+    return state.servers or [{"url": url} for url in state.run.servers]
 
 
 class ServersTable(KeyedTable):
@@ -82,17 +90,19 @@ class ServersTable(KeyedTable):
 
     @staticmethod
     def wanted(state: ConsoleState) -> bool:
-        """Worth a panel: several servers, or one that is down (else the status bar says it all)."""
-        return len(state.servers) > 1 or bool(state.unhealthy_servers())
+        """Worth a panel: several servers, or one that is down (else the status bar says it all).
+        Known from the run's configuration, before the first health check: the panel takes its
+        place while the env loads, not by re-arranging the screen once groups run."""
+        return len(_rows(state)) > 1 or bool(state.unhealthy_servers())
 
     @staticmethod
     def rows_height(state: ConsoleState) -> int:
         """Outer height that shows every server (up to a cap): rows + header + border."""
-        return min(len(state.servers), MAX_VISIBLE_ROWS) + 3
+        return min(len(_rows(state)), MAX_VISIBLE_ROWS) + 3
 
     def update_from(self, state: ConsoleState, now: float | None = None) -> None:
         # Keyed by position as well as url: two entries may point at the same url.
-        rows: dict[str, Row] = {f"{i}:{r.get('url', '')}": server_cells(r, now) for i, r in enumerate(state.servers)}
+        rows: dict[str, Row] = {f"{i}:{r.get('url', '')}": server_cells(r, now) for i, r in enumerate(_rows(state))}
         self.sync(rows)
         down = len(state.unhealthy_servers())
         title = f"Servers ({len(rows)}, {down} down)" if down else f"Servers ({len(rows)})"

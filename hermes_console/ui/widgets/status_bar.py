@@ -24,15 +24,50 @@ PHASE_NAMES = {1: "chat", 2: "managed"}
 SEP = ("  │  ", "dim")
 
 
+def join(parts: list[Text]) -> Text:
+    """The parts on one line, separated as the bar separates them."""
+    line = Text()
+    for i, part in enumerate(parts):
+        if i:
+            line.append(*SEP)
+        line.append_text(part)
+    return line
+
+
+def fit(parts: list[Text], width: int) -> list[Text]:
+    """The parts joined as by :func:`join`, on as many lines as ``width`` needs.
+
+    A part is never split (one wider than the bar is cut with an ellipsis): every line fits,
+    so the bar is exactly as tall as its lines and a new text with as many lines is a repaint.
+    A line left to the terminal's wrapping changed the bar's height with its word breaks, and
+    the bar laid the whole screen out at every redraw (a counter's digits, a longer drop reason).
+    ``width`` 0 (not laid out yet): one line."""
+    if width <= 0:
+        return [join(parts)]
+    lines: list[Text] = []
+    line = Text()
+    for part in parts:
+        if line.cell_len and line.cell_len + len(SEP[0]) + part.cell_len > width:
+            lines.append(line)
+            line = Text(" ")  # a continuation starts one column in, as the first line does
+        elif line.cell_len:
+            line.append(*SEP)
+        line.append_text(part)
+    lines.append(line)
+    for each in lines:
+        if each.cell_len > width:
+            each.truncate(width, overflow="ellipsis")
+    return lines
+
+
 class StatusBar(Static):
     """Two to four lines; re-rendered only when its text changes."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self._rendered: tuple = ()
-        self._shape: tuple[int, int] | None = None  # (lines, width) of the last text, when none wrapped
         self._controls: tuple = ()  # what the operator controls, as last drawn (update_from)
-        self._note_shown = False  # the budget's note has had a line: the line stays
+        self._note_shown = False  # the budget's note has had a line: the line stays (replays)
 
     def update_from(
         self,
@@ -65,15 +100,21 @@ class StatusBar(Static):
         if counters_may_wait and controls == self._controls:
             return
         self._controls = controls
-        lines = [self._run_line(state, now, live=live, stopping=stopping), self._items_line(state)]
+        width = self.content_size.width
+        lines = [
+            *fit(self._run_parts(state, now, live=live, stopping=stopping), width),
+            *fit(self._items_parts(state), width),
+        ]
         if stopping and stop_note:
             lines.append(Text(f" {stop_note}", style="bold magenta"))
         if ui_note:  # the UI is spacing its redraws out to stay within its CPU budget
             lines.append(Text(f" {ui_note}", style="yellow"))
             self._note_shown = True
-        elif self._note_shown:
-            # The budget throttles and relaxes with the env's bursts (every LLM round trip):
-            # a line that came and went would shift every panel below the bar each time.
+        elif live or self._note_shown:
+            # The budget throttles and relaxes with the env's bursts (every LLM round trip), and
+            # any busy env makes it throttle within seconds of its start: a line that came (or
+            # came and went) would shift every panel below the bar and lay the screen out again.
+            # A live run keeps the line from its first frame.
             lines.append(Text(" UI redraws at full rate", style="dim"))
         if progress is not None:
             lines.append(progress)
@@ -88,48 +129,50 @@ class StatusBar(Static):
         text = Text("\n").join(lines)
         key = (text.plain, tuple(text.spans))
         if key != self._rendered:
-            # The same number of lines, each fitting the bar: the height cannot change, so the
+            # As many lines as the bar is tall, each fitting it: the height cannot change, so the
             # new text is a repaint, not a layout of the whole screen (the clock ticks every second).
-            width = self.content_size.width
-            shape = (len(lines), width) if width and all(line.cell_len <= width for line in lines) else None
-            self.update(text, layout=shape is None or shape != self._shape)
-            self._rendered, self._shape = key, shape
+            # Compared with the bar as laid out, not with the last text: the first text, drawn
+            # before the bar had a width, was laid out already.
+            fits = bool(width) and all(line.cell_len <= width for line in lines)
+            self.update(text, layout=not (fits and self.content_size.height == len(lines)))
+            self._rendered = key
 
     # ------------------------------------------------------------------ lines
 
     def _run_line(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> Text:
+        return join(self._run_parts(state, now, live=live, stopping=stopping))
+
+    def _run_parts(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> list[Text]:
         run = state.run
         status = "stopping" if stopping else state.status
-        line = Text()
-        line.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
+        head = Text()
+        head.append(f" {status.upper()} ", style=STATUS_STYLES.get(status, "bold") + " reverse")
         if self._frozen():  # `z`: events are still read, the display is not redrawn
-            line.append(" ")
-            line.append(" FROZEN (z) ", style="bold white on blue")
+            head.append(" ")
+            head.append(" FROZEN (z) ", style="bold white on blue")
         if state.status_detail and not stopping:
-            line.append(f" {visible(state.status_detail)}", style="dim")
-        line.append(*SEP)
-        line.append(run.env_name or "(no env yet)", style="bold")
-        line.append(f"  {run.mode or '–'}", style="dim")
+            head.append(f" {visible(state.status_detail)}", style="dim")
+        env = Text(run.env_name or "(no env yet)", style="bold")
+        env.append(f"  {run.mode or '–'}", style="dim")
         if run.shard:
-            line.append(f"  shard {run.shard.split(' ')[0]}", style="dim")
-        line.append(*SEP)
+            env.append(f"  shard {run.shard.split(' ')[0]}", style="dim")
         phase_style = "bold black on cyan" if run.phase == 1 else "bold black on magenta"
-        line.append(f" PHASE {run.phase} ", style=phase_style)
-        line.append(f" {PHASE_NAMES.get(run.phase, '?')}", style="dim")
-        line.append(*SEP)
+        phase = Text(f" PHASE {run.phase} ", style=phase_style)
+        phase.append(f" {PHASE_NAMES.get(run.phase, '?')}", style="dim")
         step, total_steps = state.step, run.total_steps
         if state.trainer is not None:  # serve mode: steps are the trainer's, not groups sent
             step, total_steps = state.trainer.current_step, state.trainer.total_steps or total_steps
         total = f"/{total_steps}" if total_steps else ""
-        line.append(f"step {step}{total}")
-        line.append(*SEP)
-        line.append(f"{state.rollouts_per_s(now):.2f} rollouts/s")
-        line.append(*SEP)
         lag_style = "bold red" if state.loop_lag_ms >= 250 else "yellow" if state.loop_lag_ms >= 50 else ""
-        line.append(f"lag {state.loop_lag_ms:.0f}ms", style=lag_style)
-        line.append(*SEP)
-        line.append_text(self._servers(state))
-        return line
+        return [
+            head,
+            env,
+            phase,
+            Text(f"step {step}{total}"),
+            Text(f"{state.rollouts_per_s(now):.2f} rollouts/s"),
+            Text(f"lag {state.loop_lag_ms:.0f}ms", style=lag_style),
+            self._servers(state),
+        ]
 
     def _frozen(self) -> bool:
         try:
@@ -150,6 +193,10 @@ class StatusBar(Static):
         return text
 
     def _items_line(self, state: ConsoleState) -> Text:
+        return join(StatusBar._items_parts(state))
+
+    @staticmethod
+    def _items_parts(state: ConsoleState) -> list[Text]:
         acc = state.accounting
         line = Text(" items ", style="dim")
         line.append(f"received {acc.received}")
@@ -167,27 +214,25 @@ class StatusBar(Static):
         line.append(f"cancelled {acc.cancelled}")
         line.append("  ·  ", style="dim")
         line.append(f"in flight {acc.in_flight}", style="bold")
-        line.append(*SEP)
         errors = sum(state.errors_by_kind.values()) - sum(
             v for k, v in state.errors_by_kind.items() if k.startswith("dropped:")
         )
-        line.append(f"errors {errors}", style="bold red" if errors else "green")
+        parts = [line, Text(f"errors {errors}", style="bold red" if errors else "green")]
         dh = state.data_health
         if dh.assistant_turns or dh.placeholder:  # nothing to say before a rollout reports health
-            line.append(*SEP)
             figures = f"data trained {dh.trained_share:.0%} turns {dh.trainable_turns}/{dh.assistant_turns}"
-            line.append(
-                figures if dh.healthy else f"DATA UNHEALTHY {figures}",
-                style="green" if dh.healthy else "bold white on red",
+            parts.append(
+                Text(
+                    figures if dh.healthy else f"DATA UNHEALTHY {figures}",
+                    style="green" if dh.healthy else "bold white on red",
+                )
             )
         if state.trainer is not None:
             tr = state.trainer
-            line.append(*SEP)
-            line.append(f"trainer {tr.state} step {tr.current_step} queue {tr.queue_size}")
+            parts.append(Text(f"trainer {tr.state} step {tr.current_step} queue {tr.queue_size}"))
         if state.wandb is not None and state.wandb.state != "off":
-            line.append(*SEP)
-            line.append_text(self._wandb(state))
-        return line
+            parts.append(StatusBar._wandb(state))
+        return parts
 
     @staticmethod
     def _wandb(state: ConsoleState) -> Text:
