@@ -150,7 +150,7 @@ async def test_a_replays_bar_gets_the_budgets_line_when_it_first_throttles_and_k
 
 async def test_a_line_too_long_for_the_bar_breaks_between_its_parts_and_then_repaints() -> None:
     """The items line with drop reasons at 100 columns: it goes on two lines, broken between
-    parts (``errors 0`` whole on the second), each line within the bar, so a new count is a
+    parts (each count whole on one line), each line within the bar, so a new count is a
     repaint. Left to the terminal's wrapping, the bar's height was not known from its lines and
     every redraw laid the whole screen out."""
     async with _drawn_bar((100, 20)) as (pilot, bar, layouts, state):
@@ -163,7 +163,9 @@ async def test_a_line_too_long_for_the_bar_breaks_between_its_parts_and_then_rep
         lines = str(bar.render()).splitlines()
         assert all(len(line) <= width for line in lines), lines
         items = [line for line in lines if "errors" in line or "items" in line]
-        assert len(items) == 2 and items[1].strip().startswith("errors 0"), items
+        assert len(items) == 2, items
+        for part in ("dropped 10 (identical_scores 7, over_length 3)", "in flight 30", "errors 0"):
+            assert any(part in line for line in items), (part, items)  # whole, on one line
         height = bar.size.height
         for second in range(2, 6):
             state.accounting.received += 1
@@ -173,3 +175,25 @@ async def test_a_line_too_long_for_the_bar_breaks_between_its_parts_and_then_rep
             assert layouts == [False], second  # same lines: a repaint
             assert f"received {state.accounting.received}" in str(bar.render())
         assert bar.size.height == height
+
+
+async def test_at_80_columns_every_count_shows_on_lines_that_fit() -> None:
+    """The item counts break between each other on a narrow terminal: none is cut off."""
+    async with _drawn_bar((80, 20)) as (pilot, bar, layouts, state):
+        state.accounting.received = 40
+        state.accounting.failed = 2
+        state.accounting.dropped = {"identical_scores": 7}
+        bar.update_from(state, NOW + 1, live=True, stopping=False)
+        await pilot.pause()
+        shown = str(bar.render())
+        assert all(len(line) <= bar.content_size.width for line in shown.splitlines())
+        for figure in (
+            "received 40",
+            "completed 0",
+            "dropped 7",
+            "failed 2",
+            "cancelled 0",
+            "in flight 31",
+            "errors 0",
+        ):
+            assert figure in shown, (figure, shown)

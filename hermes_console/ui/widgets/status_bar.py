@@ -24,17 +24,26 @@ PHASE_NAMES = {1: "chat", 2: "managed"}
 SEP = ("  │  ", "dim")
 
 
-def join(parts: list[Text]) -> Text:
-    """The parts on one line, separated as the bar separates them."""
+DOT = ("  ·  ", "dim")
+#: A piece of a status line and the separator that goes before it when both share a line.
+Part = tuple[tuple[str, str], Text]
+
+
+def parts_of(texts: list[Text], sep: tuple[str, str] = SEP) -> list[Part]:
+    return [(sep, text) for text in texts]
+
+
+def join(parts: list[Part]) -> Text:
+    """The parts on one line, each after its separator."""
     line = Text()
-    for i, part in enumerate(parts):
+    for i, (sep, part) in enumerate(parts):
         if i:
-            line.append(*SEP)
+            line.append(*sep)
         line.append_text(part)
     return line
 
 
-def fit(parts: list[Text], width: int) -> list[Text]:
+def fit(parts: list[Part], width: int) -> list[Text]:
     """The parts joined as by :func:`join`, on as many lines as ``width`` needs.
 
     A part is never split (one wider than the bar is cut with an ellipsis): every line fits,
@@ -46,12 +55,12 @@ def fit(parts: list[Text], width: int) -> list[Text]:
         return [join(parts)]
     lines: list[Text] = []
     line = Text()
-    for part in parts:
-        if line.cell_len and line.cell_len + len(SEP[0]) + part.cell_len > width:
+    for sep, part in parts:
+        if line.cell_len and line.cell_len + len(sep[0]) + part.cell_len > width:
             lines.append(line)
             line = Text(" ")  # a continuation starts one column in, as the first line does
         elif line.cell_len:
-            line.append(*SEP)
+            line.append(*sep)
         line.append_text(part)
     lines.append(line)
     for each in lines:
@@ -142,7 +151,7 @@ class StatusBar(Static):
     def _run_line(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> Text:
         return join(self._run_parts(state, now, live=live, stopping=stopping))
 
-    def _run_parts(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> list[Text]:
+    def _run_parts(self, state: ConsoleState, now: float, *, live: bool, stopping: bool) -> list[Part]:
         run = state.run
         status = "stopping" if stopping else state.status
         head = Text()
@@ -164,15 +173,17 @@ class StatusBar(Static):
             step, total_steps = state.trainer.current_step, state.trainer.total_steps or total_steps
         total = f"/{total_steps}" if total_steps else ""
         lag_style = "bold red" if state.loop_lag_ms >= 250 else "yellow" if state.loop_lag_ms >= 50 else ""
-        return [
-            head,
-            env,
-            phase,
-            Text(f"step {step}{total}"),
-            Text(f"{state.rollouts_per_s(now):.2f} rollouts/s"),
-            Text(f"lag {state.loop_lag_ms:.0f}ms", style=lag_style),
-            self._servers(state),
-        ]
+        return parts_of(
+            [
+                head,
+                env,
+                phase,
+                Text(f"step {step}{total}"),
+                Text(f"{state.rollouts_per_s(now):.2f} rollouts/s"),
+                Text(f"lag {state.loop_lag_ms:.0f}ms", style=lag_style),
+                self._servers(state),
+            ]
+        )
 
     def _frozen(self) -> bool:
         try:
@@ -196,28 +207,25 @@ class StatusBar(Static):
         return join(StatusBar._items_parts(state))
 
     @staticmethod
-    def _items_parts(state: ConsoleState) -> list[Text]:
+    def _items_parts(state: ConsoleState) -> list[Part]:
         acc = state.accounting
-        line = Text(" items ", style="dim")
-        line.append(f"received {acc.received}")
-        line.append("  ·  ", style="dim")
-        line.append(f"completed {acc.completed}", style="green")
-        line.append("  ·  ", style="dim")
+        received = Text(" items ", style="dim")
+        received.append(f"received {acc.received}")
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(acc.dropped.items()))
-        line.append(
-            f"dropped {acc.dropped_total}" + (f" ({dropped})" if dropped else ""),
-            style="yellow" if acc.dropped_total else "",
-        )
-        line.append("  ·  ", style="dim")
-        line.append(f"failed {acc.failed}", style="bold red" if acc.failed else "")
-        line.append("  ·  ", style="dim")
-        line.append(f"cancelled {acc.cancelled}")
-        line.append("  ·  ", style="dim")
-        line.append(f"in flight {acc.in_flight}", style="bold")
+        counts = [
+            Text(f"completed {acc.completed}", style="green"),
+            Text(
+                f"dropped {acc.dropped_total}" + (f" ({dropped})" if dropped else ""),
+                style="yellow" if acc.dropped_total else "",
+            ),
+            Text(f"failed {acc.failed}", style="bold red" if acc.failed else ""),
+            Text(f"cancelled {acc.cancelled}"),
+            Text(f"in flight {acc.in_flight}", style="bold"),
+        ]
         errors = sum(state.errors_by_kind.values()) - sum(
             v for k, v in state.errors_by_kind.items() if k.startswith("dropped:")
         )
-        parts = [line, Text(f"errors {errors}", style="bold red" if errors else "green")]
+        parts = [Text(f"errors {errors}", style="bold red" if errors else "green")]
         dh = state.data_health
         if dh.assistant_turns or dh.placeholder:  # nothing to say before a rollout reports health
             figures = f"data trained {dh.trained_share:.0%} turns {dh.trainable_turns}/{dh.assistant_turns}"
@@ -232,7 +240,8 @@ class StatusBar(Static):
             parts.append(Text(f"trainer {tr.state} step {tr.current_step} queue {tr.queue_size}"))
         if state.wandb is not None and state.wandb.state != "off":
             parts.append(StatusBar._wandb(state))
-        return parts
+        # The counts go after the item line's dots; a line too narrow for them breaks between them.
+        return [(SEP, received), *parts_of(counts, DOT), *parts_of(parts)]
 
     @staticmethod
     def _wandb(state: ConsoleState) -> Text:
