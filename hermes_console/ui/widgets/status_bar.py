@@ -70,7 +70,8 @@ def fit(parts: list[Part], width: int) -> list[Text]:
 
 
 class StatusBar(Static):
-    """Two to four lines; re-rendered only when its text changes."""
+    """The run, its items, the UI's budget (live), notes: lines broken to fit the bar's width;
+    re-rendered only when its text changes, laid out only when its number of lines does."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
