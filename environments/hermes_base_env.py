@@ -253,35 +253,21 @@ def _new_cleanup_pool() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=_CLEANUP_WORKERS, thread_name_prefix="hermes-cleanup")
 
 
-# The early stop of a finished rollout's sandbox (SIGKILL to its machine and every member of
-# its cgroups) is a dozen system calls, each a hand-back of the GIL: on the event loop it cost
-# 1 ms a rollout at p50 and 7 ms at p90 when 256 ended together. A few threads of their own,
-# never queued behind the slow halves in the cleanup pool, so the processes still stop at once.
-_STOP_WORKERS = 4
-
-
-def _new_stop_pool() -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(max_workers=_STOP_WORKERS, thread_name_prefix="hermes-stop")
-
-
 _cleanup_pool = _new_cleanup_pool()
-_stop_pool = _new_stop_pool()
 _cleanups: set[concurrent.futures.Future[None]] = set()
 _cleanups_lock = threading.Lock()
 
 
 def _start_cleanup(ctx: Any) -> concurrent.futures.Future[None]:
     """Clean a rollout's sandbox in the cleanup pool: a cancellation never blocks on the
-    teardown, and a finished rollout tokenizes meanwhile. Our own ToolContext's sandbox is
-    stopped first in the stop pool (its processes die within milliseconds, not when a cleanup
-    thread is free: long when hundreds of rollouts end together), and that stop hands the
-    rest to the cleanup pool; the caller (the event loop) waits for neither. A subclass that
-    overrides ``cleanup`` gets its own ``cleanup`` called in the pool, as before.
-    ``wait_for_cleanups`` waits for every one not yet done."""
+    teardown, and a finished rollout tokenizes meanwhile. Our own ToolContext stops the
+    sandbox's processes here first (no waiting), so the wait for a pool thread, long when
+    hundreds of rollouts end together, is not also a wait for the processes to die. A
+    subclass that overrides ``cleanup`` gets its own ``cleanup`` called in the pool, as
+    before. ``wait_for_cleanups`` waits for every one not yet done."""
     task_id = getattr(ctx, "task_id", "?")
     if type(ctx).cleanup is ToolContext.cleanup:
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        _stop_pool.submit(_stop_then_clean, task_id, ctx, done)
+        done = _cleanup_pool.submit(_cleanup_context, task_id, ctx.begin_cleanup())
     else:
         done = _cleanup_pool.submit(_cleanup_context, task_id, ctx.cleanup)
     with _cleanups_lock:
@@ -290,32 +276,10 @@ def _start_cleanup(ctx: Any) -> concurrent.futures.Future[None]:
     return done
 
 
-def _stop_then_clean(task_id: str, ctx: ToolContext, done: concurrent.futures.Future[None]) -> None:
-    """In the stop pool: stop the sandbox now, queue the rest in the cleanup pool; ``done``
-    resolves when the rest has run (``begin_cleanup`` and ``_cleanup_context`` never raise)."""
-    try:
-        rest = _cleanup_pool.submit(_cleanup_context, task_id, ctx.begin_cleanup())
-    except BaseException as exc:  # noqa: BLE001 - the pool was shut down: the waiter must still hear
-        done.set_exception(exc)
-        return
-    rest.add_done_callback(lambda finished: _settle(done, finished))
-
-
-def _settle(done: concurrent.futures.Future[None], finished: concurrent.futures.Future[None]) -> None:
-    error = finished.exception()
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(None)
-
-
 def shutdown_cleanup_pool(wait: bool = True) -> None:
-    """Stop the stop and cleanup threads at the end of a run; fresh pools (no thread until used)
-    take over, so a stopped runtime leaves nothing running while later runs still work. The
-    stops go first: each hands its rest to the cleanup pool being shut down after them."""
-    global _cleanup_pool, _stop_pool
-    old_stop, _stop_pool = _stop_pool, _new_stop_pool()
-    old_stop.shutdown(wait=wait)
+    """Stop the cleanup threads at the end of a run; a fresh pool (no thread until used) takes
+    over, so a stopped runtime leaves nothing running while later runs still work."""
+    global _cleanup_pool
     old = _cleanup_pool
     _cleanup_pool = _new_cleanup_pool()
     old.shutdown(wait=wait)
