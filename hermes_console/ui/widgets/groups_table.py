@@ -13,8 +13,9 @@ from hermes_console.runtime.state import ConsoleState
 from hermes_console.runtime.views import GroupView
 from hermes_console.ui.format import age, budget, head, level_style
 from hermes_console.ui.widgets.keyed_table import Cell, KeyedTable, Row
+from hermes_console.ui.widgets.status_bar import STATUS_STYLES
 
-WAITING_STYLE = Style(bold=True, color="cyan")
+WAITING_STYLE = Style.parse(STATUS_STYLES["loading"])  # the status bar's "LOADING" look
 
 
 class GroupsTable(KeyedTable):
@@ -54,7 +55,7 @@ class GroupsTable(KeyedTable):
     def render_line(self, y: int) -> Strip:
         if y == 1 and self.waiting_note and not self.row_count:
             base = self.rich_style
-            note = Segment(f" ⋯ {self.waiting_note}", base + WAITING_STYLE)  # the status bar's "loading" look
+            note = Segment(f" ⋯ {self.waiting_note}", base + WAITING_STYLE)
             return Strip([note]).adjust_cell_length(self.size.width, base)
         return super().render_line(y)
 
