@@ -220,6 +220,11 @@ class ConsoleApp(ReplayControls, App[int]):
         self._more_panels = True
         self.budget.kick()
 
+    def redraw_later(self) -> None:
+        """A redraw left changes for the next one: redraw when the budget next allows, even if
+        nothing changes until then (a replay at its end, a quiet run), else they never show."""
+        self._more_panels = True
+
     def on_key(self, _event: Any) -> None:
         self.budget.kick()  # whatever the key did shows on the next tick, throttled or not
 

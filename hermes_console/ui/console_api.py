@@ -32,6 +32,8 @@ class ConsoleHost(Protocol):
 
     def redraw_soon(self) -> None: ...
 
+    def redraw_later(self) -> None: ...
+
     def send(
         self,
         label: str,

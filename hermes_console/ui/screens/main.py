@@ -75,6 +75,7 @@ class MainScreen(Screen[None]):
         self._drawn_at: dict[str, int] = {}
         self._redraws = 0
         self._owed: set | None = None  # panels a throttled redraw still owes (drawn on the next ticks)
+        self._bar_waits = False  # the status bar left its counters for the next redraw
         self._resumed = False
 
     @property
@@ -139,7 +140,7 @@ class MainScreen(Screen[None]):
 
     def _collect_draws(self, state: ConsoleState, now: float) -> None:
         second = int(now)  # ages and countdowns are shown to the second
-        self.query_one(StatusBar).update_from(
+        self._bar_waits = not self.query_one(StatusBar).update_from(
             state,
             now,
             live=self.console.runtime.is_live,
@@ -182,6 +183,7 @@ class MainScreen(Screen[None]):
 
     def _flush_draws(self, pending: list[tuple[str, Hashable, Callable[[], None]]]) -> None:
         limit = self.console.panels_per_redraw()
+        left: set[str] = set()  # changed since the last redraw, drawn by the next one
         if limit is None:
             self._owed = None
         else:
@@ -189,6 +191,7 @@ class MainScreen(Screen[None]):
             # that arrive meanwhile wait for the next redraw (else a flood would redraw every tick).
             changed = {item[0] for item in pending}
             owed = changed if self._owed is None else self._owed & changed
+            left = changed - owed
             pending = sorted(
                 (item for item in pending if item[0] in owed), key=lambda item: self._drawn_at.get(item[0], -1)
             )  # least recently drawn first
@@ -196,6 +199,8 @@ class MainScreen(Screen[None]):
             self._owed = owed - {item[0] for item in pending} or None
             if self._owed:
                 self.console.redraw_soon()  # the rest on the next tick
+        if self._owed is None and (left or self._bar_waits):
+            self.console.redraw_later()  # the next redraw comes even if nothing changes before it
         for panel_id, key, update in pending:
             update()
             self._drawn[panel_id] = key

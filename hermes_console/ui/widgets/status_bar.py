@@ -90,11 +90,12 @@ class StatusBar(Static):
         stop_note: str = "",
         ui_note: str = "",
         counters_may_wait: bool = False,
-    ) -> None:
+    ) -> bool:
         """``counters_may_wait``: a throttled redraw's later tick (it finishes the panels the
         first tick left): the bar is redrawn only if what the operator controls or must act on
         changed, not for counters and rates, which the next redraw brings (~one render less
-        per panel pair, each ~2-3 ms of the UI thread on a 2-core box)."""
+        per panel pair, each ~2-3 ms of the UI thread on a 2-core box). Returns False when it
+        left them so (the caller owes the bar a redraw)."""
         progress = self._progress_line(state, switch_peak)
         controls = (
             state.status,
@@ -108,7 +109,7 @@ class StatusBar(Static):
             progress.plain if progress is not None else None,
         )
         if counters_may_wait and controls == self._controls:
-            return
+            return False
         self._controls = controls
         width = self.content_size.width
         lines = [
@@ -146,6 +147,7 @@ class StatusBar(Static):
             fits = bool(width) and all(line.cell_len <= width for line in lines)
             self.update(text, layout=not (fits and self.content_size.height == len(lines)))
             self._rendered = key
+        return True
 
     # ------------------------------------------------------------------ lines
 
