@@ -9,19 +9,27 @@ rollout in parallel the ideal wall is one rollout's own wall time measured alone
 (= achieved rollouts/s over ideal rollouts/s). The simulator runs in its own
 process like a real inference server. No observer is installed: this is the
 env layer alone (P1 measures what the console adds).
+
+The sandboxes (local backend, which passes the host's PATH through) run with the
+PATH a bwrap sandbox gets (``SANDBOX_PATH``): the same commands on every box. On a
+box whose PATH starts with pyenv's shims, ``python3`` (one task in ten) is a bash
+script that runs pyenv before Python, ~8x the CPU of the system python3 -- the
+box's, not the runtime's; each repeat also runs one batch with the host's PATH, and
+reports it beside the headline figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench.common import (
@@ -34,6 +42,7 @@ from bench.common import (
     rnd,
     write_results,
 )
+from environments.sandboxes.bwrap import SANDBOX_PATH  # what a bwrap sandbox's PATH is: the bench's sandboxes get it
 
 TARGET = 0.90
 # What an operator running 256 agent rollouts against one real inference server
@@ -53,6 +62,20 @@ async def _solo(env: Any, items: list[Any]) -> float:
 def _cpu(who: int) -> float:
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime
+
+
+@contextlib.contextmanager
+def _sandbox_path(path: str | None) -> Iterator[None]:
+    """Sandboxes made meanwhile get ``path`` (a local sandbox copies the host's PATH when it
+    starts); None keeps the host's."""
+    saved = os.environ.get("PATH")
+    if path is not None:
+        os.environ["PATH"] = path
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["PATH"] = saved
 
 
 # A persistent sandbox machine lives until its rollout's cleanup, then is SIGKILLed as a
@@ -185,17 +208,22 @@ async def _measure(
     cpu: dict[str, list[float]] = {}
     full_walls: list[float] = []
     full_cpu: dict[str, list[float]] = {}
+    host_walls: list[float] = []
+    host_cpu: dict[str, list[float]] = {}
     for _ in range(repeats):  # alternate: solo, concurrent, [concurrent without the fix], solo, ...
-        solos.append(await _solo(env, items))
-        wall, scored = await _concurrent(env, items, rollouts, cpu)
-        walls.append(wall)
-        checks = _check_turns(scored)
-        if compare_full and lean_chat_enabled():
-            os.environ[LEAN_OPT_OUT] = "1"  # the same env through the openai client (before the lean path)
-            try:
-                full_walls.append((await _concurrent(env, items, rollouts, full_cpu))[0])
-            finally:
-                del os.environ[LEAN_OPT_OUT]
+        with _sandbox_path(SANDBOX_PATH):
+            solos.append(await _solo(env, items))
+            wall, scored = await _concurrent(env, items, rollouts, cpu)
+            walls.append(wall)
+            checks = _check_turns(scored)
+            if compare_full and lean_chat_enabled():
+                os.environ[LEAN_OPT_OUT] = "1"  # the same env through the openai client (before the lean path)
+                try:
+                    full_walls.append((await _concurrent(env, items, rollouts, full_cpu))[0])
+                finally:
+                    del os.environ[LEAN_OPT_OUT]
+        if compare_full:  # the same batch with the host's PATH in the sandboxes (pyenv's shims, on the bench box)
+            host_walls.append((await _concurrent(env, items, rollouts, host_cpu))[0])
     cpu_ms = _split({k: rnd(median(v), 1) for k, v in cpu.items()})
     return {
         "solo_walls_s": [rnd(x) for x in solos],
@@ -204,6 +232,8 @@ async def _measure(
         "cpu_ms_per_rollout": cpu_ms,
         "concurrent_walls_openai_client_s": [rnd(x) for x in full_walls],
         "cpu_ms_per_rollout_openai_client": _split({k: rnd(median(v), 1) for k, v in full_cpu.items()}),
+        "concurrent_walls_host_path_s": [rnd(x) for x in host_walls],
+        "cpu_ms_per_rollout_host_path": _split({k: rnd(median(v), 1) for k, v in host_cpu.items()}),
     }
 
 
@@ -238,6 +268,8 @@ def run(
     wall = median(m["concurrent_walls_s"])
     efficiency = solo / wall if wall else float("nan")
     formula_ideal = 5 * latency_ms / 1000.0
+    host_walls = m["concurrent_walls_host_path_s"]
+    host_eff = solo / median(host_walls) if host_walls else None
     result = {
         "rollouts": rollouts,
         "latency_ms": latency_ms,
@@ -257,6 +289,10 @@ def run(
         "efficiency_with_openai_client": rnd(solo / median(m["concurrent_walls_openai_client_s"]), 4)
         if m["concurrent_walls_openai_client_s"]
         else None,
+        "sandbox_path": SANDBOX_PATH,
+        "host_path": os.environ.get("PATH", ""),
+        # The same batch with the host's PATH in the sandboxes (a pyenv shim for python3 on the bench box).
+        "efficiency_with_host_path": rnd(host_eff, 4),
         "cpu_ms_per_rollout": m["cpu_ms_per_rollout"],
         # CPU the rollouts need per second of ideal wall: > cores available means CPU-bound.
         "cpu_cores_needed_at_ideal": rnd(
@@ -269,7 +305,8 @@ def run(
         "runs": m,
         "load_average_before": load_before,
         "load_average_after": load_average(),
-        "figures": [figure("P2 efficiency (achieved / latency-bound ideal)", efficiency, TARGET, "x", True)],
+        "figures": [figure("P2 efficiency (achieved / latency-bound ideal)", efficiency, TARGET, "x", True)]
+        + ([figure("P2 efficiency, sandboxes with the host's PATH", host_eff, TARGET, "x", True)] if host_eff else []),
         "quick": quick,
     }
     return result

@@ -91,6 +91,31 @@ def test_p2_efficiency_smoke() -> None:
     assert r["chat_path"].startswith("lean")
 
 
+def test_p2_sandboxes_get_the_fixed_path_and_the_host_keeps_its_own(tmp_path, monkeypatch) -> None:
+    """The bench's batches run their sandboxes with a bwrap sandbox's PATH (a pyenv shim first on
+    the host's PATH made python3 ~8x dearer on the bench box); the host's PATH is back after."""
+    import os
+
+    from bench.p2_efficiency import SANDBOX_PATH, _sandbox_path
+    from environments.sandboxes.local import LocalSandbox
+    from environments.sandboxes.settings import SandboxSettings
+
+    host = "/opt/shims:" + SANDBOX_PATH
+    monkeypatch.setenv("PATH", host)
+
+    def sandbox_path(name: str) -> str:
+        box = LocalSandbox(name, SandboxSettings(sandbox_root=tmp_path))
+        try:
+            return box.execute('printf %s "$PATH"', 10).output
+        finally:
+            box.cleanup()
+
+    with _sandbox_path(SANDBOX_PATH):
+        assert sandbox_path("fixed") == SANDBOX_PATH
+    assert os.environ["PATH"] == host
+    assert sandbox_path("host") == host
+
+
 def test_chat_cpu_smoke() -> None:
     from bench import chat_cpu
 
