@@ -53,7 +53,7 @@ async def test_replay_seek_pause_and_speed() -> None:
         assert app.state.snapshot() == _prefix_state(pos.pos)
         await settle(pilot, 4)
         assert app.state.events_applied == pos.pos  # paused: nothing more comes
-        assert "PAUSED" in str(app.screen.query_one(StatusBar).render())
+        await _wait(pilot, lambda: "PAUSED" in str(app.screen.query_one(StatusBar).render()))
         # once more back, then forward again: still exact prefixes
         await pilot.press("left_square_bracket")
         await _wait(pilot, lambda: source.position().pos == app.state.events_applied < pos.pos)
