@@ -74,7 +74,9 @@ def _sandbox_path(path: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        if saved is not None:
+        if saved is None:
+            os.environ.pop("PATH", None)
+        else:
             os.environ["PATH"] = saved
 
 

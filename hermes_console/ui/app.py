@@ -217,7 +217,7 @@ class ConsoleApp(ReplayControls, App[int]):
 
     def redraw_soon(self) -> None:
         """Panels are still waiting to be drawn: redraw on the next tick."""
-        self._more_panels = True
+        self.redraw_later()
         self.budget.kick()
 
     def redraw_later(self) -> None:
