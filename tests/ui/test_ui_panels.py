@@ -194,7 +194,12 @@ async def test_first_frame_shows_loading_while_runtime_starts() -> None:
             assert app.screen.query_one(panel).region.height > 2, panel
         release.set()
         await app.workers.wait_for_complete()
-        await settle(pilot)
+        # the run's events are drained and drawn on the next ticks (more of them on a loaded box)
+        for _ in range(200):  # bounded
+            if "RUNNING" in str(app.screen.query_one("#status").render()):
+                break
+            await pilot.pause(0.05)
+        assert app.state.status == "running"
         assert "RUNNING" in str(app.screen.query_one("#status").render())
         assert "loading" not in groups.render_line(1).text
 
