@@ -25,6 +25,14 @@ from tests.ui.helpers import NOW, scenario, settle
 THROTTLED = "UI throttled: redraw every 2.0s (CPU 9% of a core, budget 2%)"
 
 
+async def _until(pilot, done, rounds: int = 200) -> None:
+    """The next ticks drain and draw (more of them on a loaded box); bounded."""
+    for _ in range(rounds):
+        if done():
+            return
+        await pilot.pause(0.05)
+
+
 async def test_loading_overflowing_streams_and_the_first_throttle_lay_nothing_out() -> None:
     release = threading.Event()
 
@@ -55,7 +63,14 @@ async def test_loading_overflowing_streams_and_the_first_throttle_lay_nothing_ou
         with layout_passes() as passes:
             release.set()
             await app.workers.wait_for_complete()
-            await settle(pilot)
+            await _until(
+                pilot,
+                lambda: (
+                    "RUNNING" in str(status.render())
+                    and bool(groups.row_count)
+                    and str(servers.get_row_at(0)[1]) == "up"
+                ),
+            )
             assert "RUNNING" in str(status.render())
             assert groups.row_count and "loading" not in groups.render_line(1).text
             assert [str(servers.get_row_at(i)[1]) for i in range(2)] == ["up", "up"]
@@ -65,6 +80,6 @@ async def test_loading_overflowing_streams_and_the_first_throttle_lay_nothing_ou
             assert tools.virtual_size.height > tools.scrollable_content_region.height
             note[0] = THROTTLED
             app.redraw_soon()
-            await settle(pilot)
+            await _until(pilot, lambda: "UI throttled" in str(status.render()))
             assert "UI throttled" in str(status.render())
             assert passes[0] == 0
