@@ -56,6 +56,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from environments.data_health import trained_runs
 from environments.piece_tokens import RenderingTokens, encode_rendering
 
 # atroposlib is imported inside the functions: apply_offline_defaults() must be
@@ -615,19 +616,6 @@ def _find(haystack: list[int], needle: list[int], start: int) -> int:
         if haystack[j : j + n] == needle:
             return j
     return -1
-
-
-def trained_runs(masks: Sequence[int]) -> list[tuple[int, int]]:
-    """``[start, end)`` of each maximal run of trained (mask != -100) positions."""
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, mask in enumerate(list(masks) + [-100]):
-        if mask != -100 and start is None:
-            start = i
-        elif mask == -100 and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def merge_nodes(nodes: Sequence[Any]) -> Trajectory:

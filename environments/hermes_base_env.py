@@ -63,10 +63,9 @@ from environments.atropos_compat import (  # noqa: E402
     sensible_max_token_len,
     strip_end_of_turn,
     tame_atroposlib_logging,
-    trained_runs,
     with_sampled_text,
 )
-from environments.data_health import EXTRA_KINDS, prompt_tokens, rollout_problems  # noqa: E402
+from environments.data_health import EXTRA_KINDS, read_masks  # noqa: E402
 from environments.lean_chat import server_class_for  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
@@ -703,11 +702,11 @@ class HermesAgentBaseEnv(BaseEnv):
     def _health(out: dict[str, Any], assistant_turns: int, phase2: bool = False) -> dict[str, Any]:
         """Data-health figures of one rollout (trained tokens and turns, drift) and its problems."""
         masks = out["masks"]
-        problems = rollout_problems(out["tokens"], masks, out.get("logprobs"), expect_logprobs=phase2)
+        problems, all_runs = read_masks(out["tokens"], masks, out.get("logprobs"), expect_logprobs=phase2)
         if out["placeholder"]:
             problems.append(("placeholder", EXTRA_KINDS["placeholder"]))
-        runs = [] if out["placeholder"] else trained_runs(masks)
-        out["trainable_tokens"] = sum(1 for m in masks if m != -100)
+        runs = [] if out["placeholder"] else all_runs
+        out["trainable_tokens"] = sum(b - a for a, b in all_runs)
         out["trainable_turns"] = len(runs)
         out["run_tokens"] = [b - a for a, b in runs]
         logprobs = out.get("logprobs")
@@ -721,7 +720,7 @@ class HermesAgentBaseEnv(BaseEnv):
         if len(runs) < assistant_turns and not out["placeholder"]:
             problems.append(("turn_not_trained", f"{assistant_turns - len(runs)} of {assistant_turns} train nothing"))
         out["problems"] = [f"{kind}: {detail}" for kind, detail in problems]
-        out["prompt_tokens"] = prompt_tokens(masks)
+        out["prompt_tokens"] = all_runs[0][0] if all_runs else len(masks)  # data_health.prompt_tokens
         return out
 
     def _buffer_tool_errors(self, result: AgentResult) -> None:
