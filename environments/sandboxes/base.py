@@ -405,15 +405,16 @@ class BashSessionSandbox(ABC):
         outside = cgroups.pids_outside_sandbox_groups()
         return None if outside is None else outside | self._cgroup.pids()
 
-    def _leftovers(self, roots: set[int]) -> dict[int, procfs.ProcStat]:
+    def _leftovers(self, roots: set[int], group_empty: bool = False) -> dict[int, procfs.ProcStat]:
         """The cleanup's safety net: live processes of this sandbox anywhere they can be (its
         group's, and those in no sandbox's group, the reading of which concurrent cleanups
-        share), only those started since the sandbox was made."""
+        share), only those started since the sandbox was made. ``group_empty``: the group
+        was just seen empty (its members are not read again)."""
         outside = _OUTSIDE_GROUPS.fresh() if self._cgroup is not None and self._cgroup.has_pids else None
         if outside is None:
             stats = procfs.read_stats(procfs.all_pids())
         else:
-            mine = self._cgroup.pids() if self._cgroup is not None else set()
+            mine = self._cgroup.pids() if self._cgroup is not None and not group_empty else set()
             stats = {**outside, **procfs.read_stats(mine | roots)}
         return procfs.select(stats, self._marker, (), roots, since_ticks=self._born_ticks)
 
@@ -479,12 +480,14 @@ class BashSessionSandbox(ABC):
         machines = [m for m in (self._machine, self._vmachine) if m is not None]
         for proc in machines:
             procfs.kill_group(proc.pid, signal.SIGKILL)
-        if self._cgroup is not None:
-            self._cgroup.kill_all()  # every member, however it forked or setsid'd
+        emptied = self._cgroup.kill_all() if self._cgroup is not None else False  # however they forked
         if not (self._cgroup is not None and self._cgroup.has_pids and self._cgroup_inescapable()):
             # the safety net: stat of every process that can still be ours, environ of those
-            # started since this sandbox was made
-            procfs.kill_until_gone(lambda: self._leftovers({m.pid for m in machines}), 3.0)
+            # started since this sandbox was made (the group's members are not listed again
+            # the first time when the kill just saw the group empty)
+            roots = {m.pid for m in machines}
+            looks = itertools.count()
+            procfs.kill_until_gone(lambda: self._leftovers(roots, group_empty=emptied and not next(looks)), 3.0)
         for proc in machines:
             _reap(proc)
         # A command in flight sees its machine gone and returns; only then close its fds

@@ -236,11 +236,19 @@ class SandboxCgroup:
             out["oom_kill"] = _int_map(self._events["memory.oom_control"].read()).get("oom_kill", 0)
         return out
 
-    def kill_all(self, deadline_s: float = 5.0) -> int:
-        """SIGKILL every member until none is left (forks race us; pids.max bounds them)."""
+    def kill_all(self, deadline_s: float = 5.0) -> bool:
+        """SIGKILL every member until none is left (forks race us; pids.max bounds them).
+        True when the last listing was empty (False: the deadline came first)."""
         from environments.sandboxes.procfs import kill_until_gone
 
-        return kill_until_gone(self.pids, deadline_s)
+        last: list[set[int]] = []
+
+        def members() -> set[int]:
+            last[:] = [self.pids()]
+            return last[0]
+
+        kill_until_gone(members, deadline_s)
+        return bool(last) and not last[0]
 
     def remove(self, deadline_s: float = 5.0) -> bool:
         """rmdir every group, sub-groups first (fails while a zombie is still being reaped:

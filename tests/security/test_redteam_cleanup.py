@@ -160,3 +160,43 @@ def test_the_safety_net_reads_the_environment_only_of_processes_younger_than_the
         older.kill()
         older.wait()
         sb.cleanup()
+
+
+def test_the_kill_says_whether_the_group_is_empty_and_the_net_skips_an_empty_groups_listing(
+    box: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kill_all`` is True only when its last listing was empty; cleanup's safety net then
+    does not list the group's members again on its first look (one cgroup tree read fewer
+    per rollout end), and still finds a process that left for the root group (above)."""
+    from environments.sandboxes import base
+
+    assert box._cgroup is not None
+    fingerprint = f"601.{U}3"
+    box.execute(f"( setsid sleep {fingerprint} & ) ; echo ok", 30)
+    assert started_sleep(fingerprint)
+    assert box._cgroup.kill_all(0.0) is False  # killed, but listed at the deadline: not known empty
+    assert box._cgroup.kill_all() is True
+    assert wait_until_gone(fingerprint) == []
+
+    looks: list[bool] = []
+    group_reads: list[int] = []  # the look during which the group's members were listed
+    inside: list[int] = []
+    real_leftovers, real_pids = base.BashSessionSandbox._leftovers, cgroups.SandboxCgroup.pids
+
+    def leftovers(self: LocalSandbox, roots: set[int], group_empty: bool = False) -> object:
+        looks.append(group_empty)
+        inside.append(len(looks))
+        try:
+            return real_leftovers(self, roots, group_empty=group_empty)
+        finally:
+            inside.pop()
+
+    def pids(self: cgroups.SandboxCgroup) -> set[int]:
+        group_reads.extend(inside)
+        return real_pids(self)
+
+    monkeypatch.setattr(base.BashSessionSandbox, "_leftovers", leftovers)
+    monkeypatch.setattr(cgroups.SandboxCgroup, "pids", pids)
+    box.cleanup()
+    assert looks and looks[0] is True and all(not x for x in looks[1:])
+    assert 1 not in group_reads  # the first look read no member list
