@@ -545,7 +545,6 @@ class BashSessionSandbox(ABC):
                 f"{self.backend} backend: the sandbox shell did not start within {self._start_timeout:g}s "
                 f"(output: {agent.drain_text()[:300]!r})"
             )
-        agent.shell_pid = self._map_pid(agent.reported_pid)
         self._agent = agent
         if in_machine:
             self._verifier = _Channel.from_fds(v_in_w, v_out_r, v_st_r, proc, self._new_nonce())
@@ -554,8 +553,8 @@ class BashSessionSandbox(ABC):
             self._vmachine = vproc
             self._verifier = self._channel_cls(vproc, self._new_nonce())
         self._verifier.send_nonce()
-        if self._verifier.wait_ready(self._start_timeout):
-            self._verifier.shell_pid = self._map_pid(self._verifier.reported_pid)
+        ready = [agent, self._verifier] if self._verifier.wait_ready(self._start_timeout) else [agent]
+        self._map_channel_pids(ready)
 
     def _argv_init(self, fds: list[str]) -> list[str]:
         argv = self._argv(INIT)
@@ -580,17 +579,34 @@ class BashSessionSandbox(ABC):
     def _new_nonce() -> str:
         return secrets.token_hex(16)
 
-    def _map_pid(self, reported: int | None) -> int | None:
-        """The host pid of a process that reported its pid from inside its namespace."""
+    def _map_pid(self, reported: int | None, candidates: set[int] | None = None) -> int | None:
+        """The host pid of a process that reported its pid from inside its namespace: one of
+        the sandbox's processes (``candidates``, when just read) whose innermost pid is it."""
         if reported is None:
             return None
-        candidates = self._cgroup.pids() if self._cgroup is not None else set()
-        if not candidates and self._machine is not None:
-            candidates = set(procfs.sandbox_processes(None, (), {self._machine.pid}))
+        if candidates is None:
+            candidates = self._cgroup.pids() if self._cgroup is not None else set()
+            if not candidates and self._machine is not None:
+                candidates = set(procfs.sandbox_processes(None, (), {self._machine.pid}))
+        # Without a pid namespace (local) the reported pid is the host's: one status read.
+        if reported in candidates and procfs.ns_pid(reported) == reported:
+            return reported
         for pid in candidates:
             if procfs.ns_pid(pid) == reported:
                 return pid
         return None
+
+    def _map_channel_pids(self, channels: list[_Channel]) -> None:
+        """Each ready channel's shell pid, from one reading of the sandbox's processes (read
+        again only for a pid not among them)."""
+        candidates: set[int] | None = None
+        for ch in channels:
+            if ch.reported_pid is None:
+                continue
+            if candidates is None:
+                candidates = self._cgroup.pids() if self._cgroup is not None else None
+            found = self._map_pid(ch.reported_pid, candidates or None)
+            ch.shell_pid = found if found is not None else self._map_pid(ch.reported_pid)
 
     def _infra_pids(self) -> set[int]:
         """The machine's own processes: from the agent shell up to the spawned process, and

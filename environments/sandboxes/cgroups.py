@@ -87,11 +87,19 @@ def _start_ticks(pid: int) -> int:
     return st.start_ticks if st is not None else -1
 
 
+_ns: tuple[int, str] | None = None  # (pid, pid namespace) of this process
+
+
 def _pid_ns() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "0"
+    """This process's pid namespace (its inode), read once per process (it cannot change)."""
+    global _ns
+    pid = os.getpid()
+    if _ns is None or _ns[0] != pid:
+        try:
+            _ns = (pid, str(os.stat("/proc/self/ns/pid").st_ino))
+        except OSError:
+            return "0"
+    return _ns[1]
 
 
 def _owner_gone(name: str) -> bool:
@@ -166,7 +174,9 @@ class SandboxCgroup:
         parents = _available()
         if not parents:
             return None
-        name = f"{_pid_ns()}.{os.getpid()}.{_start_ticks(os.getpid())}.{sandbox_id}"
+        from environments.sandboxes.procfs import own_start_ticks
+
+        name = f"{_pid_ns()}.{os.getpid()}.{own_start_ticks()}.{sandbox_id}"
         dirs: dict[str, Path] = {}
         for controller, parent in parents.items():
             path = parent / name

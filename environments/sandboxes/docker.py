@@ -564,8 +564,9 @@ class DockerSandbox(BashSessionSandbox):
             out["pids_max"] = _read_counters(dirs["pids"] / "pids.events").get("max", 0)
         return out
 
-    def _map_pid(self, reported: int | None) -> int | None:
-        """Host pid of a container process that reported its in-container pid."""
+    def _map_pid(self, reported: int | None, candidates: set[int] | None = None) -> int | None:
+        """Host pid of a container process that reported its in-container pid (found among all
+        of the host's: a container's processes are in no group of ours; ``candidates`` unused)."""
         if reported is None or self._pidns is None:
             return None
         for pid in procfs.all_pids():

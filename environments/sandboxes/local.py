@@ -53,8 +53,9 @@ def sandbox_child_env(
 ) -> dict[str, str]:
     """The environment a local sandbox command starts with: allow-listed names only.
     A passthrough name that looks like a secret is still dropped."""
-    wanted = set(ENV_ALLOW) | {n for n in passthrough if not is_secret_env_name(n)}
-    env = {name: value for name, value in base.items() if name in wanted}
+    # Looked up by name: iterating os.environ decodes every host variable, per sandbox.
+    wanted = dict.fromkeys([*ENV_ALLOW, *(n for n in passthrough if not is_secret_env_name(n))])
+    env = {name: base[name] for name in wanted if name in base}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.setdefault("LANG", "C.UTF-8")
     env.update(

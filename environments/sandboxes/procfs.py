@@ -47,6 +47,22 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
 
 
+_own: tuple[int, int] | None = None  # (pid, start ticks) of this process
+
+
+def own_start_ticks() -> int:
+    """This process's start time in clock ticks (-1 if unreadable): constant for its life,
+    read once (every sandbox records it), again after a fork."""
+    global _own
+    pid = os.getpid()
+    if _own is None or _own[0] != pid:
+        st = read_stat(pid)
+        if st is None:
+            return -1
+        _own = (pid, st.start_ticks)
+    return _own[1]
+
+
 def all_pids() -> list[int]:
     try:
         return [int(name) for name in os.listdir("/proc") if name.isdigit()]

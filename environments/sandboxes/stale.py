@@ -47,7 +47,7 @@ def write_owner(root: Path, sandbox_id: str, dirs: list[Path], cgroups: list[str
     pid = os.getpid()
     data = {
         "pid": pid,
-        "start_ticks": _start_ticks(pid),
+        "start_ticks": procfs.own_start_ticks(),
         "sandbox_id": sandbox_id,
         "dirs": [str(d) for d in dirs],
         "cgroups": list(cgroups or []),
