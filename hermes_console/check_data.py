@@ -24,7 +24,7 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -62,18 +62,6 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.counts
-
-
-def _runs(masks: Sequence[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, mask in enumerate(list(masks) + [NOT_TRAINED]):
-        if mask != NOT_TRAINED and start is None:
-            start = i
-        elif mask == NOT_TRAINED and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def _is_number(x: Any) -> bool:
@@ -203,7 +191,9 @@ class Checker:
             return
         # Phase 2: token boundaries are the sampler's; compare characters.
         spans = [self._char_span(expected.tokens, a, b) for a, b in expected.spans]
-        trained = [self._char_span(tokens, a, b) for a, b in _runs(masks)]
+        from environments.data_health import trained_runs  # the env reads its own rollouts' runs the same way
+
+        trained = [self._char_span(tokens, a, b) for a, b in trained_runs(masks)]
         outside = next(((a, b) for a, b in trained if not any(s <= a and b <= e for s, e in spans)), None)
         if outside is not None:
             self.report.add(
