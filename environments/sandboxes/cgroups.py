@@ -80,13 +80,6 @@ def _run_probe() -> dict[str, Path]:
     return found
 
 
-def _start_ticks(pid: int) -> int:
-    from environments.sandboxes import procfs
-
-    st = procfs.read_stat(pid)
-    return st.start_ticks if st is not None else -1
-
-
 _ns: tuple[int, str] | None = None  # (pid, pid namespace) of this process
 
 

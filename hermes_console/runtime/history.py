@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from environments import events as ev
 from hermes_console.runtime import events as rev
+from hermes_console.runtime.reservoir import Reservoir
 
 if TYPE_CHECKING:
     from hermes_console.runtime.state import ConsoleState
@@ -104,13 +105,19 @@ class ErrorRecord:
 
 @dataclass
 class Bucket:
-    """One ``BUCKET_S`` slice of the run, for the graphs."""
+    """One ``BUCKET_S`` slice of the run, for the graphs. Rewards and LLM latencies are
+    bounded samples (exact count and mean): a slice's memory does not grow with the rate."""
 
     start: float
     rollouts: int = 0
     errors: int = 0
-    rewards: list[float] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
+    rewards: Reservoir = field(init=False)
+    latencies: Reservoir = field(init=False)
+
+    def __post_init__(self) -> None:
+        seed = int(self.start)  # replaying the same events draws the same sample
+        self.rewards = Reservoir(seed)
+        self.latencies = Reservoir(seed + 1)
 
 
 @dataclass
@@ -374,7 +381,7 @@ def _on_turn_finished(h: History, s: ConsoleState, e: ev.TurnFinished) -> None:
         )
         return
     h.latencies.append(e.latency_s)
-    h._bucket(e.ts).latencies.append(e.latency_s)
+    h._bucket(e.ts).latencies.add(e.latency_s)
 
 
 def _on_tool_finished(h: History, s: ConsoleState, e: ev.ToolCallFinished) -> None:
@@ -411,7 +418,7 @@ def _on_rollout_finished(h: History, s: ConsoleState, e: ev.RolloutFinished) -> 
     t["generated_tokens"] += record.generated_tokens
     bucket = h._bucket(e.ts)
     bucket.rollouts += 1
-    bucket.rewards.append(e.reward)
+    bucket.rewards.add(e.reward)
     if e.reward_error:
         h._error(e.ts, "reward", "reward_error", e.reward_error, record.label)
     if e.error and not _has_api_error(s, e.rollout_id):

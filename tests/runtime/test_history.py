@@ -128,3 +128,56 @@ def test_rollout_log_writes_every_rollout_and_group_fate_and_stays_bounded(tmp_p
         if isinstance(e, (ev.ItemDropped, rev.ItemCompleted))
     }
     assert {g["group_id"]: g["outcome"] for g in groups} == fates
+
+
+def _flood(rollouts: int, turns: int, ts: float = 1000.0) -> list:
+    """``rollouts`` rollouts of ``turns`` LLM calls each, all in one 10 s slice."""
+    out: list = []
+    for i in range(rollouts):
+        rid, gid = f"r{i}", f"g{i // 8}"
+        out.append(ev.RolloutStarted(ts=ts, rollout_id=rid, group_id=gid))
+        for t in range(turns):
+            out.append(ev.TurnFinished(ts=ts + 0.001 * t, rollout_id=rid, turn=t, latency_s=0.01 * ((i * 7 + t) % 997)))
+        out.append(
+            ev.RolloutFinished(
+                ts=ts + 1,
+                rollout_id=rid,
+                group_id=gid,
+                reward=((i * 13) % 101) / 100.0,
+                turns_used=turns,
+                finished_naturally=True,
+            )
+        )
+    return out
+
+
+def test_a_slice_keeps_a_bounded_sample_with_exact_count_and_mean_at_any_rate() -> None:
+    """Session 24: each 10 s slice kept every reward and LLM latency of its 10 s (memory
+    growing with the rate, for an hour of slices); now a bounded sample, count and mean exact."""
+    from hermes_console.runtime.reservoir import RESERVOIR_SIZE
+
+    events = _flood(rollouts=3000, turns=4)
+    s = _state(events)
+    (bucket,) = [b for b in s.history.buckets if b.rollouts]
+    latencies = [e.latency_s for e in events if isinstance(e, ev.TurnFinished)]
+    rewards = [e.reward for e in events if isinstance(e, ev.RolloutFinished)]
+    assert (len(bucket.latencies.values), len(bucket.rewards.values)) == (RESERVOIR_SIZE, RESERVOIR_SIZE)
+    assert (bucket.latencies.count, bucket.rewards.count) == (len(latencies), len(rewards))
+    assert math.isclose(bucket.latencies.mean(), statistics.fmean(latencies))
+    assert math.isclose(bucket.rewards.mean(), statistics.fmean(rewards))
+    assert set(bucket.latencies.values) <= set(latencies)  # a sample of what came, nothing else
+    # a uniform sample of 1024 out of 12,000: its median within a few points of the true one
+    true_p50 = statistics.median(latencies)
+    assert abs(statistics.median(bucket.latencies.values) - true_p50) < 0.1 * (max(latencies) - min(latencies))
+    # replaying the same events draws the same sample
+    again = _state(events)
+    (b2,) = [b for b in again.history.buckets if b.rollouts]
+    assert list(b2.latencies.values) == list(bucket.latencies.values)
+
+
+def test_a_slice_under_the_bound_keeps_every_value_exactly() -> None:
+    events = _flood(rollouts=100, turns=4)
+    s = _state(events)
+    (bucket,) = [b for b in s.history.buckets if b.rollouts]
+    assert sorted(bucket.latencies.values) == sorted(e.latency_s for e in events if isinstance(e, ev.TurnFinished))
+    assert sorted(bucket.rewards.values) == sorted(e.reward for e in events if isinstance(e, ev.RolloutFinished))

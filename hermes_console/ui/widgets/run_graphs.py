@@ -36,10 +36,14 @@ def series(buckets: list[Bucket]) -> dict[str, list[tuple[str, list[float], list
         return [p[0] for p in pts], [p[1] for p in pts]
 
     def stat(field: str, q: float) -> list[float]:
+        """Per slice: the mean (q < 0, exact) or the q-th percentile of its sample."""
         out = []
         for b in buckets:
-            values = sorted(getattr(b, field))
-            out.append(math.nan if not values else (sum(values) / len(values) if q < 0 else percentile(values, q)))
+            sample = getattr(b, field)
+            if not sample.count:
+                out.append(math.nan)
+            else:
+                out.append(sample.mean() if q < 0 else percentile(sample.sorted_values(), q))
         return out
 
     return {
