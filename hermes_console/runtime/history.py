@@ -140,6 +140,7 @@ class History:
         self._by_label: dict[str, str] = {}
         self._groups_seen = 0
         self._group_rollouts: dict[str, list[str]] = {}
+        self._members = 0  # rollout ids in _group_rollouts: at most MAX_LABELS, like the rollout labels
         self._received_at: dict[str, float] = {}
         self._live: dict[str, _Live] = {}
         self.latencies: deque[float] = deque(maxlen=MAX_LATENCIES)
@@ -254,9 +255,12 @@ class History:
             self.group_labels[group_id] = label
             while len(self.group_labels) > MAX_LABELS:
                 old, _ = self.group_labels.popitem(last=False)
-                self._group_rollouts.pop(old, None)
-                self._received_at.pop(old, None)
+                self._forget_members(old)
         return label
+
+    def _forget_members(self, group_id: str) -> None:
+        self._members -= len(self._group_rollouts.pop(group_id, ()))
+        self._received_at.pop(group_id, None)
 
     def _rollout_label(self, rollout_id: str, group_id: str) -> str:
         label = self.rollout_labels.get(rollout_id)
@@ -266,6 +270,15 @@ class History:
         members = self._group_rollouts.setdefault(group_id, [])
         if rollout_id not in members:
             members.append(rollout_id)
+            self._members += 1
+            # Oldest groups' member lists go first: MAX_LABELS groups of any size kept up to
+            # MAX_LABELS x group_size ids (160k at 8), growing a long run's memory for ids
+            # whose labels were already dropped.
+            while self._members > MAX_LABELS and len(self._group_rollouts) > 1:
+                oldest = next(iter(self._group_rollouts))
+                if oldest == group_id:
+                    break
+                self._forget_members(oldest)
         label = (
             rollout_id if rollout_id.startswith(group_label + "-r") else f"{group_label}-r{members.index(rollout_id)}"
         )

@@ -181,3 +181,23 @@ def test_a_slice_under_the_bound_keeps_every_value_exactly() -> None:
     (bucket,) = [b for b in s.history.buckets if b.rollouts]
     assert sorted(bucket.latencies.values) == sorted(e.latency_s for e in events if isinstance(e, ev.TurnFinished))
     assert sorted(bucket.rewards.values) == sorted(e.reward for e in events if isinstance(e, ev.RolloutFinished))
+
+
+def test_group_member_lists_are_bounded_by_rollouts_not_groups(monkeypatch) -> None:
+    """Session 24: the member lists were bounded by MAX_LABELS *groups*, so a run kept up to
+    MAX_LABELS x group_size rollout ids (160,000 at 8). Now by MAX_LABELS ids, oldest group
+    first, the labels and siblings of recent rollouts unchanged."""
+    monkeypatch.setattr(history_module, "MAX_LABELS", 100)
+    s = ConsoleState()
+    for g in range(60):
+        gid = f"group-{g}"
+        s.apply(rev.ItemReceived(ts=float(g), group_id=gid))
+        for r in range(8):
+            s.apply(ev.RolloutStarted(ts=float(g), rollout_id=f"{gid}-x{r}", group_id=gid))
+    h = s.history
+    kept = sum(len(ids) for ids in h._group_rollouts.values())
+    assert kept <= 100 and kept == h._members
+    assert len(h._received_at) <= len(h.group_labels)
+    assert h.label_of("group-59-x3") == "g0060-r3"
+    assert h.siblings("group-59-x3") == [f"group-59-x{r}" for r in range(8)]
+    assert "group-0" not in h._group_rollouts  # the oldest went first
