@@ -2,10 +2,10 @@
 
 The run's graphs keep one point per 10 s slice for an hour (history.py). A slice kept
 every reward and every LLM latency of its 10 s, so their memory grew with the event
-rate: ~13 MB for P4's 100,000 synthetic rollouts, and hundreds of MB in an hour of a
-flood. A :class:`Reservoir` holds at most ``size`` values (Algorithm R: each value seen
-so far is equally likely to be kept), so percentiles are exact until it fills and a
-uniform sample's after; the count and the mean stay exact. The draws come from a
+rate (~6 MB of P4's growth over 100,000 synthetic rollouts; an hour of a flood would
+keep hundreds of MB). A :class:`Reservoir` holds at most ``size`` values (Algorithm R:
+each value seen so far is equally likely to be kept), so percentiles are exact until it
+fills and a uniform sample's after; the count and the mean stay exact. The draws come from a
 generator seeded by the caller (the slice's start), so replaying a run's events gives
 the same sample.
 """
@@ -47,6 +47,3 @@ class Reservoir:
 
     def sorted_values(self) -> list[float]:
         return sorted(self.values)
-
-    def __len__(self) -> int:
-        return self.count
