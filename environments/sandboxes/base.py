@@ -606,7 +606,9 @@ class BashSessionSandbox(ABC):
             if candidates is None:
                 candidates = self._cgroup.pids() if self._cgroup is not None else None
             found = self._map_pid(ch.reported_pid, candidates or None)
-            ch.shell_pid = found if found is not None else self._map_pid(ch.reported_pid)
+            if found is None and candidates:  # started after that reading: read again
+                found = self._map_pid(ch.reported_pid)
+            ch.shell_pid = found
 
     def _infra_pids(self) -> set[int]:
         """The machine's own processes: from the agent shell up to the spawned process, and

@@ -200,3 +200,17 @@ def test_the_kill_says_whether_the_group_is_empty_and_the_net_skips_an_empty_gro
     box.cleanup()
     assert looks and looks[0] is True and all(not x for x in looks[1:])
     assert 1 not in group_reads  # the first look read no member list
+
+
+def test_a_reported_pid_outside_the_sandbox_never_becomes_its_shell(box: LocalSandbox) -> None:
+    """The shells report their own pid; the fast path that takes a reported pid as is (no pid
+    namespace) still requires it to be one of the sandbox's processes: a shell that reports the
+    console's pid, init's, or a pid that does not exist maps to nothing (a later kill of "the
+    shell" must never reach the console)."""
+    assert box._agent is not None and box._agent.shell_pid is not None
+    members = box._cgroup.pids() if box._cgroup else set()
+    assert box._agent.shell_pid in members
+    for hostile in (os.getpid(), os.getppid(), 1, 2**22 + 12345):
+        assert box._map_pid(hostile) is None
+        assert box._map_pid(hostile, members) is None
+    assert box._map_pid(box._agent.shell_pid) == box._agent.shell_pid
