@@ -52,6 +52,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 from openai.types.completion_usage import CompletionUsage
 from pydantic import BaseModel
 
+from environments import server_retries
 from environments.patches import plain_json
 
 OPT_OUT_VAR = "HERMES_OPENAI_CLIENT"
@@ -294,6 +295,15 @@ class LeanOpenAIServer(OpenAIServer):
         # The httpx request the openai errors carry: one per server (building one per attempt,
         # only for errors' sake, cost ~20 us of URL parsing each).
         self._stub = _request_stub(self._chat_url)
+
+    async def chat_completion(self, **kwargs: Any) -> ChatCompletion:
+        """atroposlib's ``chat_completion`` (health check, statistics, 3 x 3 attempts), written
+        without tenacity, whose retriers are reference cycles only a full garbage collection
+        frees (``environments.server_retries``)."""
+        if not lean_chat_enabled():
+            return await super().chat_completion(**kwargs)
+        reply: ChatCompletion = await server_retries.chat_completion(self, kwargs)
+        return reply
 
     async def _chat_completion_wrapper(self, **kwargs: Any) -> ChatCompletion:
         if not lean_chat_enabled():

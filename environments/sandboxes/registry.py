@@ -116,7 +116,15 @@ class _Entry:
         self.recent: deque[CommandRecord] = deque(maxlen=settings.recent_commands)
         self.closed = False
         self.close_reason: str | None = None
-        self.handle = ManagedSandbox(self)
+        # The entry's one handle while it is in the registry. The handle refers to the entry,
+        # so the entry lets go of it when it leaves (``_detach``): no reference cycle, and a
+        # closed sandbox's objects are freed as soon as the last caller drops its handle
+        # instead of waiting for a full garbage collection (BENCHMARKS.md, P2).
+        self.handle: ManagedSandbox | None = ManagedSandbox(self)
+
+    def current_handle(self) -> ManagedSandbox:  # caller holds _lock; the entry is in _entries
+        assert self.handle is not None, "a sandbox that left the registry has no handle"
+        return self.handle
 
     def info(self) -> SandboxInfo:  # caller holds _lock
         first = min(self.running.values(), key=lambda r: r.since) if self.running else None
@@ -265,7 +273,7 @@ def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
         entry = _entries.get(key)
         if entry is not None:
             entry.last_activity = time.time()
-            return entry.handle
+            return entry.current_handle()
         slot = _creating.setdefault(key, [threading.Lock(), 0])
         slot[1] += 1
     try:
@@ -274,10 +282,11 @@ def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
                 entry = _entries.get(key)
                 if entry is not None:
                     entry.last_activity = time.time()
-                    return entry.handle
+                    return entry.current_handle()
             settings = current_settings()
             sandbox = create_sandbox(key, settings)
             entry = _Entry(key, sandbox, settings)
+            handle = entry.current_handle()  # before it is published: a close may detach it at once
             if hasattr(sandbox, "on_restart"):  # the persistent shell died and was replaced: say so
                 sandbox.on_restart = _restart_reporter(key)
             with _lock:
@@ -288,7 +297,7 @@ def get_sandbox(task_id: str | None = None) -> ManagedSandbox:
                         task_id=key, backend=sandbox.backend, workdir=sandbox.workspace, lifetime_s=entry.lifetime_s
                     )
                 )
-            return entry.handle
+            return handle
     finally:
         with _lock:
             slot[1] -= 1
@@ -302,6 +311,7 @@ def _detach(entry: _Entry, reason: str) -> bool:
         return False
     entry.closed = True
     entry.close_reason = reason
+    entry.handle = None  # the handle -> entry reference is the only one left (see _Entry)
     if _entries.get(entry.key) is entry:
         del _entries[entry.key]
     return True
