@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import os
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, publish, rnd
+from bench.common import SimProcess, bench_tmpdir, figure, load_average, median, publish, rnd, runtime_process_gc
 
 TARGET = 0.97
 SECTION = "p1_overhead"
@@ -105,7 +102,7 @@ async def _console(
     app.tick = timed_tick  # type: ignore[method-assign]
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     try:
-        with _console_process_gc(gc_tune):
+        with runtime_process_gc(gc_tune):
             async with app.run_test(size=(160, 45)):
                 end = time.monotonic() + 600
                 window: tuple[float, float] | None = None  # (UI thread CPU, wall) at the first item
@@ -137,25 +134,6 @@ async def _console(
             f"console run finished only {len(TimedTerminalTasksEnv.sent_at)} of {n_groups} groups (fatal: {host.fatal})"
         )
     return rate
-
-
-@contextlib.contextmanager
-def _console_process_gc(tune: bool) -> Iterator[None]:
-    """The garbage-collector setup of a console process (``run_console``: thresholds raised,
-    what is alive frozen, frozen again once the env is loaded); CPython's defaults back
-    afterwards, so the bare runs in this same process keep what bare atroposlib gets."""
-    if not tune:
-        yield
-        return
-    from hermes_console.ui import gc_tuning
-
-    saved = gc.get_threshold()
-    gc_tuning.tune()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*saved)
 
 
 def run(

@@ -16,6 +16,10 @@ box whose PATH starts with pyenv's shims, ``python3`` (one task in ten) is a bas
 script that runs pyenv before Python, ~8x the CPU of the system python3 -- the
 box's, not the runtime's; each repeat also runs one batch with the host's PATH, and
 reports it beside the headline figure.
+
+The process's garbage collector is set as hermes-console's own processes set it (the console
+and the headless runner: ``hermes_console/runtime/gc_tuning.py``, thresholds raised and what is
+alive frozen once the env is loaded); ``--gc default`` keeps CPython's defaults (the A/B knob).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from bench.common import (
     load_average,
     median,
     rnd,
+    runtime_process_gc,
     write_results,
 )
 from environments.sandboxes.bwrap import SANDBOX_PATH  # what a bwrap sandbox's PATH is: the bench's sandboxes get it
@@ -190,11 +195,9 @@ def _check_turns(scored: list[Any]) -> dict[str, Any]:
 
 
 async def _measure(
-    base_url: str, rollouts: int, repeats: int, tool_pool: int, tmp: str, compare_full: bool
+    base_url: str, rollouts: int, repeats: int, tool_pool: int, tmp: str, compare_full: bool, gc_tuned: bool = True
 ) -> dict[str, Any]:
     from bench.tt_env import TimedTerminalTasksEnv, build_bare_env, env_overrides
-    from environments.lean_chat import OPT_OUT_VAR as LEAN_OPT_OUT
-    from environments.lean_chat import lean_chat_enabled
 
     tasks = four_turn_tasks_file(tmp)
     overrides = env_overrides(
@@ -204,6 +207,14 @@ async def _measure(
     await env.setup()
     items = env.train_items
     await _solo(env, items)  # warm: imports, tokenizer, connection pool
+    with runtime_process_gc(gc_tuned):  # as the runtime's processes do once the env is loaded
+        return await _batches(env, items, rollouts, repeats, compare_full)
+
+
+async def _batches(env: Any, items: list[Any], rollouts: int, repeats: int, compare_full: bool) -> dict[str, Any]:
+    from environments.lean_chat import OPT_OUT_VAR as LEAN_OPT_OUT
+    from environments.lean_chat import lean_chat_enabled
+
     solos: list[float] = []
     walls: list[float] = []
     checks: dict[str, Any] = {}
@@ -247,6 +258,7 @@ def run(
     tool_pool: int = 256,
     repeats: int | None = None,
     full_transform: bool = False,
+    gc_tuned: bool = True,
 ) -> dict[str, Any]:
     rollouts = rollouts or (32 if quick else 256)
     latency_ms = latency_ms if latency_ms is not None else (100.0 if quick else DEFAULT_LATENCY_MS)
@@ -263,7 +275,9 @@ def run(
     load_before = load_average()
     try:
         with SimProcess(latency_ms, solve_rate=1.0) as sim:
-            m = asyncio.run(_measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick))
+            m = asyncio.run(
+                _measure(sim.base_url, rollouts, repeats, tool_pool, tmp, compare_full=not quick, gc_tuned=gc_tuned)
+            )
     finally:
         undo_probe()
     solo = median(m["solo_walls_s"])
@@ -279,6 +293,7 @@ def run(
         "openai_request_transform": "lean (environments.patches)" if lean_openai.active() else "full (openai's own)",
         "chat_path": "lean (environments.lean_chat)" if lean_chat_enabled() else "openai client",
         "repeats": repeats,
+        "gc": "as hermes-console's processes (runtime/gc_tuning)" if gc_tuned else "CPython defaults",
         "ideal_wall_s": rnd(solo),
         "ideal_5L_s": rnd(formula_ideal),
         "tool_and_overhead_s_per_rollout": rnd(solo - formula_ideal),
@@ -324,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--full-transform", action="store_true", help="A/B: run without environments.patches' openai request fast path"
     )
+    ap.add_argument(
+        "--gc",
+        choices=("runtime", "default"),
+        default="runtime",
+        help="the garbage collector as hermes-console's processes set it (default) or CPython's defaults",
+    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     result = run(
@@ -333,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         tool_pool=args.tool_pool,
         repeats=args.repeats,
         full_transform=args.full_transform,
+        gc_tuned=args.gc == "runtime",
     )
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1, default=str))
     print(json.dumps(result["runs"], default=str))

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.no_gc_tune:
         try:  # as run_console does for the console's process (absent in old checkouts of an A/B)
-            from hermes_console.ui import gc_tuning
+            from hermes_console.runtime import gc_tuning
         except ImportError:
             gc_tuning = None  # type: ignore[assignment]
         if gc_tuning is not None:

@@ -256,7 +256,7 @@ def _front_end(
             return int(result or 0) if stopped else 1
     from hermes_console.runtime.headless import run_headless
 
-    return run_headless(runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code)
+    return run_headless(runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code, tune_gc=True)
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:

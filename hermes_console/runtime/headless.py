@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hermes_console.runtime import gc_tuning
 from hermes_console.runtime.state import ConsoleState
 
 if TYPE_CHECKING:
@@ -155,11 +156,15 @@ def run_headless(
     console: Console | None = None,
     drain_deadline_s: float = 10.0,
     sigterm_exit_code: int = EXIT_OK,
+    tune_gc: bool = False,
 ) -> int:
     """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
 
     The first SIGINT/SIGTERM/SIGHUP stops gracefully (drain up to ``drain_deadline_s``); a
-    second one forces the stop: in-flight groups are cancelled (and accounted) at once."""
+    second one forces the stop: in-flight groups are cancelled (and accounted) at once.
+    ``tune_gc``: this process is the run's (the CLI): the collector is tuned before the start
+    and what is alive once the env is loaded (the status leaves "loading") is frozen
+    (``gc_tuning``)."""
     console = console or Console(stderr=False)
     state = ConsoleState()
     received: list[int] = []  # signals, in order; handled by the loop below (not in the handler)
@@ -169,6 +174,9 @@ def run_headless(
         received.append(signum)
 
     previous = _install_stop_handlers(on_signal)
+    if tune_gc:
+        gc_tuning.tune()
+    frozen = not tune_gc  # freeze once, when the env is loaded (the status leaves "loading")
     runtime.start()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -207,6 +215,9 @@ def run_headless(
                     _say(progress.console, progress_line(state, time.time()), wrap=False)
                 batch = runtime.drain()
                 state.apply_all(batch)
+                if not frozen and state.status not in ("loading", "error"):
+                    gc_tuning.freeze()
+                    frozen = True
                 for event in _records(batch):
                     if event.level in ("ERROR", "CRITICAL"):
                         _say(progress.console, f"{event.level} {event.logger}: {event.message}")

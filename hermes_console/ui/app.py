@@ -22,10 +22,10 @@ from textual.events import Event, Key
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
+from hermes_console.runtime import gc_tuning
 from hermes_console.runtime.api import ExtendsCommands, RuntimeAPI
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import ConsoleState
-from hermes_console.ui import gc_tuning
 from hermes_console.ui.bindings import bindings_for
 from hermes_console.ui.budget import UiBudget
 from hermes_console.ui.commands import ConsoleCommands

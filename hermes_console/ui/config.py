@@ -47,7 +47,7 @@ class ConsoleConfig:
     max_redraw_interval_s: float = 2.0
     max_drain_interval_s: float = 0.5
     throttled_panels_per_redraw: int = 2  # while throttled, one tick draws at most this many panels
-    # The process entry point tuned the garbage collector (ui/gc_tuning.py): freeze again once
+    # The process entry point tuned the garbage collector (runtime/gc_tuning.py): freeze again once
     # the runtime has loaded the env, so its objects leave every later full collection too.
     freeze_gc_after_start: bool = False
     extend_minutes: float = 5.0

@@ -1,4 +1,4 @@
-"""The console process's garbage-collector settings (ui/gc_tuning.py): applied by the
+"""The console process's garbage-collector settings (runtime/gc_tuning.py): applied by the
 process entry point, frozen again once the env is loaded, never by a bare ConsoleApp."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.ui.helpers import make_app, settle
 def test_tune_raises_the_thresholds_and_freezes_what_is_alive() -> None:
     code = (
         "import gc\n"
-        "from hermes_console.ui import gc_tuning\n"
+        "from hermes_console.runtime import gc_tuning\n"
         "assert gc.get_freeze_count() == 0\n"
         "gc_tuning.tune()\n"
         "print(gc.get_threshold(), gc.get_freeze_count())\n"
