@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -285,20 +285,12 @@ def run_child_result(code: str, args: Sequence[str], pythonpath: str, timeout: f
     return json.loads(line[-1][len("RESULT") :])
 
 
-@contextlib.contextmanager
-def runtime_process_gc(tune: bool) -> Iterator[None]:
+def runtime_process_gc(tune: bool) -> contextlib.AbstractContextManager[None]:
     """The garbage-collector setup of a hermes-console process (``run_console``, the headless
     runner: thresholds raised, what is alive frozen); CPython's defaults back afterwards, so
     what runs next in the same process (a bare atroposlib side, a test) gets what it would."""
     if not tune:
-        yield
-        return
+        return contextlib.nullcontext()
     from hermes_console.runtime import gc_tuning
 
-    saved = gc.get_threshold()
-    gc_tuning.tune()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*saved)
+    return gc_tuning.tuned()

@@ -254,9 +254,13 @@ def _front_end(
                 print(f"hermes-console: error: {redact(str(fatal))}", file=sys.stderr)
                 return EXIT_FATAL
             return int(result or 0) if stopped else 1
+    from hermes_console.runtime import gc_tuning
     from hermes_console.runtime.headless import run_headless
 
-    return run_headless(runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code, tune_gc=True)
+    with gc_tuning.tuned():  # this process is the run's, as the console's is (gc_tuning)
+        return run_headless(
+            runtime, drain_deadline_s=drain_deadline_s, sigterm_exit_code=sigterm_exit_code, freeze_gc_when_loaded=True
+        )
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:

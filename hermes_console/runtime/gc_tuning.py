@@ -17,7 +17,9 @@ is never freed, and a test process builds hundreds of apps.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 THRESHOLDS = (20_000, 10, 10)  # CPython's default is (700, 10, 10)
 
@@ -32,3 +34,16 @@ def freeze() -> None:
     """Move every object alive now out of future collections (again once the env is loaded)."""
     gc.collect()  # what is garbage already should not be frozen
     gc.freeze()
+
+
+@contextlib.contextmanager
+def tuned() -> Iterator[None]:
+    """:func:`tune` for a run; CPython's settings back afterwards (unfrozen, default thresholds),
+    so whatever runs next in the process (a test, after the CLI's headless run) gets them."""
+    saved = gc.get_threshold()
+    tune()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)

@@ -156,15 +156,15 @@ def run_headless(
     console: Console | None = None,
     drain_deadline_s: float = 10.0,
     sigterm_exit_code: int = EXIT_OK,
-    tune_gc: bool = False,
+    freeze_gc_when_loaded: bool = False,
 ) -> int:
     """Start ``runtime``, show progress until it is done, print the summary; return the exit code.
 
     The first SIGINT/SIGTERM/SIGHUP stops gracefully (drain up to ``drain_deadline_s``); a
     second one forces the stop: in-flight groups are cancelled (and accounted) at once.
-    ``tune_gc``: this process is the run's (the CLI): the collector is tuned before the start
-    and what is alive once the env is loaded (the status leaves "loading") is frozen
-    (``gc_tuning``)."""
+    ``freeze_gc_when_loaded``: this process is the run's (the CLI, which also raised the
+    collector's thresholds): what is alive once the env is loaded (the status leaves
+    "loading") is frozen out of later collections (``gc_tuning``)."""
     console = console or Console(stderr=False)
     state = ConsoleState()
     received: list[int] = []  # signals, in order; handled by the loop below (not in the handler)
@@ -174,9 +174,7 @@ def run_headless(
         received.append(signum)
 
     previous = _install_stop_handlers(on_signal)
-    if tune_gc:
-        gc_tuning.tune()
-    frozen = not tune_gc  # freeze once, when the env is loaded (the status leaves "loading")
+    frozen = not freeze_gc_when_loaded  # freeze once, when the env is loaded
     runtime.start()
     columns = (
         TextColumn("[bold]{task.description}"),

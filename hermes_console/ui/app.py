@@ -62,6 +62,9 @@ class ConsoleApp(ReplayControls, App[int]):
         self._clock = now
         self._start_runtime = start_runtime
         self._drain_failed = False
+        # Freeze the collector's view once the env is loaded (the status leaves "loading"): the
+        # runtime starts its thread and returns at once, so a freeze after start() froze little.
+        self._gc_frozen = False
         self._render_key: tuple = ()
         self._cost_per_event_s = 5e-6  # running estimate of reducer CPU per item, sizes each drain step
         self._carry: deque[Any] = deque()  # drained but not applied yet: a step's CPU budget ran out
@@ -150,8 +153,6 @@ class ConsoleApp(ReplayControls, App[int]):
                 self.notify, f"runtime failed to start: {exc}", severity="error", title="runtime", timeout=30
             )
             return
-        if self.config.freeze_gc_after_start:
-            gc_tuning.freeze()
 
     def tick(self) -> None:
         """Drain and redraw at the pace the UI's CPU budget allows (``UiBudget``): the
@@ -170,6 +171,13 @@ class ConsoleApp(ReplayControls, App[int]):
             more = round(total_s / base_s) - 1
             if full and more > 0:
                 self._soon(self._catch_up, more)
+            if (
+                not self._gc_frozen
+                and self.config.freeze_gc_after_start
+                and self.state.status not in ("loading", "error")
+            ):
+                self._gc_frozen = True
+                gc_tuning.freeze()  # once: the env's objects leave every later full collection
         budget.update()
         if budget.redraw_due():
             budget.redrawn()

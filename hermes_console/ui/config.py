@@ -48,7 +48,8 @@ class ConsoleConfig:
     max_drain_interval_s: float = 0.5
     throttled_panels_per_redraw: int = 2  # while throttled, one tick draws at most this many panels
     # The process entry point tuned the garbage collector (runtime/gc_tuning.py): freeze again once
-    # the runtime has loaded the env, so its objects leave every later full collection too.
+    # the runtime has loaded the env (the status leaves "loading"), so its objects leave every
+    # later full collection too.
     freeze_gc_after_start: bool = False
     extend_minutes: float = 5.0
     drain_deadline_s: float = 10.0

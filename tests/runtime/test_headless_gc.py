@@ -1,9 +1,11 @@
 """The headless runner tunes the garbage collector like the console (runtime/gc_tuning.py):
 thresholds raised before the start, what is alive frozen once the env is loaded. Only when
-the CLI asks: a test process builds many runtimes and must keep CPython's defaults."""
+the CLI runs it, and CPython's settings are back afterwards (a test process builds many
+runtimes, and the CLI's own tests run in it)."""
 
 from __future__ import annotations
 
+import gc
 import io
 from typing import Any
 
@@ -12,7 +14,7 @@ from rich.console import Console
 
 from hermes_console import cli
 from hermes_console.runtime import events as rev
-from hermes_console.runtime import headless
+from hermes_console.runtime import gc_tuning, headless
 from hermes_console_dev.fake_runtime import FakeRuntime
 
 
@@ -30,27 +32,29 @@ class Staged(FakeRuntime):
         return []
 
 
-@pytest.mark.parametrize("tune_gc", [True, False])
-def test_headless_tunes_before_the_start_and_freezes_once_the_env_is_loaded(monkeypatch, tune_gc):
+@pytest.mark.parametrize("freeze", [True, False])
+def test_headless_freezes_once_at_the_drain_that_shows_the_env_loaded(monkeypatch, freeze):
     runtime = Staged()
     calls: list[tuple[str, bool, int]] = []
     monkeypatch.setattr(headless, "REFRESH_S", 0.01)
-    monkeypatch.setattr(headless.gc_tuning, "tune", lambda: calls.append(("tune", runtime.started, runtime.drain_calls)))
     monkeypatch.setattr(
         headless.gc_tuning, "freeze", lambda: calls.append(("freeze", runtime.started, runtime.drain_calls))
     )
-    headless.run_headless(runtime, console=Console(file=io.StringIO(), width=120), tune_gc=tune_gc)
+    headless.run_headless(runtime, console=Console(file=io.StringIO(), width=120), freeze_gc_when_loaded=freeze)
     assert runtime.drain_calls >= 5
-    assert calls == ([("tune", False, 0), ("freeze", True, 3)] if tune_gc else [])
+    assert calls == ([("freeze", True, 3)] if freeze else [])
 
 
-def test_the_cli_runs_headless_with_the_collector_tuned(monkeypatch):
+def test_the_cli_runs_headless_with_the_collector_tuned_and_gives_the_defaults_back(monkeypatch):
     seen: dict[str, Any] = {}
+    before = gc.get_threshold()
 
     def fake_run_headless(runtime: Any, **kwargs: Any) -> int:
-        seen.update(kwargs)
+        seen.update(kwargs, thresholds=gc.get_threshold(), frozen=gc.get_freeze_count())
         return 0
 
     monkeypatch.setattr(headless, "run_headless", fake_run_headless)
     assert cli._front_end(FakeRuntime(), True, 0.0) == 0
-    assert seen.get("tune_gc") is True
+    assert seen["freeze_gc_when_loaded"] is True
+    assert seen["thresholds"] == gc_tuning.THRESHOLDS and seen["frozen"] > 0  # during the run
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # and CPython's back after it

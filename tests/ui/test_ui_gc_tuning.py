@@ -43,3 +43,26 @@ async def test_the_app_freezes_after_the_runtime_started_only_when_asked(monkeyp
             await settle(pilot)
         assert calls == (["freeze"] if asked else [])
     assert gc.get_threshold() == before  # a bare ConsoleApp leaves the process's GC alone
+
+
+async def test_the_app_freezes_only_once_the_env_is_loaded(monkeypatch) -> None:
+    """``runtime.start()`` starts the runtime's thread and returns: the env is imported and set
+    up after it. A freeze there froze little of it; the freeze waits for the status to leave
+    "loading", and happens once."""
+    statuses: list[str] = []
+    runtime = FakeRuntime([rev.RuntimeStatus(ts=T0, status="loading")])
+    app = make_app(runtime)
+    app.config.freeze_gc_after_start = True
+    monkeypatch.setattr(app_module.gc_tuning, "freeze", lambda: statuses.append(app.state.status))
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.05)
+        assert runtime.started and app.state.status == "loading" and statuses == []
+        runtime.feed([rev.RuntimeStatus(ts=T0 + 1, status="running")])
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if statuses:
+                break
+        runtime.feed([rev.RuntimeStatus(ts=T0 + 2, status="paused"), rev.RuntimeStatus(ts=T0 + 3, status="running")])
+        await settle(pilot)
+    assert statuses == ["running"]
