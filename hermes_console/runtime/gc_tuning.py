@@ -31,8 +31,16 @@ def tune() -> None:
 
 
 def freeze() -> None:
-    """Move every object alive now out of future collections (again once the env is loaded)."""
+    """Move every object alive now out of future collections (at the process's start)."""
     gc.collect()  # what is garbage already should not be frozen
+    gc.freeze()
+
+
+def freeze_loaded() -> None:
+    """Freeze again once the env is loaded, without a collection first: a full collection of
+    everything the env's imports made took 0.1-0.3 s with the GIL held, in the run's first
+    seconds (P1 measured it: 0.976 -> 0.951 in an A/B). ``gc.freeze`` alone costs nothing; the
+    price is that cyclic garbage the loading left (bounded, once) is never freed."""
     gc.freeze()
 
 

@@ -214,7 +214,7 @@ def run_headless(
                 batch = runtime.drain()
                 state.apply_all(batch)
                 if not frozen and state.status not in ("loading", "error"):
-                    gc_tuning.freeze()
+                    gc_tuning.freeze_loaded()
                     frozen = True
                 for event in _records(batch):
                     if event.level in ("ERROR", "CRITICAL"):

@@ -177,7 +177,7 @@ class ConsoleApp(ReplayControls, App[int]):
                 and self.state.status not in ("loading", "error")
             ):
                 self._gc_frozen = True
-                gc_tuning.freeze()  # once: the env's objects leave every later full collection
+                gc_tuning.freeze_loaded()  # once: the env's objects leave every later full collection
         budget.update()
         if budget.redraw_due():
             budget.redrawn()

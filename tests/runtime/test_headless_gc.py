@@ -38,7 +38,7 @@ def test_headless_freezes_once_at_the_drain_that_shows_the_env_loaded(monkeypatc
     calls: list[tuple[str, bool, int]] = []
     monkeypatch.setattr(headless, "REFRESH_S", 0.01)
     monkeypatch.setattr(
-        headless.gc_tuning, "freeze", lambda: calls.append(("freeze", runtime.started, runtime.drain_calls))
+        headless.gc_tuning, "freeze_loaded", lambda: calls.append(("freeze", runtime.started, runtime.drain_calls))
     )
     headless.run_headless(runtime, console=Console(file=io.StringIO(), width=120), freeze_gc_when_loaded=freeze)
     assert runtime.drain_calls >= 5

@@ -30,7 +30,7 @@ def test_tune_raises_the_thresholds_and_freezes_what_is_alive() -> None:
 
 async def test_the_app_freezes_after_the_runtime_started_only_when_asked(monkeypatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(app_module.gc_tuning, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(app_module.gc_tuning, "freeze_loaded", lambda: calls.append("freeze"))
     before = gc.get_threshold()
     for asked in (False, True):
         app = make_app(FakeRuntime([rev.RuntimeStatus(ts=T0, status="running")]))
@@ -53,7 +53,7 @@ async def test_the_app_freezes_only_once_the_env_is_loaded(monkeypatch) -> None:
     runtime = FakeRuntime([rev.RuntimeStatus(ts=T0, status="loading")])
     app = make_app(runtime)
     app.config.freeze_gc_after_start = True
-    monkeypatch.setattr(app_module.gc_tuning, "freeze", lambda: statuses.append(app.state.status))
+    monkeypatch.setattr(app_module.gc_tuning, "freeze_loaded", lambda: statuses.append(app.state.status))
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(40):
             await pilot.pause(0.05)
