@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+# the env runs the same checks on each rollout it makes
+from environments.data_health import rollout_problems, trained_runs
+
 NOT_TRAINED = -100
 
 #: Problem kinds, in the order the table lists them, with what each means.
@@ -147,8 +150,6 @@ class Checker:
     # ------------------------------------------------------------------ rollouts
 
     def check_rollout(self, tokens: Any, masks: Any, logprobs: Any, messages: Any, where: str) -> None:
-        from environments.data_health import rollout_problems  # the env runs the same checks per rollout
-
         for kind, detail in rollout_problems(tokens, masks, logprobs):
             self.report.add(kind, where, detail)
         if not isinstance(tokens, list) or not isinstance(masks, list) or len(tokens) != len(masks):
@@ -191,9 +192,7 @@ class Checker:
             return
         # Phase 2: token boundaries are the sampler's; compare characters.
         spans = [self._char_span(expected.tokens, a, b) for a, b in expected.spans]
-        from environments.data_health import trained_runs  # the env reads its own rollouts' runs the same way
-
-        trained = [self._char_span(tokens, a, b) for a, b in trained_runs(masks)]
+        trained = [self._char_span(tokens, a, b) for a, b in trained_runs(masks)]  # as the env reads its own
         outside = next(((a, b) for a, b in trained if not any(s <= a and b <= e for s, e in spans)), None)
         if outside is not None:
             self.report.add(

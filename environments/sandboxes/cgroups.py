@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from environments.sandboxes import procfs
 from environments.sandboxes.kernelfiles import Rereadable, read_all
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -80,28 +81,16 @@ def _run_probe() -> dict[str, Path]:
     return found
 
 
-_ns: tuple[int, str] | None = None  # (pid, pid namespace) of this process
-
-
-def _pid_ns() -> str:
-    """This process's pid namespace (its inode), read once per process (it cannot change)."""
-    global _ns
-    pid = os.getpid()
-    if _ns is None or _ns[0] != pid:
-        try:
-            _ns = (pid, str(os.stat("/proc/self/ns/pid").st_ino))
-        except OSError:
-            return "0"
-    return _ns[1]
-
-
 def _owner_gone(name: str) -> bool:
     """For a group named ``<pid ns>.<pid>.<ticks>.<id>``: its owner, in our pid namespace,
     is gone (or its pid was reused). Anything else is not ours to judge."""
-    from environments.sandboxes import procfs
-
     parts = name.split(".", 3)
-    if len(parts) != 4 or parts[0] != _pid_ns() or not parts[1].isdigit() or not parts[2].lstrip("-").isdigit():
+    if (
+        len(parts) != 4
+        or parts[0] != procfs.own_pid_ns()
+        or not parts[1].isdigit()
+        or not parts[2].lstrip("-").isdigit()
+    ):
         return False
     st = procfs.read_stat(int(parts[1]))
     return st is None or st.state in ("Z", "X") or st.start_ticks != int(parts[2])
@@ -167,9 +156,7 @@ class SandboxCgroup:
         parents = _available()
         if not parents:
             return None
-        from environments.sandboxes.procfs import own_start_ticks
-
-        name = f"{_pid_ns()}.{os.getpid()}.{own_start_ticks()}.{sandbox_id}"
+        name = f"{procfs.own_pid_ns()}.{os.getpid()}.{procfs.own_start_ticks()}.{sandbox_id}"
         dirs: dict[str, Path] = {}
         for controller, parent in parents.items():
             path = parent / name

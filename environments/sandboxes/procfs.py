@@ -47,20 +47,34 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
 
 
-_own: tuple[int, int] | None = None  # (pid, start ticks) of this process
+_own: tuple[int, int, str] | None = None  # (pid, start ticks, pid namespace) of this process
+
+
+def _own_facts() -> tuple[int, int, str]:
+    """This process's start time (clock ticks) and pid namespace (its inode): constant for its
+    life, read once (every sandbox's cgroup name and owner record carry them), again after a
+    fork. Unreadable: -1 and "0", not kept."""
+    global _own
+    pid = os.getpid()
+    if _own is not None and _own[0] == pid:
+        return _own
+    st = read_stat(pid)
+    try:
+        ns: str | None = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        ns = None
+    facts = (pid, st.start_ticks if st is not None else -1, ns or "0")
+    if st is not None and ns is not None:
+        _own = facts
+    return facts
 
 
 def own_start_ticks() -> int:
-    """This process's start time in clock ticks (-1 if unreadable): constant for its life,
-    read once (every sandbox records it), again after a fork."""
-    global _own
-    pid = os.getpid()
-    if _own is None or _own[0] != pid:
-        st = read_stat(pid)
-        if st is None:
-            return -1
-        _own = (pid, st.start_ticks)
-    return _own[1]
+    return _own_facts()[1]
+
+
+def own_pid_ns() -> str:
+    return _own_facts()[2]
 
 
 def all_pids() -> list[int]:

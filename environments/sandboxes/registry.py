@@ -122,7 +122,7 @@ class _Entry:
         # instead of waiting for a full garbage collection (BENCHMARKS.md, P2).
         self.handle: ManagedSandbox | None = ManagedSandbox(self)
 
-    def current_handle(self) -> ManagedSandbox:  # caller holds _lock; the entry is in _entries
+    def current_handle(self) -> ManagedSandbox:  # the entry is not detached (in _entries, or not yet published)
         assert self.handle is not None, "a sandbox that left the registry has no handle"
         return self.handle
 
