@@ -23,7 +23,11 @@ from hermes_console_dev.fake_trainer import PullPause, TrainerRun, run_trainer
 from tests.scaleout.scaleout_helpers import VENV_BIN, child_env
 
 pytestmark = pytest.mark.timeout(300)
-STEPS = 10
+# Enough steps that the trainer cannot be near the end when both hosts have delivered, even
+# when one host starts seconds after the other on a loaded box (at 10, a host that came up
+# after the other had filled the queue bound once left exactly the bound: the precondition
+# below failed on a fresh-clone run with the suite in parallel).
+STEPS = 16
 BATCH = 8
 # What both hosts can have queued while the trainer holds: back-pressure stops admission at
 # max_batches_offpolicy (3) batches of sequences; each host (max 2 in flight, group_size 4) can
