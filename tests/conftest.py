@@ -78,15 +78,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # --------------------------------------------------------------------------- isolation
+# What an env built in-process exports for upstream code that reads them (hermes_base_env).
+_EXPORTED_SANDBOX_VARS = ("TERMINAL_ENV", "TERMINAL_TIMEOUT", "TERMINAL_LIFETIME_SECONDS")
+
+
 @pytest.fixture(autouse=True)
 def _sandbox_overrides_do_not_leak() -> Iterator[None]:
-    """An env built in-process calls ``sandboxes.configure(...)`` (its backend, root, limits);
-    without this the next test on the same xdist worker would inherit that backend."""
+    """An env built in-process calls ``sandboxes.configure(...)`` (its backend, root, limits)
+    and exports its backend as ``TERMINAL_ENV``; without this the next test on the same xdist
+    worker would inherit that backend (a TerminalBench env's docker, for a test that just
+    wants a sandbox)."""
     from environments.sandboxes import settings
 
     with settings._overrides_lock:
         saved = dict(settings._overrides)
+    saved_vars = {name: os.environ.get(name) for name in _EXPORTED_SANDBOX_VARS}
     yield
     with settings._overrides_lock:
         settings._overrides.clear()
         settings._overrides.update(saved)
+    for name, value in saved_vars.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
