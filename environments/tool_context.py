@@ -6,6 +6,12 @@ without a running loop. From async code prefer the ``a_*`` twins: they run the
 same method on a dedicated thread pool, so a slow verifier never stalls the
 event loop that drives every other rollout.
 
+Everything here is reward code, and the model it scores has had a persistent shell
+in the same sandbox: every command (``terminal``, transfers, and the file tools where
+files are reached by commands) runs in the sandbox's verifier runner, never in the
+agent's shell with the model's functions, aliases, PATH and exports; and the first access
+after agent commands stops what the agent left running (``sandbox_access.reward_side``).
+
 File transfer goes through the sandbox's shell (base64 over stdin/stdout), so
 it works on every backend, is binary-exact, and is chunked to stay under the
 sandbox's output capture.
@@ -101,27 +107,31 @@ class ToolContext:
         ``tool_name``/``arguments`` are the upstream keywords; ``name``/``args`` (this
         layer's earlier spelling) are accepted as keywords too."""
         tool_name, arguments = _call_tool_args(tool_name, arguments, name, args)
-        return handle_function_call(tool_name, arguments, task_id=self.task_id)
+        return self._call(tool_name, arguments)
+
+    def _call(self, tool_name: str, arguments: dict[str, Any], **kwargs: Any) -> str:
+        """A tool call as reward code: commands in the verifier runner (none of the model's shell
+        functions, PATH or exports), after the agent's leftover processes are stopped."""
+        with sandbox_access.reward_side():
+            return handle_function_call(tool_name, arguments, task_id=self.task_id, **kwargs)
 
     def terminal(self, command: str, timeout: int = 180) -> dict[str, Any]:
         # The verifier runner, not the agent's shell: the model's functions/PATH/exports cannot
         # change what the reward code runs (see environments/sandboxes/shell.py).
-        raw = handle_function_call(
-            "terminal", {"command": command, "timeout": timeout}, task_id=self.task_id, isolated=True
-        )
+        raw = self._call("terminal", {"command": command, "timeout": timeout}, isolated=True)
         return _parse(raw, lambda text: {"exit_code": -1, "output": text})
 
     def read_file(self, path: str) -> dict[str, Any]:
         # dedup=False: the reward must see the content even if the agent just read it
-        raw = handle_function_call("read_file", {"path": path}, task_id=self.task_id, dedup=False)
+        raw = self._call("read_file", {"path": path}, dedup=False)
         return _parse(raw, lambda text: {"error": text})
 
     def write_file(self, path: str, content: str) -> dict[str, Any]:
-        raw = handle_function_call("write_file", {"path": path, "content": content}, task_id=self.task_id)
+        raw = self._call("write_file", {"path": path, "content": content})
         return _parse(raw, lambda text: {"error": text})
 
     def search(self, query: str, path: str = ".") -> dict[str, Any]:
-        raw = handle_function_call("search_files", {"pattern": query, "path": path}, task_id=self.task_id)
+        raw = self._call("search_files", {"pattern": query, "path": path})
         return _parse(raw, lambda text: {"error": text})
 
     def web_search(self, query: str) -> dict[str, Any]:
@@ -131,11 +141,11 @@ class ToolContext:
         return _parse(handle_function_call("web_extract", {"urls": urls}), lambda t: {"error": t})
 
     def browser_navigate(self, url: str) -> dict[str, Any]:
-        raw = handle_function_call("browser_navigate", {"url": url}, task_id=self.task_id)
+        raw = self._call("browser_navigate", {"url": url})
         return _parse(raw, lambda t: {"error": t})
 
     def browser_snapshot(self) -> dict[str, Any]:
-        raw = handle_function_call("browser_snapshot", {}, task_id=self.task_id)
+        raw = self._call("browser_snapshot", {})
         return _parse(raw, lambda t: {"error": t})
 
     # ------------------------------------------------------------ transfer
@@ -194,7 +204,10 @@ class ToolContext:
     def download_file(self, remote_path: str, local_path: str) -> dict[str, Any]:
         """Copy a sandbox file to the host byte for byte: ``{success, bytes}`` or ``{success: False, error}``."""
         try:
-            data = shell_read_bytes(sandbox_access.get_sandbox(self.task_id), remote_path, TRANSFER_TIMEOUT)
+            # the verifier runner: this is reward code, and the agent's shell runs the model's functions
+            data = shell_read_bytes(
+                sandbox_access.get_sandbox(self.task_id), remote_path, TRANSFER_TIMEOUT, isolated=True
+            )
         except FileNotFoundError:
             return {"success": False, "error": f"Remote file not found: {remote_path}"}
         except Exception as exc:  # noqa: BLE001

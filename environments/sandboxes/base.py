@@ -330,10 +330,16 @@ class BashSessionSandbox(ABC):
         the verifier runner instead, with none of the agent shell's state; see shell.py).
         The first isolated command after agent activity first stops what the agent left
         running (see :meth:`stop_agent_processes`), unless settings say otherwise."""
-        if isolated and self._stop_agent_before_verify and self._agent_seen != self._agent_swept:
+        if isolated:
+            self.before_verification()
+        return self._run(command, timeout, stdin_data, verifier=isolated)
+
+    def before_verification(self) -> None:
+        """What reward code gets before it runs a command or reads a file: the agent's leftover
+        processes stopped, once per burst of agent commands (unless settings keep them)."""
+        if self._stop_agent_before_verify and self._agent_seen != self._agent_swept:
             self._agent_swept = self._agent_seen
             self.stop_agent_processes()
-        return self._run(command, timeout, stdin_data, verifier=isolated)
 
     def stop_agent_processes(self) -> int:
         """Kill every process the agent started that still runs (background jobs, daemons,

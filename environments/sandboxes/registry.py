@@ -193,6 +193,9 @@ class ManagedSandbox:
     def run_diagnostic(self, command: str, timeout: float = 10.0) -> ExecResult:
         return self._inner.run_diagnostic(command, timeout)
 
+    def before_verification(self) -> None:
+        self._inner.before_verification()
+
     def cwd(self) -> str:
         return self._inner.cwd()
 

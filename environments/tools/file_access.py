@@ -174,16 +174,17 @@ class ShellFS:
 
     TIMEOUT = 60.0
 
-    def __init__(self, sandbox: Any) -> None:
+    def __init__(self, sandbox: Any, *, isolated: bool = False) -> None:
         self.sandbox = sandbox
         self.workspace = posixpath.normpath(str(sandbox.workspace))
         self._cwd = posixpath.normpath(str(sandbox.cwd()))
+        self.isolated = isolated  # reward code: the verifier runner, not the agent's shell
 
     def _run(self, script: str, stdin_data: str | None = None) -> tuple[str, int]:
-        if stdin_data is None:
-            result = self.sandbox.execute(script, self.TIMEOUT)
-        else:
-            result = self.sandbox.execute(script, self.TIMEOUT, stdin_data=stdin_data)
+        extra: dict[str, Any] = {} if stdin_data is None else {"stdin_data": stdin_data}
+        if self.isolated:
+            extra["isolated"] = True
+        result = self.sandbox.execute(script, self.TIMEOUT, **extra)
         return result.output or "", int(result.exit_code)
 
     def outside(self, path: str) -> FileToolError:
@@ -226,7 +227,7 @@ class ShellFS:
 
     def read(self, view: str, limit: int = MAX_READ_BYTES) -> bytes:
         try:
-            return shell_read_bytes(self.sandbox, view, self.TIMEOUT, limit=limit)
+            return shell_read_bytes(self.sandbox, view, self.TIMEOUT, limit=limit, isolated=self.isolated)
         except OSError as exc:
             raise FileToolError(f"could not read '{view}': {exc}") from None
 
@@ -278,12 +279,20 @@ class ShellFS:
 SHELL_READ_CHUNK = 480_000
 
 
-def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0, *, limit: int = MAX_READ_BYTES) -> bytes:
+def shell_read_bytes(
+    sandbox: Any, path: str, timeout: float = 60.0, *, limit: int = MAX_READ_BYTES, isolated: bool = False
+) -> bytes:
     """Exact bytes of a file inside the sandbox, through commands only, in chunks.
     Raises FileNotFoundError / OSError with the shell's message; a file over ``limit``
-    bytes is refused before any of it is read."""
+    bytes is refused before any of it is read. ``isolated``: in the verifier runner, for
+    reward code -- the agent's shell keeps the model's functions (a ``tail`` or ``base64``
+    of its own would decide what is read)."""
     q = shlex.quote(path)
-    result = sandbox.execute(f"if [ -f {q} ]; then echo __SIZE=$(wc -c < {q}); else echo __NOFILE; fi", timeout)
+
+    def run(command: str) -> Any:
+        return sandbox.execute(command, timeout, isolated=True) if isolated else sandbox.execute(command, timeout)
+
+    result = run(f"if [ -f {q} ]; then echo __SIZE=$(wc -c < {q}); else echo __NOFILE; fi")
     out = result.output or ""
     if "__SIZE=" not in out:
         raise FileNotFoundError(f"no such file: {path}")
@@ -293,7 +302,7 @@ def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0, *, limit: i
     data = bytearray()
     while len(data) < size:
         n = min(SHELL_READ_CHUNK, size - len(data))
-        chunk = sandbox.execute(f"tail -c +{len(data) + 1} {q} | head -c {n} | base64", timeout)
+        chunk = run(f"tail -c +{len(data) + 1} {q} | head -c {n} | base64")
         if chunk.exit_code != 0:
             raise OSError(f"reading {path} failed (exit {chunk.exit_code}): {(chunk.output or '').strip()[:300]}")
         try:
@@ -307,7 +316,13 @@ def shell_read_bytes(sandbox: Any, path: str, timeout: float = 60.0, *, limit: i
 
 
 def open_fs(task_id: str | None) -> HostFS | ShellFS:
+    """The workspace of ``task_id``'s sandbox, as the caller may touch it: reward code
+    (``sandbox_access.reward_side``) after the agent's leftovers are stopped, and through
+    the verifier runner where files are reached by commands."""
     sandbox = sandbox_access.get_sandbox(task_id)
+    reward = sandbox_access.on_reward_side()
+    if reward:
+        sandbox_access.before_verification(sandbox)
     if getattr(sandbox, "host_workspace", None) is not None:
         return HostFS(sandbox)
-    return ShellFS(sandbox)
+    return ShellFS(sandbox, isolated=reward)

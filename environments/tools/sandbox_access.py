@@ -6,8 +6,13 @@ where ``environments.sandboxes`` cannot be imported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
+
+# Set while reward code (ToolContext) calls the tools: see reward_side().
+_REWARD_SIDE: ContextVar[bool] = ContextVar("hermes_reward_side", default=False)
 
 
 def get_sandbox(task_id: str | None) -> Any:
@@ -40,3 +45,28 @@ def stop_vm(task_id: str) -> Callable[[], None]:
     from environments.sandboxes import stop_vm as _stop
 
     return _stop(task_id)
+
+
+@contextlib.contextmanager
+def reward_side() -> Iterator[None]:
+    """Tool calls made inside run as reward code (``ToolContext``): their commands in the
+    sandbox's verifier runner, never in the agent's shell (where the model's functions, aliases,
+    PATH and exports live: its ``cat`` or ``base64`` would decide what the reward reads), and
+    only after what the agent left running is stopped (as the first verifier command does)."""
+    token = _REWARD_SIDE.set(True)
+    try:
+        yield
+    finally:
+        _REWARD_SIDE.reset(token)
+
+
+def on_reward_side() -> bool:
+    return _REWARD_SIDE.get()
+
+
+def before_verification(sandbox: Any) -> None:
+    """Stop the agent's leftover processes before reward code touches the sandbox without a
+    command (a host-side file read): a loop the model left could be rewriting the file."""
+    stop = getattr(sandbox, "before_verification", None)
+    if stop is not None:
+        stop()

@@ -305,7 +305,8 @@ def _handler(args: dict[str, Any], task_id: str | None, **kw: Any) -> dict[str, 
         background=bool(args.get("background", False)),
         workdir=args.get("workdir"),
         task_id=task_id,
-        isolated=bool(kw.get("isolated", False)),  # host-side callers only: never in the model's args
+        # host-side callers only, never in the model's args: reward code (ToolContext) runs in the verifier
+        isolated=bool(kw.get("isolated", False)) or sandbox_access.on_reward_side(),
     )
 
 

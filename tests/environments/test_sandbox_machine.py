@@ -6,6 +6,7 @@ style verifier writes, the host filesystem (workspace, cgroup dirs)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -273,6 +274,82 @@ def test_a_model_tampering_with_bash_does_not_score_an_unsolved_task(registry_ba
     ctx = ToolContext(task)
     try:
         assert _score(ctx, registry_backend, tmp_path) == 0.0
+    finally:
+        ctx.cleanup()
+
+
+def test_a_model_redefining_file_commands_cannot_forge_what_the_reward_downloads(
+    registry_backend: str, tmp_path: Path
+) -> None:
+    """``download_file`` is reward code: the bytes it brings back must be the file's, whatever
+    the model defined in its own shell. The model's persistent shell keeps functions across
+    commands, so a download run there would read through the model's ``tail``/``head``/
+    ``base64``/``wc``/``cat`` (here: each prints a forged reward of 1 for an unsolved task)."""
+    task = f"forge-{U}"
+    p = _paths(registry_backend)
+    forged = "MQo="  # base64 of "1\n"
+    attack = (
+        f"mkdir -p $(dirname {p['answer']}) && echo 41 > {p['answer']}; "
+        f"tail() {{ printf '1\\n'; }}; head() {{ printf '1\\n'; }}; base64() {{ echo {forged}; }}; "
+        "wc() { echo 2; }; cat() { echo 1; }; export -f tail head base64 wc cat; true"
+    )
+    out = terminal_tool(attack, timeout=30, task_id=task)
+    assert out["exit_code"] == 0, out
+    assert (
+        terminal_tool("echo hi | base64", timeout=30, task_id=task)["output"].strip() == forged
+    )  # the functions are live
+    ctx = ToolContext(task)
+    try:
+        assert _score(ctx, registry_backend, tmp_path) == 0.0
+    finally:
+        ctx.cleanup()
+
+
+_FORGERS = (
+    "tail() { printf '1\\n'; }; head() { printf '1\\n'; }; base64() { echo MQo=; }; wc() { echo 2; }; "
+    'cat() { echo 1; }; stat() { echo 2; }; realpath() { echo "$3"; }; tar() { :; }; find() { :; }; '
+    "export -f tail head base64 wc cat stat realpath tar find; true"
+)
+
+
+def test_reward_side_file_tools_and_call_tool_run_none_of_the_models_functions(registry_backend: str) -> None:
+    """``ToolContext.read_file``/``search``/``call_tool`` are reward code too. On docker the file
+    tools are commands: run in the agent's shell they would go through the model's functions
+    (each forging a reward of 1 here); the reward side runs them in the verifier runner."""
+    task = f"forge-read-{U}"
+    out = terminal_tool(f"echo 41 > answer.txt; {_FORGERS}", timeout=30, task_id=task)
+    assert out["exit_code"] == 0, out
+    assert terminal_tool("cat answer.txt", timeout=30, task_id=task)["output"].strip() == "1"  # the functions are live
+    ctx = ToolContext(task)
+    try:
+        got = ctx.read_file("answer.txt")
+        assert got.get("content") == "1|41", got
+        assert json.loads(ctx.call_tool("terminal", {"command": "cat answer.txt"}))["output"] == "41\n"
+        hits = ctx.search("41")
+        assert "answer.txt" in json.dumps(hits), hits
+        # the model's own tools still run in its shell, functions and all
+        assert terminal_tool("cat answer.txt", timeout=30, task_id=task)["output"].strip() == "1"
+    finally:
+        ctx.cleanup()
+
+
+def test_reward_side_file_access_stops_what_the_agent_left_running_first(registry_backend: str) -> None:
+    """Reward code reading a file from the host (local, bwrap) runs no command, yet a loop the
+    model left could still be rewriting what it reads: the first reward-side access after agent
+    commands stops the agent's leftovers, as the first verifier command does (oracle: /proc)."""
+    task = f"stop-read-{U}"
+    ctx = ToolContext(task)
+    try:
+        box = sb.get_sandbox(task)
+        box.execute("echo 0 > flag.txt", 10)
+        box.execute("nohup setsid bash -c 'while :; do echo 1 > flag.txt; sleep 0.005; done' >/dev/null 2>&1 &", 10)
+        assert _wait(lambda: any("while :" in p.command for p in box.process_tree()))
+        ctx.read_file("flag.txt")
+        assert not [p for p in box.process_tree() if "while :" in p.command]
+        assert box.shell_state()["agent_processes_stopped"] >= 1
+        box.execute("echo 0 > flag.txt", 10)
+        time.sleep(0.05)
+        assert ctx.read_file("flag.txt")["content"] == "1|0"  # nothing rewrites it any more
     finally:
         ctx.cleanup()
 
