@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from environments.tools import handle_function_call, sandbox_access
-from environments.tools.file_access import shell_read_bytes
+from environments.tools.file_access import (
+    MAX_READ_BYTES,
+    FileToolError,
+    OutsideWorkspaceError,
+    open_fs,
+    shell_read_bytes,
+)
 from environments.tools.files import forget_task
 
 logger = logging.getLogger(__name__)
@@ -125,6 +131,34 @@ class ToolContext:
         # dedup=False: the reward must see the content even if the agent just read it
         raw = self._call("read_file", {"path": path}, dedup=False)
         return _parse(raw, lambda text: {"error": text})
+
+    def read_text(self, path: str, limit: int = MAX_READ_BYTES) -> dict[str, Any]:
+        """A file's whole text as stored (UTF-8, undecodable bytes replaced): ``{"content",
+        "bytes"}`` or ``{"error"}``. Unlike ``terminal("cat ...")`` and ``read_file`` (what the
+        model's tools show) nothing is numbered, truncated, stripped of escape codes or redacted
+        (a secret-looking answer compares as written). Where the workspace is a host directory
+        (local, bwrap) a workspace file is read from the host without a process (no symlink out
+        of the workspace followed, regular files only, size-capped); any other path, and every
+        path on docker, is read by the verifier runner's commands. Relative paths are the
+        agent's last cwd's, as for the verifier's commands."""
+        try:
+            with sandbox_access.reward_side():
+                fs = open_fs(self.task_id)
+                try:
+                    view = fs.resolve(path)
+                except OutsideWorkspaceError:  # e.g. /tests on a machine: the verifier reads it as cat would
+                    data = shell_read_bytes(
+                        sandbox_access.get_sandbox(self.task_id), path, TRANSFER_TIMEOUT, limit=limit, isolated=True
+                    )
+                else:
+                    data = fs.read(view, limit)
+        except FileNotFoundError:
+            return {"error": f"no such file: {path}"}
+        except (FileToolError, OSError) as exc:
+            return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - reward code wants a result, not a crash
+            return {"error": f"reading {path} failed: {type(exc).__name__}: {exc}"}
+        return {"content": data.decode("utf-8", errors="replace"), "bytes": len(data)}
 
     def write_file(self, path: str, content: str) -> dict[str, Any]:
         raw = self._call("write_file", {"path": path, "content": content})
@@ -291,6 +325,9 @@ class ToolContext:
 
     async def a_read_file(self, path: str) -> dict[str, Any]:
         return await self._off_loop(self.read_file, path)
+
+    async def a_read_text(self, path: str, limit: int = MAX_READ_BYTES) -> dict[str, Any]:
+        return await self._off_loop(self.read_text, path, limit)
 
     async def a_write_file(self, path: str, content: str) -> dict[str, Any]:
         return await self._off_loop(self.write_file, path, content)

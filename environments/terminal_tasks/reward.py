@@ -27,12 +27,24 @@ def _ok(result: dict[str, Any]) -> bool:
     return result.get("exit_code") == 0
 
 
+async def read_in_sandbox(ctx: Any, path: str) -> str | None:
+    """The file's text, or None when it is missing or unreadable. ``ctx.a_read_text`` where the
+    context has it (the text as stored, without a process where the workspace is a host dir);
+    else ``cat`` through the context's terminal (the output the model's tools would show)."""
+    a_read_text = getattr(ctx, "a_read_text", None)
+    if a_read_text is not None:
+        read = await a_read_text(path)
+        return None if "content" not in read else str(read["content"])
+    result = await run_in_sandbox(ctx, f"cat -- {shlex.quote(path)}")
+    return str(result.get("output") or "") if _ok(result) else None
+
+
 async def score_check(check: TaskCheck, ctx: Any) -> float:
     if check.type in ("file_equals", "file_contains"):
-        result = await run_in_sandbox(ctx, f"cat -- {shlex.quote(check.path or '')}")
-        if not _ok(result):
+        text = await read_in_sandbox(ctx, check.path or "")
+        if text is None:
             return 0.0  # missing or unreadable file
-        got, expected = _output(result), (check.expected or "").strip()
+        got, expected = text.strip(), (check.expected or "").strip()
         if check.type == "file_equals":
             if got == expected:
                 return 1.0

@@ -41,6 +41,10 @@ class FileToolError(Exception):
     """A problem to report to the model as ``{"error": str(exc)}``."""
 
 
+class OutsideWorkspaceError(FileToolError):
+    """The path leads out of the workspace the file tools serve."""
+
+
 @dataclass
 class Stat:
     kind: str  # "file" | "dir" | "missing" | "other"
@@ -62,7 +66,7 @@ class HostFS:
         self._cwd = posixpath.normpath(str(sandbox.cwd()))
 
     def outside(self, path: str) -> FileToolError:
-        return FileToolError(f"path '{path}' is outside the sandbox workspace {self.workspace}")
+        return OutsideWorkspaceError(f"path '{path}' is outside the sandbox workspace {self.workspace}")
 
     def resolve(self, path: str) -> str:
         escape = sandbox_access.path_escape_error()
@@ -188,7 +192,7 @@ class ShellFS:
         return result.output or "", int(result.exit_code)
 
     def outside(self, path: str) -> FileToolError:
-        return FileToolError(f"path '{path}' is outside the sandbox workspace {self.workspace}")
+        return OutsideWorkspaceError(f"path '{path}' is outside the sandbox workspace {self.workspace}")
 
     def resolve(self, path: str) -> str:
         if not isinstance(path, str) or not path.strip() or "\0" in path:

@@ -354,6 +354,28 @@ def test_reward_side_file_access_stops_what_the_agent_left_running_first(registr
         ctx.cleanup()
 
 
+def test_read_text_reads_what_the_verifier_would_on_every_backend(registry_backend: str, tmp_path: Path) -> None:
+    """A workspace file (host-read on local and bwrap, commands on docker) and, on the machines,
+    a file outside the workspace (the verifier's commands): the stored text, exactly, and the
+    model's shell functions decide nothing (oracle: the uploaded bytes)."""
+    task = f"read-text-{U}"
+    payload = "\x1b[1mbold\x1b[0m ghp_abcdefghijklmnopqrstuvwxyz0123456789AB\n"
+    src = tmp_path / "p.txt"
+    src.write_text(payload)
+    ctx = ToolContext(task)
+    try:
+        out = terminal_tool(_FORGERS, timeout=30, task_id=task)
+        assert out["exit_code"] == 0, out
+        places = ["answer.txt"] + (
+            [f"{_paths(registry_backend)['tests']}/p.txt"] if registry_backend in MACHINES else []
+        )
+        for place in places:
+            assert ctx.upload_file(str(src), place)["exit_code"] == 0
+            assert ctx.read_text(place) == {"content": payload, "bytes": len(payload.encode())}, place
+    finally:
+        ctx.cleanup()
+
+
 # --------------------------------------------------------------------------- overrides
 
 

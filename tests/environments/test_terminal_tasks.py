@@ -166,3 +166,49 @@ async def test_real_sandbox_setup_and_reward(env):
     finally:
         ctx.cleanup()
     assert env.reward_buffer == [0.0, 1.0]
+
+
+class _CatOnly:
+    """A real ToolContext seen through its terminal alone: the ``cat`` path score_check takes
+    for a context without ``a_read_text`` (the old way: the oracle for parity)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    async def a_terminal(self, command: str, timeout: int = 180) -> dict[str, Any]:
+        return await self._ctx.a_terminal(command, timeout=timeout)
+
+
+async def test_every_bundled_task_scores_the_same_read_as_stored_and_through_cat(env):
+    """Every bundled task, unsolved and solved, in a real local sandbox: the file checks read
+    without a process now; the score is what the ``cat`` path gives on the same sandbox."""
+    from environments.tool_context import ToolContext
+
+    for task in load_tasks(DEFAULT_TASKS_PATH):
+        item = env._item(task)
+        ctx = ToolContext(f"tt-parity-{task.task_id}")
+        try:
+            await env.prepare_rollout(item, ctx)
+            unsolved = await score_check(task.check, ctx)
+            assert unsolved == await score_check(task.check, _CatOnly(ctx)) and unsolved < 1.0, task.task_id
+            for command in task.solution:
+                await ctx.a_terminal(command)
+            assert await score_check(task.check, ctx) == await score_check(task.check, _CatOnly(ctx)) == 1.0
+        finally:
+            ctx.cleanup()
+
+
+async def test_a_secret_looking_answer_scores_as_written():
+    """The terminal tool redacts what looks like a credential (for the model's eyes and the
+    logs); a task whose answer is such a token must still score 1 when the file holds it."""
+    from environments.tool_context import ToolContext
+
+    token = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    check = TaskCheck(type="file_equals", path="key.txt", expected=token)
+    ctx = ToolContext("tt-secret-answer")
+    try:
+        await ctx.a_terminal(f"printf '%s\\n' {token} > key.txt")
+        assert await score_check(check, _CatOnly(ctx)) == 0.0  # cat's output came back redacted
+        assert await score_check(check, ctx) == 1.0
+    finally:
+        ctx.cleanup()

@@ -118,6 +118,47 @@ def test_upload_download_large_file_uses_the_chunked_path(ctx, tmp_path, monkeyp
     assert dst.read_bytes() == payload
 
 
+# A file the model's tools would show changed: escape codes stripped, a token redacted, bytes
+# that are not UTF-8 replaced -- read_text must give what is stored.
+STORED = b"\x1b[31mred\x1b[0m sk-proj-abcdefghijklmnopqrstuvwxyz0123456789\n\xff tail\n"
+
+
+def test_read_text_is_the_file_as_stored_and_runs_no_command(ctx, monkeypatch):
+    sandbox = get_sandbox(ctx.task_id)
+    workspace = Path(sandbox.host_workspace)
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "f.txt").write_bytes(STORED)
+    assert "redacted" in ctx.terminal("cat sub/f.txt")["output"]  # what cat through the terminal tool gives
+    ran = []
+    real_execute = sandbox.execute
+    monkeypatch.setattr(sandbox, "execute", lambda *a, **kw: ran.append(a) or real_execute(*a, **kw))
+    got = ctx.read_text("sub/f.txt")
+    assert got == {"content": STORED.decode("utf-8", errors="replace"), "bytes": len(STORED)}
+    assert ran == []  # a host workspace: read without a process
+    # relative to the agent's last cwd, as the verifier's commands are
+    monkeypatch.undo()
+    assert json.loads(handle_function_call("terminal", {"command": "cd sub"}, task_id=ctx.task_id))["exit_code"] == 0
+    assert ctx.read_text("f.txt")["content"] == got["content"]
+
+
+def test_read_text_errors_are_named_and_quick(ctx):
+    workspace = Path(get_sandbox(ctx.task_id).host_workspace)
+    (workspace / "d").mkdir()
+    os.mkfifo(workspace / "pipe")
+    assert ctx.read_text("nope.txt") == {"error": "no such file: nope.txt"}
+    assert "directory" in ctx.read_text("d")["error"]
+    started = time.monotonic()
+    assert "FIFO" in ctx.read_text("pipe")["error"]  # refused, never blocks
+    assert time.monotonic() - started < 5
+    (workspace / "big.txt").write_bytes(b"x" * 100)
+    assert "error" in ctx.read_text("big.txt", limit=10)
+
+
+async def test_read_text_async_twin(ctx):
+    Path(get_sandbox(ctx.task_id).host_workspace, "a.txt").write_text("42\n")
+    assert await ctx.a_read_text("a.txt") == {"content": "42\n", "bytes": 3}
+
+
 def test_transfer_errors(ctx, tmp_path):
     assert ctx.upload_file(str(tmp_path / "nope.bin"), "x.bin") == {
         "exit_code": -1,
