@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
 import time
@@ -59,10 +58,8 @@ async def _console(
     ui_stats: dict[str, Any],
     ui_config: dict[str, Any] | None = None,
     gc_tune: bool = True,
-    switch: bool = True,
 ) -> float:
     from bench.tt_env import TimedTerminalTasksEnv, env_overrides
-    from hermes_console.runtime import switch_interval
     from hermes_console.runtime.config import RunSpec
     from hermes_console.runtime.host import RuntimeHost
     from hermes_console.ui.app import ConsoleApp
@@ -105,8 +102,7 @@ async def _console(
     app.tick = timed_tick  # type: ignore[method-assign]
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     try:
-        # the console side runs as run_console sets its process up; the bare side keeps CPython's
-        with runtime_process_gc(gc_tune), switch_interval.applied() if switch else contextlib.nullcontext():
+        with runtime_process_gc(gc_tune):
             async with app.run_test(size=(160, 45)):
                 end = time.monotonic() + 600
                 window: tuple[float, float] | None = None  # (UI thread CPU, wall) at the first item
@@ -148,7 +144,6 @@ def run(
     latency_ms: float = 20.0,
     ui_config: dict[str, Any] | None = None,
     gc_tune: bool = True,
-    switch: bool = True,
 ) -> dict[str, Any]:
     from bench.tt_env import TimedTerminalTasksEnv
 
@@ -174,14 +169,12 @@ def run(
                 if which == "bare":
                     bare.append(asyncio.run(_bare(url, groups, tmp, str(i))))
                 else:
-                    console.append(
-                        asyncio.run(_console(url, groups, tmp, str(i), 1, ui_stats, ui_config, gc_tune, switch))
-                    )
+                    console.append(asyncio.run(_console(url, groups, tmp, str(i), 1, ui_stats, ui_config, gc_tune)))
                 spent = TimedTerminalTasksEnv.cpu_ms_per_group(groups)
                 if spent is not None:
                     cpu[which].append(spent)
         if not quick:
-            default_conc = asyncio.run(_console(url, groups, tmp, "default", None, {}, ui_config, gc_tune, switch))
+            default_conc = asyncio.run(_console(url, groups, tmp, "default", None, {}, ui_config, gc_tune))
     ratio = median(console) / median(bare)
     return {
         "groups_per_run": groups,
@@ -208,7 +201,6 @@ def run(
         "console_default_vs_bare": rnd(default_conc / median(bare), 3) if default_conc else None,
         "ui_config": ui_config or "defaults",
         "console_gc": "as run_console (gc_tuning)" if gc_tune else "CPython defaults",
-        "console_switch_interval": "as run_console (runtime/switch_interval)" if switch else "CPython default",
         "load_average_before": load_before,
         "load_average_after": load_average(),
         "figures": [figure("P1 console/bare throughput", ratio, TARGET, "x", True)],
@@ -227,11 +219,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-gc-tune", action="store_true", help="console runs keep CPython's GC defaults (run_console tunes them)"
     )
-    ap.add_argument(
-        "--default-switch-interval",
-        action="store_true",
-        help="console runs keep CPython's 5 ms GIL switch interval (run_console sets 1 ms)",
-    )
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     overrides = (("tick_hz", args.tick_hz), ("ui_cpu_share", args.ui_cpu_share))
@@ -243,7 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         latency_ms=args.latency_ms,
         ui_config=ui_config,
         gc_tune=not args.no_gc_tune,
-        switch=not args.default_switch_interval,
     )
     publish(SECTION, result, write=not args.no_write)
     return 0

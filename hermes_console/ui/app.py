@@ -22,7 +22,7 @@ from textual.events import Event, Key
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
-from hermes_console.runtime import gc_tuning, switch_interval
+from hermes_console.runtime import gc_tuning
 from hermes_console.runtime.api import ExtendsCommands, RuntimeAPI
 from hermes_console.runtime.coalesce import Coalesced
 from hermes_console.runtime.state import ConsoleState
@@ -718,7 +718,6 @@ def run_console(
     if drain_deadline_s is not None:  # --drain-deadline reaches the UI's quit too
         config.drain_deadline_s = drain_deadline_s
     gc_tuning.tune()  # this process is the console's: see gc_tuning for why and why not in tests
-    switch_interval.apply()  # the env's loop waits less for the GIL while the UI draws
     config.freeze_gc_after_start = True
     app = ConsoleApp(runtime, now=now, config=config)
     result = app.run()

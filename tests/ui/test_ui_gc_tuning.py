@@ -1,6 +1,5 @@
-"""The console process's garbage-collector settings (runtime/gc_tuning.py) and GIL switch
-interval (runtime/switch_interval.py): applied by the process entry point, the collector frozen
-again once the env is loaded, neither by a bare ConsoleApp."""
+"""The console process's garbage-collector settings (runtime/gc_tuning.py): applied by the
+process entry point, frozen again once the env is loaded, never by a bare ConsoleApp."""
 
 from __future__ import annotations
 
@@ -44,7 +43,6 @@ async def test_the_app_freezes_after_the_runtime_started_only_when_asked(monkeyp
             await settle(pilot)
         assert calls == (["freeze"] if asked else [])
     assert gc.get_threshold() == before  # a bare ConsoleApp leaves the process's GC alone
-    assert sys.getswitchinterval() == 0.005  # and CPython's switch interval
 
 
 async def test_the_app_freezes_only_once_the_env_is_loaded(monkeypatch) -> None:
@@ -68,29 +66,3 @@ async def test_the_app_freezes_only_once_the_env_is_loaded(monkeypatch) -> None:
         runtime.feed([rev.RuntimeStatus(ts=T0 + 2, status="paused"), rev.RuntimeStatus(ts=T0 + 3, status="running")])
         await settle(pilot)
     assert statuses == ["running"]
-
-
-def test_run_console_sets_the_switch_interval_for_its_process() -> None:
-    """In a subprocess: the setting stays for the process's life (the console's)."""
-    code = (
-        "import sys\n"
-        "from hermes_console.ui import app as m\n"
-        "from hermes_console.ui.config import ConsoleConfig\n"
-        "from hermes_console_dev.fake_runtime import FakeRuntime\n"
-        "seen = []\n"
-        "m.ConsoleApp.run = lambda self, *a, **k: seen.append(sys.getswitchinterval()) or 0\n"
-        "before = sys.getswitchinterval()\n"
-        "assert m.run_console(FakeRuntime(), config=ConsoleConfig()) == 0\n"
-        "print(before, seen[0])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.split() == ["0.005", "0.001"]
-
-
-def test_applied_restores_the_setting_it_found() -> None:
-    from hermes_console.runtime import switch_interval
-
-    before = sys.getswitchinterval()
-    with switch_interval.applied():
-        assert sys.getswitchinterval() == switch_interval.CONSOLE_S
-    assert sys.getswitchinterval() == before
