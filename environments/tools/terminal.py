@@ -177,7 +177,7 @@ def _clean_output(text: str) -> str:
     return redact_output(truncate_middle(strip_ansi(text or "")))
 
 
-def _start_background(sandbox: Any, command: str, workdir: str | None) -> dict[str, Any]:
+def _start_background(sandbox: Any, command: str, workdir: str | None, isolated: bool = False) -> dict[str, Any]:
     job = uuid.uuid4().hex[:8]
     inner = f"cd {shlex.quote(workdir)} && {command}" if workdir else command
     log_dir = f"{sandbox.workspace.rstrip('/')}/{BACKGROUND_LOG_DIR}"
@@ -188,7 +188,9 @@ def _start_background(sandbox: Any, command: str, workdir: str | None) -> dict[s
         f"mkdir -p {shlex.quote(log_dir)} && "
         f'{{ bash -c {shlex.quote(inner)} >{shlex.quote(log_path)} 2>&1 </dev/null & }} && echo "__HERMES_PID=$!"'
     )
-    result = sandbox.execute(script, 30)
+    # reward code's jobs start from the verifier runner: the agent's shell has the model's
+    # functions (a `bash` or `mkdir` of its own would run instead)
+    result = sandbox.execute(script, 30, isolated=True) if isolated else sandbox.execute(script, 30)
     match = re.search(r"__HERMES_PID=(\d+)", result.output or "")
     if result.exit_code != 0 or match is None:
         return _fail(f"could not start the background command: {_clean_output(result.output)[:500]}")
@@ -232,7 +234,7 @@ def terminal_tool(
                 "PID namespace, so a detached process dies when the command returns. Run it in the foreground "
                 "bounded by `timeout <seconds> <command>`, in one command together with whatever uses it."
             )
-        return _start_background(sandbox, command, workdir)
+        return _start_background(sandbox, command, workdir, isolated)
 
     reason = long_lived_reason(command)
     if reason is not None and not detaches_output(command):

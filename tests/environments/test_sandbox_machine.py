@@ -327,6 +327,9 @@ def test_reward_side_file_tools_and_call_tool_run_none_of_the_models_functions(r
         assert json.loads(ctx.call_tool("terminal", {"command": "cat answer.txt"}))["output"] == "41\n"
         hits = ctx.search("41")
         assert "answer.txt" in json.dumps(hits), hits
+        job = json.loads(ctx.call_tool("terminal", {"command": "cat answer.txt > bg.txt", "background": True}))
+        assert job["exit_code"] == 0, job
+        assert _wait(lambda: ctx.read_text("bg.txt").get("content") == "41\n", within=10)
         # the model's own tools still run in its shell, functions and all
         assert terminal_tool("cat answer.txt", timeout=30, task_id=task)["output"].strip() == "1"
     finally:
