@@ -379,6 +379,44 @@ def test_read_text_reads_what_the_verifier_would_on_every_backend(registry_backe
         ctx.cleanup()
 
 
+def test_read_text_refuses_what_the_model_planted_quickly_and_never_reads_the_host(
+    registry_backend: str, tmp_path: Path
+) -> None:
+    """``read_text`` on what the model can write: a sparse file over the read limit, a FIFO, a link to
+    /dev/zero, a link to a host file outside the sandbox, and a double-forked setsid loop that
+    keeps swapping the answer for a link. Each read returns at once with an error or the
+    sandbox's own view; the host file's content never comes back (local runs as the host: no
+    boundary there, so that one is checked on bwrap and docker only)."""
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-SECRET\n")
+    task = f"plant-{U}"
+    plant = (
+        "truncate -s 5M big.txt; mkfifo pipe; ln -s /dev/zero zero; "
+        f"ln -s {secret} leak.txt; echo 41 > answer.txt; "
+        "( setsid bash -c 'while :; do ln -sfn /dev/zero answer.txt; echo 41 > answer.tmp; "
+        "mv -f answer.tmp answer.txt; done' >/dev/null 2>&1 & ) ; true"
+    )
+    out = terminal_tool(plant, timeout=30, task_id=task)
+    assert out["exit_code"] == 0, out
+    ctx = ToolContext(task)
+    try:
+        for path in ("big.txt", "pipe", "zero"):
+            started = time.monotonic()
+            got = ctx.read_text(path, limit=1 << 20)
+            assert "error" in got and time.monotonic() - started < 10, (path, got)
+        leak = ctx.read_text("leak.txt")
+        if registry_backend != "local":
+            assert "HOST-SECRET" not in json.dumps(leak), leak
+        # the swapping loop was stopped before the first read: the answer holds still now
+        box = sb.get_sandbox(task)
+        assert not [p for p in box.process_tree() if "while :" in p.command]
+        first = ctx.read_text("answer.txt")
+        time.sleep(0.1)
+        assert ctx.read_text("answer.txt") == first
+    finally:
+        ctx.cleanup()
+
+
 # --------------------------------------------------------------------------- overrides
 
 
