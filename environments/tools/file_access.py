@@ -185,10 +185,9 @@ class ShellFS:
         self.isolated = isolated  # reward code: the verifier runner, not the agent's shell
 
     def _run(self, script: str, stdin_data: str | None = None) -> tuple[str, int]:
-        extra: dict[str, Any] = {} if stdin_data is None else {"stdin_data": stdin_data}
-        if self.isolated:
-            extra["isolated"] = True
-        result = self.sandbox.execute(script, self.TIMEOUT, **extra)
+        result = sandbox_access.execute(
+            self.sandbox, script, self.TIMEOUT, stdin_data=stdin_data, isolated=self.isolated
+        )
         return result.output or "", int(result.exit_code)
 
     def outside(self, path: str) -> FileToolError:
@@ -294,7 +293,7 @@ def shell_read_bytes(
     q = shlex.quote(path)
 
     def run(command: str) -> Any:
-        return sandbox.execute(command, timeout, isolated=True) if isolated else sandbox.execute(command, timeout)
+        return sandbox_access.execute(sandbox, command, timeout, isolated=isolated)
 
     result = run(f"if [ -f {q} ]; then echo __SIZE=$(wc -c < {q}); else echo __NOFILE; fi")
     out = result.output or ""

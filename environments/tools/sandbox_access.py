@@ -21,6 +21,20 @@ def get_sandbox(task_id: str | None) -> Any:
     return _get(task_id)
 
 
+def execute(
+    sandbox: Any, command: str, timeout: float, *, stdin_data: str | None = None, isolated: bool = False
+) -> Any:
+    """``sandbox.execute`` in the agent's shell, or in the verifier runner (``isolated``: reward
+    code), passing only the keywords in use (a sandbox stand-in without a verifier runner is
+    called the way it understands)."""
+    kwargs: dict[str, Any] = {}
+    if stdin_data is not None:
+        kwargs["stdin_data"] = stdin_data
+    if isolated:
+        kwargs["isolated"] = True
+    return sandbox.execute(command, timeout, **kwargs)
+
+
 def default_timeout() -> float:
     """The sandbox settings' command timeout (TERMINAL_TIMEOUT)."""
     from environments.sandboxes import current_settings

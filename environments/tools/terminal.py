@@ -190,7 +190,7 @@ def _start_background(sandbox: Any, command: str, workdir: str | None, isolated:
     )
     # reward code's jobs start from the verifier runner: the agent's shell has the model's
     # functions (a `bash` or `mkdir` of its own would run instead)
-    result = sandbox.execute(script, 30, isolated=True) if isolated else sandbox.execute(script, 30)
+    result = sandbox_access.execute(sandbox, script, 30, isolated=isolated)
     match = re.search(r"__HERMES_PID=(\d+)", result.output or "")
     if result.exit_code != 0 or match is None:
         return _fail(f"could not start the background command: {_clean_output(result.output)[:500]}")
@@ -261,7 +261,7 @@ def terminal_tool(
     sandbox = sandbox_access.get_sandbox(task_id)
     to_run = f"( cd {shlex.quote(workdir)} && {command}\n)" if workdir else command
     try:
-        result = sandbox.execute(to_run, effective, isolated=True) if isolated else sandbox.execute(to_run, effective)
+        result = sandbox_access.execute(sandbox, to_run, effective, isolated=isolated)
     except Exception as exc:  # noqa: BLE001 - the model needs the failure, not a traceback
         return _fail(f"the sandbox failed to run the command: {type(exc).__name__}: {exc}")
 
