@@ -70,7 +70,7 @@ from environments.lean_chat import server_class_for  # noqa: E402
 from environments.patches import apply_patches  # noqa: E402
 from environments.redact import safe_head  # noqa: E402
 from environments.tokenizer import local_tokenizer_path  # noqa: E402
-from environments.tokenizer_copies import UNCOPYABLE, TokenizerCopies  # noqa: E402
+from environments.tokenizer_copies import TokenizerCopies  # noqa: E402
 from environments.tool_context import ToolContext  # noqa: E402
 from environments.tools import get_tool_definitions  # noqa: E402
 from environments.tools.budget import BudgetConfig  # noqa: E402
@@ -678,23 +678,16 @@ class HermesAgentBaseEnv(BaseEnv):
     ) -> dict[str, Any]:
         """``_tokens_for`` in a worker thread: a long rollout's tokenisation (seconds for a
         multi-megabyte conversation) must not stall every other rollout on the loop. Each
-        worker uses a tokenizer copy of its own (a fast tokenizer must not be used from two
-        threads at once: ManagedServer tokenizes on the loop meanwhile); a few copies, so
+        call uses a tokenizer copy of its own (a fast tokenizer must not be used from two
+        threads at once: ManagedServer tokenizes on the loop meanwhile); a few workers, so
         rollouts that end together do not queue behind one (``tokenizer_copies``)."""
-        copies = self._tokenizer_copies()
-        own = await copies.acquire()
-        if own is UNCOPYABLE:  # could not copy the tokenizer: stay on the loop rather than race
-            return self._tokens_for(result, messages, tools)
-        work = asyncio.get_running_loop().run_in_executor(None, self._tokens_for, result, messages, tools, own)
-        try:
-            return await asyncio.shield(work)
-        finally:
-            # Cancelled meanwhile: the worker still has the copy until it is done with it.
-            work.add_done_callback(lambda _: copies.release(own))
+        return await self._tokenizer_copies().run(self._tokens_for, result, messages, tools)
 
     def _tokenizer_copies(self) -> TokenizerCopies:
         cached = self.__dict__.get("_tokenizer_copies_pool")
         if cached is None or cached.source is not self.tokenizer:
+            if cached is not None:
+                cached.close()  # copies of a tokenizer the env no longer uses
             cached = self.__dict__["_tokenizer_copies_pool"] = TokenizerCopies(self.tokenizer)
         return cached
 

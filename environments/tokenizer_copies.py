@@ -1,4 +1,4 @@
-"""Copies of one tokenizer for the threads that tokenise finished rollouts.
+"""Worker threads that tokenise finished rollouts, each call with a tokenizer copy of its own.
 
 A fast tokenizer must not be used from two threads at once (its Rust core is borrowed
 mutably per call), and the env's own tokenizer is used on the event loop (ManagedServer).
@@ -7,11 +7,16 @@ One copy behind one lock made every rollout's tokenisation wait for the one befo
 (BENCHMARKS.md, P2). Several copies let the tokenizer's encoding, which runs without the
 GIL, use the other cores.
 
-Everything here runs on the event loop: copies are made there (where the source tokenizer
-is used, so a copy never reads it while another thread encodes with it), handed to one
-worker at a time, and given back when that worker is done. A copy is made the first time
-every existing one is busy, never more than ``size``: a large vocabulary's copy costs a
-fraction of a second of the loop and tens of MB, once per copy for the env's life.
+A worker that finishes a call takes the next queued one at once, with the copy it holds. When
+copies were handed from one call to the next through the event loop, each hand-over waited
+for a loop busy with the other rollouts' ends (rewards, cleanups, replies): in P2 the two
+copies sat idle 70 % of the time while 256 rollouts ended, and the batch ended when the
+last tokens did (BENCHMARKS.md, session 27).
+
+Copies are made on the event loop (where the source tokenizer is used, so a copy never reads
+it while another thread encodes with it), the first time every existing one may be in use,
+never more than ``size``: a large vocabulary's copy costs a fraction of a second of the loop
+and tens of MB, once per copy for the env's life.
 """
 
 from __future__ import annotations
@@ -20,58 +25,98 @@ import asyncio
 import copy
 import logging
 import os
-from collections import deque
-from typing import Any
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
-UNCOPYABLE = object()  # the tokenizer cannot be copied: tokenise on the loop rather than race
+T = TypeVar("T")
+
 # Encodings run in parallel up to the cores there are; beyond 4 copies memory grows (a large
 # vocabulary is tens of MB a copy) for little, as rendering the chat template needs the GIL.
 DEFAULT_COPIES = max(2, min(4, os.cpu_count() or 1))
 
 
 class TokenizerCopies:
+    """Runs ``fn(*args, tokenizer)`` calls in at most ``size`` worker threads, each call with
+    a copy of ``source`` no other thread uses meanwhile."""
+
     def __init__(self, source: Any, size: int = DEFAULT_COPIES) -> None:
         self.source = source
         self.size = max(1, size)
         self.made = 0
-        self._idle: list[Any] = []
-        self._waiters: deque[asyncio.Future[Any]] = deque()
-        self._broken = False
+        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()  # copies no call holds
+        self._lock = threading.Lock()
+        self._pending = 0  # calls submitted and not yet finished (or cancelled before they ran)
+        self._executor: ThreadPoolExecutor | None = None
+        self._uncopyable = False
 
-    async def acquire(self) -> Any:
-        """A copy for one worker: an idle one, a new one while fewer than ``size`` exist, or
-        the next one given back. :data:`UNCOPYABLE` when the tokenizer cannot be copied."""
-        if self._broken:
-            return UNCOPYABLE
-        if self._idle:
-            return self._idle.pop()
-        if self.made < self.size:
+    @property
+    def uncopyable(self) -> bool:
+        """The source could not be copied at all: callers tokenise on the loop instead."""
+        return self._uncopyable
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args, copy)`` in a worker thread. Cancelling the caller drops a call that has
+        not started; one that has runs to its end (its copy comes back when it is done).
+        When the source cannot be copied, ``fn(*args, None)`` runs here, on the loop, where
+        the source itself is used (never from two threads at once)."""
+        if not self._copy_if_needed():
+            return fn(*args, None)
+        executor = self._executor
+        if executor is None:
+            executor = self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="hermes-tokens")
+        with self._lock:
+            self._pending += 1
+        try:
+            work: Future[T] = executor.submit(self._call, fn, args)
+        except BaseException:
+            self._finished(None)
+            raise
+        work.add_done_callback(self._finished)
+        return await asyncio.wrap_future(work)
+
+    def close(self) -> None:
+        """No new calls; the workers end once the queued ones are done."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+    def _copy_if_needed(self) -> bool:
+        """Make one more copy when every existing one may be in use (on the loop). False when
+        there is no copy to use at all."""
+        if self._uncopyable:
+            return False
+        with self._lock:
+            needed = self.made < self.size and self._pending >= self.made
+        if needed:
             try:
                 made = copy.deepcopy(self.source) if self.source is not None else None
             except Exception as exc:  # noqa: BLE001 - an exotic tokenizer: tokenise on the loop instead
-                logger.warning(
-                    "could not copy the tokenizer for off-loop tokenisation (%s); tokenising on the loop", exc
-                )
-                self._broken = True
-                return UNCOPYABLE
+                if self.made == 0:
+                    logger.warning(
+                        "could not copy the tokenizer for off-loop tokenisation (%s); tokenising on the loop", exc
+                    )
+                    self._uncopyable = True
+                    return False
+                logger.warning("could not make tokenizer copy %d (%s); using %d", self.made + 1, exc, self.made)
+                self.size = self.made
+                return True
             self.made += 1
-            return made
-        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release(waiter.result())  # handed over just as we were cancelled: pass it on
-            raise
+            self._free.put(made)
+        return True
 
-    def release(self, tokenizer: Any) -> None:
-        """Give a copy back (its worker is done with it)."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(tokenizer)
-                return
-        self._idle.append(tokenizer)
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        # Never blocks for long: a copy exists for every call that can run at once (made >=
+        # min(size, pending)); at most the moment a finishing call takes to put its copy back.
+        own = self._free.get()
+        try:
+            return fn(*args, own)
+        finally:
+            self._free.put(own)
+
+    def _finished(self, _: object) -> None:
+        with self._lock:
+            self._pending -= 1

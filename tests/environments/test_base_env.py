@@ -671,6 +671,36 @@ async def test_rollouts_ending_together_tokenise_in_parallel_each_on_a_copy_of_i
     assert wall < 6 * 0.3  # one at a time would take 1.8 s at least
 
 
+async def test_queued_tokenisations_go_on_while_the_loop_is_busy(tokenizer_path):
+    """When hundreds of rollouts end together the loop is busiest (rewards, cleanups, replies).
+    A copy handed from one tokenisation to the next through the loop waited for it: the two
+    copies sat idle 70 % of P2's end (BENCHMARKS.md, session 27). A worker now takes the next
+    queued call itself: with the loop held, every queued tokenisation still runs."""
+    env = make_env(tokenizer_path)
+    real = env._tokens_for
+    lock = threading.Lock()
+    ran: list[float] = []
+
+    def counted_tokens_for(result, messages, tools, tokenizer=None):
+        out = real(result, messages, tools, tokenizer)
+        with lock:
+            ran.append(time.monotonic())
+        return out
+
+    env._tokens_for = counted_tokens_for
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    jobs = 3 * env._tokenizer_copies().size
+    calls = [asyncio.ensure_future(env._tokens_off_loop(None, messages, ([], set()))) for _ in range(jobs)]
+    for _ in range(5):
+        await asyncio.sleep(0)  # every call is queued
+    held = time.monotonic()
+    while len(ran) < jobs and time.monotonic() - held < 3:
+        time.sleep(0.005)  # the loop is busy elsewhere meanwhile
+    assert len(ran) == jobs, f"{len(ran)} of {jobs} tokenisations ran while the loop was held"
+    outs = await asyncio.gather(*calls)
+    assert all(o["tokens"] and len(o["tokens"]) == len(o["masks"]) for o in outs)
+
+
 async def test_tokenisation_runs_while_the_reward_waits_on_its_sandbox(tokenizer_path):
     """The reward mostly waits (a check command in the sandbox): the rollout's tokens are
     made meanwhile, not after it (BENCHMARKS P2: 256 rollouts ending together)."""
