@@ -23,6 +23,7 @@ BENCHES: list[tuple[str, str, str]] = [
     ("sim", "bench.bench_sim", "sim"),
     ("p1", "bench.p1_overhead", "p1_overhead"),
     ("p2", "bench.p2_efficiency", "p2_efficiency"),
+    ("p2floor", "bench.p2_floor", "p2_floor"),
     ("p3", "bench.p3_responsiveness", "p3_responsiveness"),
     ("p4", "bench.p4_memory", "p4_memory"),
     ("p5", "bench.p5_startup", "p5_startup"),

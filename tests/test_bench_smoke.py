@@ -91,6 +91,18 @@ def test_p2_efficiency_smoke() -> None:
     assert r["chat_path"].startswith("lean")
 
 
+def test_p2_floor_smoke() -> None:
+    """The least runtime runs the same tasks to the end: five model calls each (checked inside)
+    and every task solved, so it ran the same commands the env's rollouts run."""
+    from bench import p2_floor
+
+    r = p2_floor.run(True, rollouts=4, latency_ms=5.0, repeats=1)
+    _check(r, ["floor_efficiency", "env_efficiency", "env_share_of_floor", "floor_cpu_ms_per_rollout"], 1)
+    assert r["floor_mean_reward"] == 1.0
+    assert len(r["runs"]["floor_batch"]) == len(r["runs"]["env_batch"]) == 1
+    assert r["floor_cpu_ms_per_rollout"]["shells_and_commands"] > 0
+
+
 def test_p2_sandboxes_get_the_fixed_path_and_the_host_keeps_its_own(tmp_path, monkeypatch) -> None:
     """The bench's batches run their sandboxes with a bwrap sandbox's PATH (a pyenv shim first on
     the host's PATH made python3 ~8x dearer on the bench box); the host's PATH is back after."""
