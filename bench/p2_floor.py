@@ -193,15 +193,10 @@ async def rollout(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _cpu_s(who: int) -> float:
-    r = resource.getrusage(who)
-    return r.ru_utime + r.ru_stime
-
-
 async def _measure(
     base_url: str, rollouts: int, repeats: int, tmp: str, with_env: bool, builtin_only: bool
 ) -> dict[str, Any]:
-    from bench.p2_efficiency import _concurrent, _sandbox_path, _solo
+    from bench.p2_efficiency import _concurrent, _cpu, _sandbox_path, _solo
     from bench.tt_env import TimedTerminalTasksEnv, build_bare_env, env_overrides
 
     tasks_path = four_turn_tasks_file(tmp)
@@ -229,7 +224,7 @@ async def _measure(
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def floor_batch(n: int) -> float:
-            p0, c0, t0 = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN), time.perf_counter()
+            p0, c0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
             results = await asyncio.gather(
                 *(
                     rollout(session, url, model, raw[i % len(raw)], prompts[i % len(prompts)], tools, tmp, builtin_only)
@@ -238,8 +233,8 @@ async def _measure(
             )
             wall = time.perf_counter() - t0
             if n > 1:  # the shells are reaped by the time a rollout returns: their CPU is in CHILDREN
-                out["floor_process_cpu_ms"].append(1000 * (_cpu_s(resource.RUSAGE_SELF) - p0) / n)
-                out["floor_children_cpu_ms"].append(1000 * (_cpu_s(resource.RUSAGE_CHILDREN) - c0) / n)
+                out["floor_process_cpu_ms"].append(1000 * (_cpu(resource.RUSAGE_SELF) - p0) / n)
+                out["floor_children_cpu_ms"].append(1000 * (_cpu(resource.RUSAGE_CHILDREN) - c0) / n)
             bad = [r for r in results if r[1] != 5]
             if bad:
                 raise RuntimeError(f"{len(bad)} floor rollouts did not make 5 model calls: {bad[:3]}")

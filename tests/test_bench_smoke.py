@@ -89,6 +89,9 @@ def test_p2_efficiency_smoke() -> None:
     # CPU per rollout split by event loop / other threads (tools) / sandbox processes.
     assert {"loop_thread_ms", "other_threads_ms", "bash_children_ms", "total_ms"} <= set(r["cpu_ms_per_rollout"])
     assert r["chat_path"].startswith("lean")
+    # the headline batch runs without the bench's probe; the CPU split comes from a probed one
+    assert len(r["runs"]["concurrent_walls_s"]) == len(r["runs"]["concurrent_walls_probed_s"]) == 1
+    assert r["efficiency_probed_batch"] > 0
 
 
 def test_p2_floor_smoke() -> None:
