@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -38,6 +39,13 @@ T = TypeVar("T")
 # Encodings run in parallel up to the cores there are; beyond 4 copies memory grows (a large
 # vocabulary is tens of MB a copy) for little, as rendering the chat template needs the GIL.
 DEFAULT_COPIES = max(2, min(4, os.cpu_count() or 1))
+
+
+def shutdown_workers(wait: bool = True) -> None:
+    """Stop every pool's worker threads (a stopped runtime leaves no thread of the env layer
+    running); a pool used again starts new ones."""
+    for pool in list(_pools):
+        pool.close(wait=wait)
 
 
 class TokenizerCopies:
@@ -53,6 +61,7 @@ class TokenizerCopies:
         self._pending = 0  # calls submitted and not yet finished (or cancelled before they ran)
         self._executor: ThreadPoolExecutor | None = None
         self._uncopyable = False
+        _pools.add(self)
 
     @property
     def uncopyable(self) -> bool:
@@ -79,10 +88,12 @@ class TokenizerCopies:
         work.add_done_callback(self._finished)
         return await asyncio.wrap_future(work)
 
-    def close(self) -> None:
-        """No new calls; the workers end once the queued ones are done."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
+    def close(self, wait: bool = False) -> None:
+        """The workers end once the queued calls are done (``wait``: and this returns then).
+        A later call starts new workers."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait)
 
     def _copy_if_needed(self) -> bool:
         """Make one more copy when every existing one may be in use (on the loop). False when
@@ -120,3 +131,6 @@ class TokenizerCopies:
     def _finished(self, _: object) -> None:
         with self._lock:
             self._pending -= 1
+
+
+_pools: weakref.WeakSet[TokenizerCopies] = weakref.WeakSet()

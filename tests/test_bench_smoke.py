@@ -179,7 +179,7 @@ def test_main_table_and_selection() -> None:
     fig = {"name": "P9 thing", "value": 1.5, "target": 1.0, "unit": "x", "op": ">=", "verdict": "PASS"}
     text = table({"p9": {"figures": [fig]}, "p8": {"error": "boom", "figures": []}})
     assert "P9 thing" in text and "PASS" in text and "ERROR" in text
-    assert {k for k, _, _ in BENCHES} == {"sim", "p1", "p2", "p3", "p4", "p5", "scaling", "peers"}
+    assert {k for k, _, _ in BENCHES} == {"sim", "p1", "p2", "p2floor", "p3", "p4", "p5", "scaling", "peers"}
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
 

@@ -521,6 +521,8 @@ def _stop_env_threads(timeout_s: float) -> int:
         loaded["environments.agent_loop"].shutdown_tool_pool(wait=True)
     if "environments.tool_context" in loaded:
         loaded["environments.tool_context"].shutdown_executor(wait=True)
+    if "environments.tokenizer_copies" in loaded:
+        loaded["environments.tokenizer_copies"].shutdown_workers(wait=True)
     return left
 
 

@@ -165,3 +165,17 @@ async def test_no_tokenizer_gives_none_copies_in_a_worker() -> None:
     copies = TokenizerCopies(None, size=2)
     assert await copies.run(lambda tok: tok) is None
     copies.close()
+
+
+async def test_shutdown_stops_every_pools_workers_and_a_later_call_starts_new_ones() -> None:
+    """A stopped runtime leaves no thread of the env layer running (runtime/host.py calls this)."""
+    from environments.tokenizer_copies import shutdown_workers
+
+    copies = TokenizerCopies(Source(), size=2)
+    assert await asyncio.gather(*(copies.run(lambda n, tok: n, n) for n in range(4))) == [0, 1, 2, 3]
+    assert any(t.name.startswith("hermes-tokens") for t in threading.enumerate())
+    await asyncio.to_thread(shutdown_workers, True)
+    assert not any(t.name.startswith("hermes-tokens") for t in threading.enumerate())
+    assert await copies.run(lambda tok: "again") == "again"
+    copies.close(wait=True)
+    assert copies.made == 2  # the copies outlive the workers
