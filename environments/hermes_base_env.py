@@ -229,7 +229,7 @@ class _EarlyTokens:
         """The tokens, when ``messages`` are still what was tokenised; else None (do it again)."""
         if messages is self.messages and _fingerprint(messages) == self.seen:
             return await self.task
-        self.task.cancel()  # its worker finishes and hands its tokenizer copy back
+        self.task.cancel()  # a queued tokenisation is dropped; a running one ends and frees its copy
         return None
 
 
