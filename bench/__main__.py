@@ -4,7 +4,7 @@ and bench/results.json (read-modify-write, one section per benchmark).
     python -m bench [--quick] [--only p1,p3] [--skip sim] [--no-write]
 
 Each benchmark runs in a fresh interpreter so threads, pools and heap left by
-one never weigh on the next. Full run: about 10 minutes on 2 cores.
+one never weigh on the next. Full run: about 13 minutes on 2 cores.
 """
 
 from __future__ import annotations
